@@ -1,0 +1,39 @@
+"""The attention core: score functions, masks, scaled dot-product attention."""
+
+from .functional import (
+    causal_mask,
+    combine_masks,
+    invert_mask,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+from .layer import Attention
+from .scores import (
+    SCORES,
+    AdditiveScore,
+    ConcatScore,
+    DotScore,
+    GeneralScore,
+    ScaledDotScore,
+    Score,
+    make_score,
+)
+
+__all__ = [
+    "SCORES",
+    "AdditiveScore",
+    "Attention",
+    "ConcatScore",
+    "DotScore",
+    "GeneralScore",
+    "ScaledDotScore",
+    "Score",
+    "causal_mask",
+    "combine_masks",
+    "invert_mask",
+    "make_score",
+    "masked_softmax",
+    "padding_mask",
+    "scaled_dot_product_attention",
+]

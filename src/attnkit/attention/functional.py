@@ -1,0 +1,332 @@
+"""Masked softmax, scaled dot-product attention and the mask builders.
+
+Notation: ``B`` batch, ``Tq`` queries, ``Tk`` keys, ``D`` query/key width,
+``Dv`` value width; ``...`` is any number of leading batch or head dims.
+
+Mask convention: a boolean mask is True where attention is ALLOWED (as in
+``torch.nn.functional.scaled_dot_product_attention``). A query row with no
+allowed key gets weights of 0 and a context of 0, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "causal_mask",
+    "combine_masks",
+    "invert_mask",
+    "masked_softmax",
+    "padding_mask",
+    "scaled_dot_product_attention",
+]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """Softmax over ``dim`` restricted to the allowed positions of ``mask``.
+
+    ``w_j = exp(s_j - m) / sum_{k allowed} exp(s_k - m)`` for allowed ``j``, where
+    ``m`` is the row maximum (the shift that keeps ``exp`` finite); ``w_j = 0``
+    for masked ``j``. A row with no allowed position gives all-zero weights and
+    zero gradients. float16/bfloat16 scores are reduced in float32 and the
+    result is cast back.
+
+    Args:
+        scores: alignment scores, any shape, floating dtype.
+        mask: bool, broadcastable to ``scores``; True = may attend.
+        dim: the dimension to normalise over (the keys).
+
+    Returns:
+        weights with the shape and dtype of ``scores``; each row sums to 1, or to
+        0 when fully masked.
+
+    Raises:
+        TypeError: ``scores`` is not floating point or ``mask`` is not bool.
+        ValueError: ``mask`` does not broadcast to ``scores``.
+    """
+    if not scores.is_floating_point():
+        raise TypeError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
+    work = scores.float() if scores.dtype in _LOW_PRECISION else scores
+    if mask is None:
+        return torch.softmax(work, dim=dim).to(scores.dtype)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    _check_broadcast("mask", mask.shape, scores.shape)
+    # A dtype-derived floor instead of -inf keeps fully masked rows finite
+    # (uniform), so neither the forward nor the backward pass produces NaN; the
+    # final `where` then sets every masked weight, and so those rows, to 0.
+    floor = torch.finfo(work.dtype).min
+    weights = torch.softmax(work.masked_fill(~mask, floor), dim=dim)
+    return torch.where(mask, weights, weights.new_zeros(())).to(scores.dtype)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    return_weights: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, ``softmax(Q K^T * scale + M) V``.
+
+    Vaswani et al. 2017, eq. 1, with ``scale = 1/sqrt(D)`` by default.
+
+    When weights are not requested the work goes to PyTorch's fused kernel
+    (``torch.nn.functional.scaled_dot_product_attention``); otherwise the
+    weights are computed explicitly with :func:`masked_softmax`. Both paths give
+    the same output, and a query row with no allowed key gives a zero output on
+    both (PyTorch alone would give NaN).
+
+    Causal masking is aligned bottom-right: query ``i`` may attend to key ``j``
+    when ``j <= i + (Tk - Tq)``, so the last query sees every key, as in
+    incremental decoding where the queries are the newest positions. For
+    ``Tq == Tk`` this is the usual lower triangle; for ``Tq > Tk`` the first
+    ``Tq - Tk`` rows see nothing and come out as zeros.
+
+    Dropout is applied to the weights whenever ``dropout_p > 0``, as in PyTorch;
+    modules pass ``dropout_p`` only in training mode.
+
+    Args:
+        query: ``(..., Tq, D)``, floating.
+        key: ``(..., Tk, D)``, same dtype and leading dims as ``query``.
+        value: ``(..., Tk, Dv)``, same dtype and leading dims.
+        mask: broadcastable to ``(..., Tq, Tk)``; bool (True = may attend) or a
+            float tensor added to the scores (``-inf`` = masked).
+        scale: factor applied to ``Q K^T``; ``1/sqrt(D)`` when None.
+        is_causal: also apply the bottom-right causal mask.
+        dropout_p: dropout probability on the attention weights, in [0, 1).
+        return_weights: also return the attention weights.
+
+    Returns:
+        output ``(..., Tq, Dv)``, or ``(output, weights)`` with weights
+        ``(..., Tq, Tk)`` when ``return_weights`` is True.
+
+    Raises:
+        ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
+            mask that does not broadcast, or ``dropout_p`` outside [0, 1).
+        TypeError: non-floating inputs, mixed dtypes, or a mask that is neither
+            bool nor floating.
+    """
+    _check_qkv(query, key, value)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    tq, tk = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    allowed, bias = _split_mask(mask, query, tk)
+    if is_causal and (return_weights or allowed is not None or bias is not None or tq != tk):
+        allowed = combine_masks(allowed, causal_mask(tq, tk, device=query.device))
+        is_causal = False
+
+    if tk == 0:  # no key at all: every row is fully masked
+        output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
+        return (output, query.new_zeros(*query.shape[:-1], 0)) if return_weights else output
+    if return_weights:
+        scores = (query @ key.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+        if bias is not None:
+            scores = scores + bias
+        weights = masked_softmax(scores, allowed)
+        dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+        return dropped @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
+
+    return _fused_attention(query, key, value, allowed, bias, scale, is_causal, dropout_p)
+
+
+def _fused_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    allowed: Tensor | None,
+    bias: Tensor | None,
+    scale: float,
+    is_causal: bool,
+    dropout_p: float,
+) -> Tensor:
+    """PyTorch's fused kernel, with fully masked rows mapped to zero output."""
+    empty_rows = None
+    if allowed is not None:
+        row_has_key = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1)
+        if not bool(row_has_key.all()):
+            # Let empty rows attend everywhere (finite forward and backward),
+            # then zero their output below.
+            empty_rows = ~row_has_key
+            allowed = allowed | empty_rows
+    attn_mask = allowed
+    if bias is not None:
+        attn_mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    )
+    if empty_rows is not None:
+        output = output.masked_fill(empty_rows, 0.0)
+    return output
+
+
+def _split_mask(mask: Tensor | None, query: Tensor, tk: int) -> tuple[Tensor | None, Tensor | None]:
+    """Split a user mask into (allowed bool mask, additive float bias)."""
+    if mask is None:
+        return None, None
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
+    if mask.dtype == torch.bool:
+        return mask, None
+    if not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be bool (True = may attend) or floating (added to the scores), "
+            f"got dtype {mask.dtype}"
+        )
+    mask = mask.to(query.dtype)
+    blocked = torch.isneginf(mask)
+    if not bool(blocked.any()):
+        return None, mask
+    return ~blocked, mask.masked_fill(blocked, 0.0)
+
+
+def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be floating point, got dtype {t.dtype}")
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        raise TypeError(
+            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"key has D={key.shape[-1]} but query has D={query.shape[-1]} "
+            f"(query {tuple(query.shape)}, key {tuple(key.shape)})"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"value has Tk={value.shape[-2]} but key has Tk={key.shape[-2]} "
+            f"(key {tuple(key.shape)}, value {tuple(value.shape)})"
+        )
+    if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        raise ValueError(
+            "query, key and value must share their leading (batch/head) dims, got "
+            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+
+
+def _check_broadcast(name: str, shape: Sequence[int], target: Sequence[int]) -> None:
+    target = tuple(target)
+    try:
+        ok = torch.broadcast_shapes(tuple(shape), target) == target
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} has shape {tuple(shape)}, which does not broadcast to {target}")
+
+
+def padding_mask(
+    lengths: Tensor | Sequence[int], max_len: int | None = None, *, device: torch.device | None = None
+) -> Tensor:
+    """Boolean padding mask, True at the real (non-pad) positions.
+
+    ``mask[b, t] = t < lengths[b]``.
+
+    Args:
+        lengths: ``(B,)`` integer lengths, each in ``[0, max_len]``.
+        max_len: ``T``; defaults to ``max(lengths)`` (0 for an empty batch).
+        device: where to build the mask; defaults to the device of ``lengths``.
+
+    Returns:
+        mask ``(B, T)``, bool. Use ``mask[:, None, :]`` to broadcast over queries.
+
+    Raises:
+        ValueError: ``lengths`` is not 1-D, has a negative entry, or exceeds
+            ``max_len``.
+        TypeError: ``lengths`` is not integer-valued.
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
+    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    if lengths.numel() and int(lengths.min()) < 0:
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    if max_len is None:
+        max_len = longest
+    elif longest > max_len:
+        raise ValueError(f"lengths has a length {longest} greater than max_len={max_len}")
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    return positions[None, :] < lengths[:, None]  # (B, T)
+
+
+def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None = None) -> Tensor:
+    """Boolean causal mask, aligned bottom-right.
+
+    ``mask[i, j] = j <= i + (tk - tq)``: the last query sees every key. With
+    ``tk == tq`` (the default) this is the lower triangle including the diagonal.
+
+    Args:
+        tq: number of queries ``Tq`` (>= 0).
+        tk: number of keys ``Tk`` (>= 0); defaults to ``tq``.
+        device: where to build the mask.
+
+    Returns:
+        mask ``(Tq, Tk)``, bool, True = may attend.
+
+    Raises:
+        ValueError: a negative size.
+    """
+    tk = tq if tk is None else tk
+    if tq < 0 or tk < 0:
+        raise ValueError(f"causal_mask needs tq >= 0 and tk >= 0, got tq={tq}, tk={tk}")
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of boolean masks with broadcasting; ``None`` entries are skipped.
+
+    Returns None when every mask is None.
+
+    Raises:
+        TypeError: a mask is not bool.
+        ValueError: the masks do not broadcast together.
+    """
+    present = [m for m in masks if m is not None]
+    for i, m in enumerate(present):
+        if m.dtype != torch.bool:
+            raise TypeError(f"combine_masks takes bool masks, mask {i} has dtype {m.dtype}")
+    if not present:
+        return None
+    try:
+        torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(m.shape)) for m in present)
+        raise ValueError(f"combine_masks: masks of shapes {shapes} do not broadcast") from None
+    combined = present[0]
+    for m in present[1:]:
+        combined = combined & m
+    return combined
+
+
+def invert_mask(mask: Tensor | None) -> Tensor | None:
+    """Convert between the two boolean mask polarities.
+
+    ``torch.nn.MultiheadAttention`` (``key_padding_mask``, bool ``attn_mask``)
+    uses True = IGNORE; attnkit uses True = may attend. This flips a bool mask
+    either way. Float masks are additive in both APIs and come back unchanged;
+    None stays None.
+    """
+    if mask is None or mask.is_floating_point():
+        return mask
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
+    return ~mask

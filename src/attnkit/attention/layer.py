@@ -1,0 +1,101 @@
+"""``Attention``: alignment scores -> masked softmax -> weighted sum of values.
+
+The encoder-decoder attention of Bahdanau et al. 2015 (eqs. 5-6) and Luong et
+al. 2015 (sec. 3.1, eqs. 1 and 7), with any score from :mod:`.scores`.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .functional import masked_softmax
+from .scores import Score
+
+__all__ = ["Attention"]
+
+
+class Attention(nn.Module):
+    """Attention with a pluggable score.
+
+    ``a = masked_softmax(score(q, K), mask)``; ``c = sum_j a_j v_j``
+    (Bahdanau et al. 2015, eqs. 5-6). Weights are returned, never stored.
+
+    Args:
+        score: the alignment score module (see :func:`attnkit.make_score`).
+        dropout: dropout on the weights, applied in training mode only.
+
+    Raises:
+        TypeError: ``score`` is not a :class:`~attnkit.attention.scores.Score`.
+        ValueError: ``dropout`` outside [0, 1).
+    """
+
+    def __init__(self, score: Score, dropout: float = 0.0) -> None:
+        super().__init__()
+        if not isinstance(score, Score):
+            raise TypeError(f"score must be an attnkit Score module, got {type(score).__name__}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.score = score
+        self.dropout = dropout
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        prepared_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Context vectors and attention weights.
+
+        Args:
+            query: decoder state(s): one step ``(B, Dq)`` or all steps ``(B, Tq, Dq)``.
+            keys: encoder states ``(B, Tk, Dk)``.
+            values: ``(B, Tk, Dv)``; defaults to ``keys`` (encoder-decoder
+                attention reuses the encoder states for both).
+            mask: bool, True = may attend. For a step query ``(B, Tk)``; for
+                ``(B, Tq, Dq)`` anything broadcastable to ``(B, Tq, Tk)``, e.g. a
+                padding mask as ``mask[:, None, :]``.
+            prepared_keys: ``score.prepare_keys(keys)``, computed once per source.
+
+        Returns:
+            ``(context, weights)``: ``(B, Dv)`` and ``(B, Tk)`` for a step query,
+            ``(B, Tq, Dv)`` and ``(B, Tq, Tk)`` otherwise. Fully masked rows give
+            zero weights and a zero context.
+
+        Raises:
+            ValueError: mismatched ranks, batch sizes, lengths or widths, or a
+                mask that does not broadcast.
+            TypeError: a non-bool mask.
+        """
+        values = keys if values is None else values
+        step = query.dim() == 2
+        if step:
+            query = query.unsqueeze(1)  # (B, 1, Dq)
+            mask = None if mask is None else mask.unsqueeze(-2)  # (B, 1, Tk)
+        _check_layer_inputs(query, keys, values)
+        scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk)
+        weights = masked_softmax(scores, mask)  # (B, Tq, Tk)
+        dropped = F.dropout(weights, self.dropout) if self.training and self.dropout else weights
+        context = dropped @ values  # (B, Tq, Dv)
+        if step:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights
+
+
+def _check_layer_inputs(query: Tensor, keys: Tensor, values: Tensor) -> None:
+    for arg, t in (("query", query), ("keys", keys), ("values", values)):
+        if t.dim() != 3:
+            raise ValueError(f"{arg} must be 3-D (B, T, D), got shape {tuple(t.shape)}")
+    if not query.shape[0] == keys.shape[0] == values.shape[0]:
+        raise ValueError(
+            f"batch sizes differ: query {tuple(query.shape)}, keys {tuple(keys.shape)}, "
+            f"values {tuple(values.shape)}"
+        )
+    if keys.shape[1] != values.shape[1]:
+        raise ValueError(
+            f"values has Tk={values.shape[1]} but keys has Tk={keys.shape[1]} "
+            f"(keys {tuple(keys.shape)}, values {tuple(values.shape)})"
+        )

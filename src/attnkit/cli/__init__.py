@@ -1,0 +1,47 @@
+"""The ``attnkit`` command line: the only place that parses arguments.
+
+Each command group lives in its own module with a ``register(subparsers)``
+function that adds its parsers and sets ``func`` to a handler taking the parsed
+arguments and returning an exit status. Bad user input raises
+:class:`UsageError` (or ``ValueError``), which is printed as one line on
+stderr with exit status 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .errors import UsageError
+
+__all__ = ["UsageError", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import bench, explain, nmt
+
+    parser = argparse.ArgumentParser(
+        prog="attnkit",
+        description="The attention mechanism of neural translation: explain, plot, train, translate.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in (explain, nmt, bench):
+        group.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, ValueError, FileNotFoundError) as err:
+        print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"attnkit {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,7 @@
+"""CLI commands: nmt (registered by attnkit.cli.build_parser)."""
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add this group's commands; filled in as the group is built."""
