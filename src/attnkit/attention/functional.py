@@ -165,7 +165,13 @@ def _fused_attention(
     if bias is not None:
         attn_mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
     output = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+        scale=scale,
     )
     if empty_rows is not None:
         output = output.masked_fill(empty_rows, 0.0)
@@ -198,12 +204,15 @@ def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got {tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., T, D) with at least 2 dims, got {tuple(t.shape)}"
+            )
         if not t.is_floating_point():
             raise TypeError(f"{name} must be floating point, got dtype {t.dtype}")
     if key.dtype != query.dtype or value.dtype != query.dtype:
         raise TypeError(
-            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
+            "query, key and value must share a dtype, got "
+            f"{query.dtype}, {key.dtype}, {value.dtype}"
         )
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
@@ -233,7 +242,10 @@ def _check_broadcast(name: str, shape: Sequence[int], target: Sequence[int]) -> 
 
 
 def padding_mask(
-    lengths: Tensor | Sequence[int], max_len: int | None = None, *, device: torch.device | None = None
+    lengths: Tensor | Sequence[int],
+    max_len: int | None = None,
+    *,
+    device: torch.device | None = None,
 ) -> Tensor:
     """Boolean padding mask, True at the real (non-pad) positions.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .functional import masked_softmax
+from .functional import _check_broadcast, masked_softmax
 from .scores import Score
 
 __all__ = ["Attention"]
@@ -73,6 +73,8 @@ class Attention(nn.Module):
         values = keys if values is None else values
         step = query.dim() == 2
         if step:
+            if mask is not None:
+                _check_broadcast("mask", mask.shape, (query.shape[0], keys.shape[-2]))
             query = query.unsqueeze(1)  # (B, 1, Dq)
             mask = None if mask is None else mask.unsqueeze(-2)  # (B, 1, Tk)
         _check_layer_inputs(query, keys, values)

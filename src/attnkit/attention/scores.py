@@ -81,7 +81,8 @@ class Score(nn.Module):
         for arg, t in (("query", query), ("keys", keys)):
             if t.dim() < 2:
                 raise ValueError(
-                    f"{arg} must have shape (..., T, D) for score '{self.name}', got {tuple(t.shape)}"
+                    f"{arg} must have shape (..., T, D) for score '{self.name}', "
+                    f"got {tuple(t.shape)}"
                 )
         if query.shape[:-2] != keys.shape[:-2]:
             raise ValueError(
@@ -171,7 +172,9 @@ class AdditiveScore(Score):
 
     name = "additive"
 
-    def __init__(self, query_dim: int, key_dim: int | None = None, hidden_dim: int | None = None) -> None:
+    def __init__(
+        self, query_dim: int, key_dim: int | None = None, hidden_dim: int | None = None
+    ) -> None:
         super().__init__()
         key_dim = query_dim if key_dim is None else key_dim
         hidden_dim = query_dim if hidden_dim is None else hidden_dim
@@ -216,7 +219,10 @@ SCORES: dict[str, type[Score]] = {
 
 
 def make_score(
-    name: str, query_dim: int | None = None, key_dim: int | None = None, hidden_dim: int | None = None
+    name: str,
+    query_dim: int | None = None,
+    key_dim: int | None = None,
+    hidden_dim: int | None = None,
 ) -> Score:
     """Build a score by name: ``dot``, ``scaled_dot``, ``general``, ``concat``, ``additive``.
 

@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
-        description="The attention mechanism of neural translation: explain, plot, train, translate.",
+        description="The attention mechanism of neural translation: "
+        "explain, plot, train, translate.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in (explain, nmt, bench):

@@ -1,0 +1,329 @@
+"""masked_softmax, scaled_dot_product_attention and the mask builders."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnkit import (
+    causal_mask,
+    combine_masks,
+    invert_mask,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+IDENTITY = torch.eye(3)
+
+
+def sdpa_both(*args, **kwargs):
+    """Output of the fused path, and (output, weights) of the explicit path."""
+    fused = scaled_dot_product_attention(*args, **kwargs)
+    explicit, weights = scaled_dot_product_attention(*args, return_weights=True, **kwargs)
+    return fused, explicit, weights
+
+
+# --- worked examples from the lessons -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [([2.0, 0.0, 1.0], [0.533, 0.168, 0.299]), ([0.0, 2.0, 1.0], [0.168, 0.533, 0.299])],
+)
+def test_worked_example_identity_keys(query, expected):
+    q = torch.tensor([query])  # (Tq=1, D=3)
+    fused, explicit, weights = sdpa_both(q, IDENTITY, IDENTITY)
+    assert weights[0].tolist() == pytest.approx(expected, abs=5e-4)
+    # values are the identity, so the context equals the weights
+    assert explicit[0].tolist() == pytest.approx(expected, abs=5e-4)
+    torch.testing.assert_close(fused, explicit)
+
+
+def test_worked_example_scores_210_with_dk_4():
+    scores = torch.tensor([2.0, 1.0, 0.0])
+    weights = masked_softmax(scores / math.sqrt(4))
+    assert weights.tolist() == pytest.approx([0.506, 0.307, 0.186], abs=5e-4)
+    values = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    # the lesson adds the rounded weights (0.506 + 0.186 = 0.692), hence 1e-3
+    assert (weights @ values).tolist() == pytest.approx([0.692, 0.493], abs=1e-3)
+
+
+@pytest.mark.parametrize("shift", [1000.0, -1000.0])
+def test_adding_a_constant_to_every_score_changes_nothing(shift):
+    scores = torch.tensor([1.0, 0.5, 0.0])
+    torch.testing.assert_close(masked_softmax(scores + shift), masked_softmax(scores))
+
+
+# --- masked_softmax --------------------------------------------------------------------
+
+
+def test_masked_positions_get_exactly_zero_and_rows_sum_to_one():
+    scores = torch.randn(4, 6)
+    mask = torch.rand(4, 6) > 0.4
+    mask[:, 0] = True
+    weights = masked_softmax(scores, mask)
+    assert torch.all(weights[~mask] == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4))
+    expected = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    torch.testing.assert_close(weights, expected)
+
+
+def test_fully_masked_row_gives_zero_weights_and_zero_gradient():
+    scores = torch.randn(3, 5, requires_grad=True)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    weights = masked_softmax(scores, mask)
+    assert torch.all(weights[1] == 0)
+    torch.testing.assert_close(weights[[0, 2]].sum(-1), torch.ones(2))
+    (weights * torch.randn(3, 5)).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    assert torch.all(scores.grad[1] == 0)
+
+
+@pytest.mark.parametrize("magnitude", [1e4, -1e4])
+def test_extreme_scores_stay_finite_in_float32(magnitude):
+    scores = torch.tensor([[magnitude, 0.0, -magnitude], [magnitude, magnitude, 0.0]])
+    weights = masked_softmax(scores)
+    assert torch.isfinite(weights).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_matches_float32_and_keeps_dtype(dtype):
+    scores = torch.randn(4, 7) * 20
+    mask = torch.rand(4, 7) > 0.3
+    mask[2] = False
+    weights = masked_softmax(scores.to(dtype), mask)
+    assert weights.dtype == dtype
+    assert torch.isfinite(weights).all()
+    reference = masked_softmax(scores.to(dtype).float(), mask)
+    torch.testing.assert_close(weights.float(), reference, atol=1e-2, rtol=1e-2)
+
+
+def test_masked_softmax_gradcheck_float64():
+    scores = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True, False, True, True], [False] * 4, [True] * 4])
+    assert torch.autograd.gradcheck(lambda s: masked_softmax(s, mask), (scores,))
+
+
+def test_masked_softmax_rejects_bad_mask():
+    with pytest.raises(TypeError, match="mask must be a bool"):
+        masked_softmax(torch.randn(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 4\)"):
+        masked_softmax(torch.randn(2, 3), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="scores must be a floating"):
+        masked_softmax(torch.ones(2, 3, dtype=torch.long))
+
+
+# --- scaled_dot_product_attention: parity with PyTorch ---------------------------------
+
+
+def random_qkv(*lead, tq=5, tk=7, d=8, dv=6, dtype=torch.float32):
+    return (
+        torch.randn(*lead, tq, d, dtype=dtype),
+        torch.randn(*lead, tk, d, dtype=dtype),
+        torch.randn(*lead, tk, dv, dtype=dtype),
+    )
+
+
+def random_bool_mask(*shape):
+    mask = torch.rand(*shape) > 0.3
+    mask[..., 0] = True  # PyTorch gives NaN on fully masked rows; keep one key per row
+    return mask
+
+
+MASKS = {
+    "none": lambda: None,
+    "bool": lambda: random_bool_mask(2, 3, 5, 7),
+    "bool_broadcast_keys": lambda: random_bool_mask(2, 1, 1, 7),
+    "float": lambda: torch.randn(2, 3, 5, 7),
+    "float_with_neg_inf": lambda: torch.where(
+        random_bool_mask(2, 3, 5, 7), torch.randn(2, 3, 5, 7), torch.tensor(-math.inf)
+    ),
+}
+
+
+@pytest.mark.parametrize("mask_kind", list(MASKS))
+def test_equals_torch_sdpa_with_batch_and_head_dims(mask_kind):
+    torch.manual_seed(0)
+    q, k, v = random_qkv(2, 3)
+    mask = MASKS[mask_kind]()
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    fused, explicit, _ = sdpa_both(q, k, v, mask)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_equals_torch_sdpa_causal_and_custom_scale():
+    torch.manual_seed(1)
+    q, k, v = random_qkv(4, tq=6, tk=6)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+    fused, explicit, weights = sdpa_both(q, k, v, is_causal=True, scale=0.3)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
+    assert torch.all(weights.triu(diagonal=1) == 0)
+
+
+def test_causal_with_fewer_queries_is_aligned_bottom_right():
+    torch.manual_seed(2)
+    q, k, v = random_qkv(2, tq=3, tk=5)
+    fused, explicit, weights = sdpa_both(q, k, v, is_causal=True)
+    # query i sees keys 0..i+2: the last query sees all five keys
+    expected_allowed = torch.tensor(
+        [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool
+    )
+    assert torch.equal(weights[0] > 0, expected_allowed)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=expected_allowed)
+    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, reference, atol=1e-5, rtol=1e-5)
+    # the last query of a causal pass over all five positions is the same computation
+    full = scaled_dot_product_attention(torch.cat([k[..., :2, :], q], -2), k, v, is_causal=True)
+    torch.testing.assert_close(full[..., -3:, :], fused, atol=1e-5, rtol=1e-5)
+
+
+def test_causal_with_more_queries_than_keys_zeroes_the_first_rows():
+    q, k, v = random_qkv(tq=5, tk=3)
+    fused, explicit, weights = sdpa_both(q, k, v, is_causal=True)
+    assert torch.all(fused[:2] == 0) and torch.all(explicit[:2] == 0)
+    assert torch.all(weights[:2] == 0)
+    torch.testing.assert_close(fused, explicit)
+
+
+def test_causal_combines_with_a_padding_mask():
+    torch.manual_seed(3)
+    q, k, v = random_qkv(2, tq=4, tk=4)
+    pad = padding_mask([4, 2])[:, None, :]  # (B, 1, Tk)
+    fused, explicit, weights = sdpa_both(q, k, v, pad, is_causal=True)
+    allowed = combine_masks(pad, causal_mask(4))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
+    assert torch.all(weights[1, :, 2:] == 0)
+
+
+# --- fully masked rows, gradients, edge sizes ------------------------------------------
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_give_zero_output_and_finite_gradients(return_weights, kind):
+    torch.manual_seed(4)
+    q, k, v = (t.requires_grad_() for t in random_qkv(2, tq=4, tk=5))
+    allowed = random_bool_mask(2, 4, 5)
+    allowed[0, 1] = False
+    allowed[1, 3] = False
+    mask = allowed if kind == "bool" else torch.zeros(2, 4, 5).masked_fill(~allowed, -math.inf)
+    result = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    out = result[0] if return_weights else result
+    assert torch.all(out[0, 1] == 0) and torch.all(out[1, 3] == 0)
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    assert torch.all(q.grad[0, 1] == 0)
+    # the other rows equal an unmasked reference restricted to the allowed keys
+    keep = allowed.clone()
+    keep[0, 1] = True
+    keep[1, 3] = True
+    reference = F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), attn_mask=keep)
+    rows = torch.ones(2, 4, dtype=torch.bool)
+    rows[0, 1] = rows[1, 3] = False
+    torch.testing.assert_close(out.detach()[rows], reference[rows], atol=1e-5, rtol=1e-5)
+
+
+def test_zero_keys_and_empty_batch_give_correct_shapes():
+    q, k, v = random_qkv(2, tq=3, tk=0)
+    out, weights = scaled_dot_product_attention(q, k, v, return_weights=True)
+    assert out.shape == (2, 3, 6) and weights.shape == (2, 3, 0)
+    assert torch.all(scaled_dot_product_attention(q, k, v) == 0)
+    q, k, v = random_qkv(0, tq=3, tk=4)
+    assert scaled_dot_product_attention(q, k, v).shape == (0, 3, 6)
+
+
+def test_sdpa_gradcheck_float64_both_paths():
+    q, k, v = (
+        t.requires_grad_() for t in random_qkv(2, tq=3, tk=4, d=3, dv=2, dtype=torch.float64)
+    )
+    mask = torch.tensor([[True, False, True, True], [False] * 4, [True] * 4])
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, return_weights=True), (q, k, v)
+    )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask), (q, k, v)
+    )
+
+
+def test_dropout_zero_probability_is_exact_and_positive_probability_changes_output():
+    torch.manual_seed(5)
+    q, k, v = random_qkv(2, tq=4, tk=6)
+    base = scaled_dot_product_attention(q, k, v)
+    dropped = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert not torch.allclose(base, dropped)
+    with pytest.raises(ValueError, match="dropout_p"):
+        scaled_dot_product_attention(q, k, v, dropout_p=1.0)
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+def test_bad_inputs_name_the_argument_and_shapes():
+    q, k, v = random_qkv(2, tq=3, tk=4, d=5, dv=6)
+    with pytest.raises(ValueError, match=r"key has D=4 but query has D=5"):
+        scaled_dot_product_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match=r"value has Tk=3 but key has Tk=4"):
+        scaled_dot_product_attention(q, k, v[:, :3])
+    with pytest.raises(ValueError, match=r"leading \(batch/head\) dims"):
+        scaled_dot_product_attention(q, k[:1], v[:1])
+    with pytest.raises(ValueError, match=r"query must have shape"):
+        scaled_dot_product_attention(q[0, 0], k, v)
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 3, 5\)"):
+        scaled_dot_product_attention(q, k, v, torch.ones(2, 3, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"mask must be bool .* got dtype torch.int64"):
+        scaled_dot_product_attention(q, k, v, torch.ones(2, 3, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="share a dtype"):
+        scaled_dot_product_attention(q, k.double(), v)
+
+
+# --- mask builders ---------------------------------------------------------------------
+
+
+def test_padding_mask_marks_real_tokens():
+    mask = padding_mask(torch.tensor([3, 1, 0]), max_len=4)
+    expected = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    assert torch.equal(mask, expected)
+    assert padding_mask([2, 5]).shape == (2, 5)
+
+
+def test_padding_mask_rejects_bad_lengths():
+    with pytest.raises(ValueError, match="greater than max_len=2"):
+        padding_mask([3], max_len=2)
+    with pytest.raises(ValueError, match=">= 0"):
+        padding_mask([-1, 2])
+    with pytest.raises(ValueError, match="1-D"):
+        padding_mask([[1, 2]])
+    with pytest.raises(TypeError, match="integers"):
+        padding_mask([1.5])
+
+
+def test_causal_mask_square_and_rectangular():
+    assert torch.equal(causal_mask(3), torch.ones(3, 3, dtype=torch.bool).tril())
+    assert causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
+    assert causal_mask(3, 1).tolist() == [[False], [False], [True]]
+    with pytest.raises(ValueError, match="tq >= 0"):
+        causal_mask(-1)
+
+
+def test_combine_and_invert_masks():
+    pad = padding_mask([2, 3], max_len=3)[:, None, :]  # (2, 1, 3)
+    combined = combine_masks(pad, None, causal_mask(3))
+    assert combined.shape == (2, 3, 3)
+    assert combined[0].tolist() == [[True, False, False], [True, True, False], [True, True, False]]
+    assert combine_masks(None, None) is None
+    with pytest.raises(ValueError, match="do not broadcast"):
+        combine_masks(torch.ones(2, 3, dtype=torch.bool), torch.ones(4, dtype=torch.bool))
+    ignore = torch.tensor([False, True])
+    assert invert_mask(ignore).tolist() == [True, False]
+    additive = torch.tensor([0.0, -math.inf])
+    assert invert_mask(additive) is additive

@@ -1,0 +1,98 @@
+"""Attention(score): context and weights, single steps, masks, errors."""
+
+import pytest
+import torch
+
+from attnkit import SCORES, Attention, ScaledDotScore, make_score, padding_mask
+
+WIDTHS = {
+    "dot": (6, 6),
+    "scaled_dot": (6, 6),
+    "general": (6, 4),
+    "concat": (6, 4),
+    "additive": (6, 4),
+}
+
+
+def attention(name):
+    dq, dk = WIDTHS[name]
+    return Attention(make_score(name, query_dim=dq, key_dim=dk, hidden_dim=5)), dq, dk
+
+
+def test_worked_example_through_the_layer():
+    attend = Attention(ScaledDotScore())
+    keys = torch.eye(3)[None]  # (B=1, Tk=3, D=3)
+    context, weights = attend(torch.tensor([[2.0, 0.0, 1.0]]), keys)  # a (B, D) step
+    assert weights.shape == (1, 3) and context.shape == (1, 3)
+    assert weights[0].tolist() == pytest.approx([0.533, 0.168, 0.299], abs=5e-4)
+    assert context[0].tolist() == pytest.approx([0.533, 0.168, 0.299], abs=5e-4)
+
+
+@pytest.mark.parametrize("name", list(SCORES))
+def test_step_query_equals_the_matching_row_of_all_steps(name):
+    torch.manual_seed(0)
+    attend, dq, dk = attention(name)
+    query, keys = torch.randn(2, 3, dq), torch.randn(2, 5, dk)
+    values = torch.randn(2, 5, 7)
+    mask = padding_mask([5, 3])  # (B, Tk)
+    context, weights = attend(query, keys, values, mask[:, None, :])
+    assert context.shape == (2, 3, 7) and weights.shape == (2, 3, 5)
+    for i in range(3):
+        c_i, w_i = attend(query[:, i], keys, values, mask)
+        torch.testing.assert_close(c_i, context[:, i])
+        torch.testing.assert_close(w_i, weights[:, i])
+    assert torch.all(weights[1, :, 3:] == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("name", list(SCORES))
+def test_fully_masked_row_gives_zero_context_and_finite_gradients(name):
+    torch.manual_seed(1)
+    attend, dq, dk = attention(name)
+    query = torch.randn(2, 3, dq, requires_grad=True)
+    keys = torch.randn(2, 4, dk, requires_grad=True)
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[0, 1] = False
+    context, weights = attend(query, keys, mask=mask)
+    assert torch.all(weights[0, 1] == 0) and torch.all(context[0, 1] == 0)
+    context.sum().backward()
+    assert torch.isfinite(query.grad).all() and torch.isfinite(keys.grad).all()
+    for p in attend.parameters():
+        assert torch.isfinite(p.grad).all()
+
+
+def test_values_default_to_the_keys():
+    torch.manual_seed(2)
+    attend, dq, _ = attention("dot")
+    query, keys = torch.randn(2, 3, dq), torch.randn(2, 4, dq)
+    c_default, _ = attend(query, keys)
+    c_explicit, _ = attend(query, keys, keys)
+    torch.testing.assert_close(c_default, c_explicit)
+
+
+def test_dropout_only_in_training_mode():
+    torch.manual_seed(3)
+    attend = Attention(ScaledDotScore(), dropout=0.5)
+    query, keys = torch.randn(2, 3, 6), torch.randn(2, 8, 6)
+    attend.eval()
+    torch.testing.assert_close(attend(query, keys)[0], attend(query, keys)[0])
+    attend.train()
+    assert not torch.allclose(attend(query, keys)[0], attend(query, keys)[0])
+
+
+def test_layer_errors_name_the_argument_and_shapes():
+    attend, dq, dk = attention("general")
+    with pytest.raises(
+        ValueError, match=r"batch sizes differ: query \(2, 3, 6\), keys \(3, 5, 4\)"
+    ):
+        attend(torch.randn(2, 3, dq), torch.randn(3, 5, dk))
+    with pytest.raises(ValueError, match=r"values has Tk=4 but keys has Tk=5"):
+        attend(torch.randn(2, 3, dq), torch.randn(2, 5, dk), torch.randn(2, 4, 3))
+    with pytest.raises(ValueError, match=r"keys must be 3-D"):
+        attend(torch.randn(2, 3, dq), torch.randn(5, dk))
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 4\)"):
+        attend(torch.randn(2, dq), torch.randn(2, 5, dk), mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="score must be an attnkit Score"):
+        Attention(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="dropout must be in"):
+        Attention(ScaledDotScore(), dropout=1.5)
