@@ -9,6 +9,7 @@ from .functional import (
     scaled_dot_product_attention,
 )
 from .layer import Attention
+from .multihead import KVCache, MultiHeadAttention
 from .scores import (
     SCORES,
     AdditiveScore,
@@ -27,6 +28,8 @@ __all__ = [
     "ConcatScore",
     "DotScore",
     "GeneralScore",
+    "KVCache",
+    "MultiHeadAttention",
     "ScaledDotScore",
     "Score",
     "causal_mask",

@@ -1,0 +1,472 @@
+"""Multi-head attention: learned Q/K/V projections, heads in parallel, concat, project.
+
+Vaswani et al. 2017, sec. 3.2.2:
+``MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O`` with
+``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` and ``Attention`` the scaled
+dot-product attention of eq. 1. Grouped-query attention (Ainslie et al. 2023,
+sec. 2.2) lets each group of ``G`` query heads share one key/value head;
+multi-query attention (Shazeer 2019) is the case of a single key/value head.
+
+Notation: ``B`` batch, ``Tq`` queries, ``Tk`` keys, ``E`` model width,
+``H`` query heads, ``Hkv`` key/value heads, ``G = H / Hkv`` query heads per
+key/value head, ``Dh = E / H`` head size.
+
+Mask convention: a bool mask is True where attention is ALLOWED.
+``torch.nn.MultiheadAttention`` uses the opposite polarity (True = ignore);
+:meth:`MultiHeadAttention.to_torch_masks` converts at that boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .functional import causal_mask, combine_masks, invert_mask, scaled_dot_product_attention
+
+__all__ = ["KVCache", "MultiHeadAttention"]
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values carried between incremental decoding steps.
+
+    Pass one object, empty at first, to successive calls of
+    :meth:`MultiHeadAttention.forward`; each successful call UPDATES IT IN PLACE
+    (its fields are replaced by new tensors, never written into) and forward
+    still returns only ``(output, weights)``. Nothing is stored on the module.
+
+    - Self-attention (``key`` and ``value`` None on the first call): each call
+      projects the new positions and appends them, so a step of ``Tq`` queries
+      attends to every position seen so far.
+    - Cross-attention (``key`` given on the first call): the encoder states are
+      projected once, on the first call, and reused; on later calls ``key`` and
+      ``value`` may be passed again or left None, and are not read.
+
+    Attributes:
+        key: projected keys ``(B, Hkv, Tk, Dh)``, or None before the first call.
+        value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
+        steps: number of query positions processed so far.
+        cross: None until the first call, then whether this is a cross-attention cache.
+    """
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+    steps: int = 0
+    cross: bool | None = None
+
+    @property
+    def length(self) -> int:
+        """Number of cached key positions ``Tk`` (0 when empty)."""
+        return 0 if self.key is None else self.key.shape[2]
+
+    def index_select(self, index: Tensor) -> KVCache:
+        """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
+        pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
+        pick_v = None if self.value is None else self.value.index_select(0, index)
+        return KVCache(pick, pick_v, self.steps, self.cross)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention, batch first.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O``,
+    ``head_i = softmax(Q W_i^Q (K W_g(i)^K)^T / sqrt(Dh) + M) V W_g(i)^V``
+    (Vaswani et al. 2017, sec. 3.2.2 and eq. 1), where query head ``i`` uses
+    key/value head ``g(i) = i // G``: ``G = 1`` is standard multi-head
+    attention, ``Hkv = 1`` multi-query attention (Shazeer 2019), anything
+    between grouped-query attention (Ainslie et al. 2023).
+
+    The projections are separate ``nn.Linear`` layers: ``q_proj`` E -> E,
+    ``k_proj`` kdim -> Hkv*Dh, ``v_proj`` vdim -> Hkv*Dh, ``out_proj`` E -> E.
+
+    Args:
+        embed_dim: model width ``E``, the width of queries and of the output.
+        num_heads: query heads ``H``; must divide ``E``.
+        kdim: width of ``key`` inputs; defaults to ``E``.
+        vdim: width of ``value`` inputs; defaults to ``E``.
+        num_kv_heads: key/value heads ``Hkv``; must divide ``H``; defaults to ``H``.
+        bias: add biases to the four projections.
+        dropout: dropout probability on the attention weights, training mode only.
+        device, dtype: where and how to create the parameters.
+
+    Raises:
+        ValueError: a non-positive size, ``E`` not divisible by ``H``, ``H`` not
+            divisible by ``Hkv``, or ``dropout`` outside [0, 1).
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        num_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        sizes = dict(embed_dim=embed_dim, num_heads=num_heads, kdim=kdim, vdim=vdim)
+        for name, size in {**sizes, "num_kv_heads": num_kv_heads}.items():
+            if size <= 0:
+                raise ValueError(f"{name} must be positive, got {size}")
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
+        self.kdim, self.vdim, self.dropout = kdim, vdim, dropout
+        self.head_dim = embed_dim // num_heads
+        kv_width = num_kv_heads * self.head_dim
+        factory = dict(bias=bias, device=device, dtype=dtype)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, **factory)
+        self.k_proj = nn.Linear(kdim, kv_width, **factory)
+        self.v_proj = nn.Linear(vdim, kv_width, **factory)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, **factory)
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        # As torch.nn.MultiheadAttention: Xavier-uniform input projections, zero biases.
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+            f"num_kv_heads={self.num_kv_heads}, kdim={self.kdim}, vdim={self.vdim}, "
+            f"dropout={self.dropout}"
+        )
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        average_weights: bool = True,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (or to ``query`` itself).
+
+        Self-attention when ``key`` and ``value`` are None; cross-attention
+        otherwise (``value`` defaults to ``key``). Without ``need_weights`` the
+        heads go through PyTorch's fused kernel; with it, through an explicit
+        masked softmax. Both give the same output.
+
+        Causal masking is aligned bottom-right: query ``i`` may attend to key
+        ``j`` when ``j <= i + (Tk - Tq)``, so the newest query sees every key
+        (what incremental decoding needs). For ``Tq == Tk`` this is the usual
+        lower triangle, identical to ``torch.nn.MultiheadAttention``'s.
+
+        A head whose query row has no allowed key contributes zero to the
+        concatenation; a query row with no allowed key in any head has an
+        output of exactly 0 (the output bias is not added) and zero weights.
+
+        Args:
+            query: ``(B, Tq, E)``, floating, the parameters' dtype; a single step
+                may be ``(B, E)`` (then ``Tq = 1`` and the outputs lose that dim).
+            key: ``(B, Tk, kdim)`` for cross-attention, or None.
+            value: ``(B, Tk, vdim)``; defaults to ``key``.
+            key_padding_mask: ``(B, Tk)`` bool, True = real token. With a cache,
+                ``Tk`` counts the cached positions too.
+            attn_mask: ``(Tq, Tk)`` or ``(B, H, Tq, Tk)`` (size-1 dims broadcast);
+                bool (True = may attend) or float (added to the scores, ``-inf``
+                = masked).
+            is_causal: also apply the bottom-right causal mask.
+            need_weights: also return the attention weights (explicit path).
+            average_weights: average the weights over heads.
+            cache: a :class:`KVCache` for incremental decoding, updated in place.
+
+        Returns:
+            ``(output, weights)``: output ``(B, Tq, E)``; weights ``(B, Tq, Tk)``
+            averaged over heads, ``(B, H, Tq, Tk)`` per head, or None without
+            ``need_weights``. Weights are taken before dropout. For a ``(B, E)``
+            query: ``(B, E)`` and ``(B, Tk)`` / ``(B, H, Tk)``.
+
+        Raises:
+            ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
+                wrong shape; a cache of another batch size or kind.
+            TypeError: non-tensor or non-floating inputs, a dtype other than the
+                parameters', a non-bool ``key_padding_mask``, an ``attn_mask``
+                neither bool nor floating, or ``cache`` not a :class:`KVCache`.
+        """
+        step = isinstance(query, Tensor) and query.dim() == 2
+        if step:
+            query = query.unsqueeze(1)  # (B, 1, E)
+        self._check_inputs(query, key, value, cache)
+        b, tq, _ = query.shape
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, Tq, Dh)
+        k, v = self._keys_values(query, key, value, cache)  # (B, Hkv, Tk, Dh) each
+        mask, is_causal, empty_rows = self._mask(
+            key_padding_mask, attn_mask, is_causal, (b, self.num_heads, tq, k.shape[2]), q
+        )
+        group = self.num_heads // self.num_kv_heads
+        result = scaled_dot_product_attention(
+            q,
+            k.repeat_interleave(group, dim=1),  # (B, H, Tk, Dh)
+            v.repeat_interleave(group, dim=1),  # (B, H, Tk, Dh)
+            mask,
+            is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+            return_weights=need_weights,
+        )
+        heads, weights = result if need_weights else (result, None)  # (B, H, Tq, Dh)
+        concat = heads.transpose(1, 2).reshape(b, tq, self.embed_dim)  # (B, Tq, E)
+        output = self.out_proj(concat)  # (B, Tq, E)
+        if empty_rows is not None:
+            output = output.masked_fill(empty_rows, 0.0)
+        if weights is not None and average_weights:
+            weights = weights.mean(dim=1)  # (B, Tq, Tk)
+        if cache is not None:
+            cache.key, cache.value, cache.steps = k, v, cache.steps + tq
+            cache.cross = cache.cross if cache.cross is not None else key is not None
+        if step:
+            output = output.squeeze(1)  # (B, E)
+            weights = None if weights is None else weights.squeeze(-2)  # (B, [H,] Tk)
+        return output, weights
+
+    def _split_heads(self, x: Tensor, heads: int) -> Tensor:
+        """``(B, T, heads*Dh) -> (B, heads, T, Dh)``."""
+        return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)  # (B, heads, T, Dh)
+
+    def _keys_values(
+        self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor]:
+        """Projected keys and values ``(B, Hkv, Tk, Dh)``, cached ones included."""
+        cross = key is not None if cache is None or cache.cross is None else cache.cross
+        if cache is not None and cross and cache.key is not None:
+            return cache.key, cache.value  # encoder states, projected on the first call
+        source_k = query if key is None else key
+        source_v = source_k if value is None else value
+        k = self._split_heads(self.k_proj(source_k), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
+        v = self._split_heads(self.v_proj(source_v), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
+        if cache is None or cross or cache.key is None:
+            return k, v
+        return torch.cat([cache.key, k], dim=2), torch.cat([cache.value, v], dim=2)
+
+    def _mask(
+        self,
+        key_padding_mask: Tensor | None,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        target: tuple[int, int, int, int],
+        q: Tensor,
+    ) -> tuple[Tensor | None, bool, Tensor | None]:
+        """The mask for the core, the causal flag left to it, and the empty query rows.
+
+        Returns ``(mask, is_causal, empty_rows)``: ``mask`` broadcastable to
+        ``(B, H, Tq, Tk)`` (bool, or float with ``-inf`` = masked);
+        ``empty_rows`` ``(B or 1, Tq, 1)`` bool, True where no head may attend
+        to any key, or None when there is no mask.
+        """
+        b, _, tq, tk = target
+        allowed = None
+        if key_padding_mask is not None:
+            _check_mask("key_padding_mask", key_padding_mask, [(b, tk)], bool_only=True)
+            allowed = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+        bias = None
+        if attn_mask is not None:
+            _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
+            extra = (
+                attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]
+            )  # (B|1, H|1, Tq, Tk)
+            if extra.dtype == torch.bool:
+                allowed = combine_masks(allowed, extra)
+            else:
+                bias = extra.to(q.dtype)
+        if is_causal and (allowed is not None or bias is not None or tq > tk):
+            allowed = combine_masks(allowed, causal_mask(tq, tk, device=q.device))  # (.., Tq, Tk)
+            is_causal = False
+        if bias is None:
+            mask, reachable = allowed, allowed
+        else:
+            mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
+            reachable = ~torch.isneginf(mask)
+        if reachable is None:
+            return mask, is_causal, None
+        empty_rows = ~reachable.any(dim=-1).any(dim=1)  # (B|1, Tq)
+        return mask, is_causal, empty_rows[..., None]  # (B|1, Tq, 1)
+
+    def _check_inputs(
+        self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
+    ) -> None:
+        dtype = self.q_proj.weight.dtype
+        _check_input("query", query, self.embed_dim, None, dtype)
+        b = query.shape[0]
+        if key is None and value is not None:
+            raise ValueError("value was given without key; pass key too (or neither)")
+        if key is not None:
+            _check_input("key", key, self.kdim, b, dtype)
+        if value is not None:
+            _check_input("value", value, self.vdim, b, dtype)
+            if value.shape[1] != key.shape[1]:
+                raise ValueError(
+                    f"value has Tk={value.shape[1]} but key has Tk={key.shape[1]} "
+                    f"(key {tuple(key.shape)}, value {tuple(value.shape)})"
+                )
+        elif key is not None and self.kdim != self.vdim:
+            raise ValueError(
+                f"value defaults to key, but kdim={self.kdim} differs from vdim={self.vdim}; "
+                "pass value"
+            )
+        if cache is None:
+            return
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+        if cache.cross is False and key is not None:
+            raise ValueError("cache holds self-attention keys; pass key=None and value=None")
+        if cache.cross and cache.key is None and key is None:
+            raise ValueError("cache is a cross-attention cache with no keys yet; pass key")
+        if cache.key is not None and cache.key.shape[0] != b:
+            raise ValueError(
+                f"cache has batch size {cache.key.shape[0]} but query has B={b} "
+                f"(query {tuple(query.shape)})"
+            )
+
+    @staticmethod
+    def to_torch_masks(
+        key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None
+    ) -> dict[str, Tensor | None]:
+        """attnkit masks as keyword arguments for ``torch.nn.MultiheadAttention``.
+
+        Flips bool masks to PyTorch's True = ignore (float masks are additive in
+        both APIs and pass unchanged) and reshapes a per-head ``attn_mask``
+        ``(B, H, Tq, Tk)`` to PyTorch's ``(B*H, Tq, Tk)``.
+
+        Returns:
+            ``{"key_padding_mask": ..., "attn_mask": ...}``.
+        """
+        if attn_mask is not None and attn_mask.dim() == 4:
+            attn_mask = attn_mask.flatten(0, 1)  # (B*H, Tq, Tk)
+        # Boundary: attnkit True = may attend; nn.MultiheadAttention True = ignore.
+        return {
+            "key_padding_mask": invert_mask(key_padding_mask),
+            "attn_mask": invert_mask(attn_mask),
+        }
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of ``module``'s weights as a :class:`MultiHeadAttention`.
+
+        The result is batch first whatever ``module.batch_first`` is, and takes
+        masks in attnkit's polarity (see :meth:`to_torch_masks`).
+
+        Raises:
+            TypeError: ``module`` is not a ``torch.nn.MultiheadAttention``.
+            ValueError: ``module`` uses ``add_bias_kv`` or ``add_zero_attn``.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(
+                f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}"
+            )
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("from_torch does not support add_bias_kv or add_zero_attn")
+        weight = module.out_proj.weight
+        mha = cls(
+            module.embed_dim,
+            module.num_heads,
+            kdim=module.kdim,
+            vdim=module.vdim,
+            bias=module.in_proj_bias is not None,
+            dropout=module.dropout,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+        with torch.no_grad():
+            for ours, theirs in mha._paired_with(module):
+                ours.copy_(theirs)
+        return mha
+
+    def to_torch(self) -> nn.MultiheadAttention:
+        """A ``torch.nn.MultiheadAttention`` (batch_first=True) with these weights.
+
+        Raises:
+            ValueError: grouped-query attention (``num_kv_heads != num_heads``),
+                which PyTorch's module cannot express.
+        """
+        if self.num_kv_heads != self.num_heads:
+            raise ValueError(
+                f"to_torch needs num_kv_heads == num_heads, got num_kv_heads="
+                f"{self.num_kv_heads}, num_heads={self.num_heads}"
+            )
+        weight = self.q_proj.weight
+        module = nn.MultiheadAttention(
+            self.embed_dim,
+            self.num_heads,
+            dropout=self.dropout,
+            bias=self.q_proj.bias is not None,
+            kdim=self.kdim,
+            vdim=self.vdim,
+            batch_first=True,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+        with torch.no_grad():
+            for ours, theirs in self._paired_with(module):
+                theirs.copy_(ours)
+        return module.train(self.training)
+
+    def _paired_with(self, module: nn.MultiheadAttention) -> list[tuple[Tensor, Tensor]]:
+        """(our tensor, PyTorch's tensor or a view of it) for every parameter."""
+        if module._qkv_same_embed_dim:
+            weights = module.in_proj_weight.chunk(3)  # 3 x (E, E) views
+        else:
+            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        pairs = [(p.weight, w) for p, w in zip(projections, weights, strict=True)]
+        pairs.append((self.out_proj.weight, module.out_proj.weight))
+        if module.in_proj_bias is not None:
+            biases = module.in_proj_bias.chunk(3)  # 3 x (E,) views
+            pairs += [(p.bias, w) for p, w in zip(projections, biases, strict=True)]
+            pairs.append((self.out_proj.bias, module.out_proj.bias))
+        return pairs
+
+
+def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: torch.dtype) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3 or x.shape[-1] != width:
+        raise ValueError(f"{name} must have shape (B, T, {width}), got {tuple(x.shape)}")
+    if batch is not None and x.shape[0] != batch:
+        raise ValueError(f"{name} has batch size {x.shape[0]} but query has B={batch}")
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the parameters are {dtype}")
+
+
+def _check_mask(name: str, mask: Tensor, shapes: list[tuple[int, ...]], *, bool_only: bool) -> None:
+    """``mask`` must be bool (or floating unless ``bool_only``) and of one of ``shapes``.
+
+    A 4-D mask may have size 1 where ``(B, H, Tq, Tk)`` has any size.
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and (bool_only or not mask.is_floating_point()):
+        kinds = "bool" if bool_only else "bool or floating"
+        raise TypeError(f"{name} must be {kinds} (True = may attend), got dtype {mask.dtype}")
+    for shape in shapes:
+        if mask.dim() == len(shape) and all(
+            got == want or (got == 1 and len(shape) == 4)
+            for got, want in zip(mask.shape, shape, strict=True)
+        ):
+            return
+    wanted = " or ".join(str(shape) for shape in shapes)
+    raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected {wanted}")
