@@ -132,10 +132,12 @@ def scaled_dot_product_attention(
         output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
         return (output, query.new_zeros(*query.shape[:-1], 0)) if return_weights else output
     if return_weights:
-        scores = (query @ key.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+        scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+        scores.mul_(scale)  # in place: no second (Tq, Tk) buffer; matmul keeps no output
         if bias is not None:
-            scores = scores + bias
+            scores.add_(bias)
         weights = masked_softmax(scores, allowed)
+        del scores  # the softmax keeps only its output; free the (Tq, Tk) scores now
         dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
         return dropped @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
 

@@ -1,0 +1,75 @@
+"""Run the benchmarks, print their tables, and optionally write the figures as JSON.
+
+``attnkit bench [--quick] [--json FILE] [--only SUITE ...]`` (or
+``python -m benchmarks.run`` with the same options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from . import bench_attention
+from .report import Result
+
+SUITES = {"attention": bench_attention}
+
+
+def machine() -> dict[str, object]:
+    cpu = platform.processor() or "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    flags: list[str] = []
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = line.split(":", 1)[1].split()
+    isa = [f for f in ("avx512f", "avx2", "fma", "avx") if f in flags]
+    return {
+        "cpu": cpu,
+        "isa": isa,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def run(quick: bool, only: Sequence[str] | None = None) -> dict:
+    info = machine()
+    print(f"# attnkit benchmarks ({'quick' if quick else 'full'})")
+    print(json.dumps(info))
+    tables, ratios = [], {}
+    for name, suite in SUITES.items():
+        if only and name not in only:
+            continue
+        result: Result = suite.run(quick)
+        for table in result.tables:
+            print("\n" + table.to_markdown(), flush=True)
+            tables.append(table.to_dict())
+        ratios.update(result.ratios)
+    print("\n### ratios\n")
+    for key, value in ratios.items():
+        print(f"{key:45s} {value:8.3f}")
+    return {"machine": info, "quick": quick, "tables": tables, "ratios": ratios}
+
+
+def main(args: argparse.Namespace) -> int:
+    figures = run(args.quick, args.only)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    from attnkit.cli import main as cli_main
+
+    raise SystemExit(cli_main(["bench", *sys.argv[1:]]))
