@@ -23,6 +23,7 @@ from .attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from .explain import explain
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "Score",
     "causal_mask",
     "combine_masks",
+    "explain",
     "invert_mask",
     "make_score",
     "masked_softmax",

@@ -1,0 +1,320 @@
+"""Render an :class:`~attnkit.explain.trace.AttentionTrace` as text or Markdown.
+
+The text follows the order of a lesson: raw scores (dot products written out
+term by term for small widths), the scale, the mask, the softmax (the plain
+exponentials and their sum, then the shift of the stable form), the check that
+the weights sum to 1, and the context vector as a weighted sum of value rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .trace import AttentionTrace
+
+__all__ = ["fmt", "fmt_vec", "to_markdown", "to_text"]
+
+#: Widths and key counts up to which products and sums are written out in full.
+EXPAND_MAX = 8
+SUM_TOLERANCE = 1e-9
+
+_SCORE_TITLES = {
+    "scaled_dot": "scaled dot-product score s_j = q·k_j / sqrt(D)  (Vaswani et al. 2017, eq. 1)",
+    "dot": "dot-product score s_j = q·k_j  (Luong et al. 2015, sec. 3.1)",
+    "general": "general score s_j = q^T W k_j  (Luong et al. 2015, sec. 3.1)",
+    "concat": "concat score s_j = v^T tanh(W [q; k_j])  (Luong et al. 2015, sec. 3.1)",
+    "additive": "additive score s_j = v^T tanh(W_q q + W_k k_j)  (Bahdanau et al. 2015, eq. 6)",
+}
+
+
+def fmt(x: float | None, precision: int, integral: bool = False) -> str:
+    """One number: ``-inf``/``inf``, an integer when ``integral``, else fixed-point."""
+    if x is None:
+        return "-"
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    if integral:
+        return str(int(x))
+    if round(x, precision) == 0:
+        x = 0.0  # no "-0.000"
+    return f"{x:.{precision}f}"
+
+
+def _is_integral(xs: Sequence[float]) -> bool:
+    finite = [x for x in xs if math.isfinite(x)]
+    return bool(finite) and all(x.is_integer() and abs(x) < 1e15 for x in finite)
+
+
+def fmt_vec(xs: Sequence[float], precision: int) -> str:
+    """``[2, 0, 1]`` when every entry is a whole number, else ``[1.155, 0.000, 0.577]``."""
+    integral = _is_integral(xs)
+    return "[" + ", ".join(fmt(x, precision, integral) for x in xs) + "]"
+
+
+def _factor(x: float, integral: bool, precision: int) -> str:
+    s = fmt(x, precision, integral)
+    return f"({s})" if s.startswith("-") else s
+
+
+def _dot_terms(q: Sequence[float], k: Sequence[float], precision: int) -> str:
+    qi, ki = _is_integral(q), _is_integral(k)
+    return " + ".join(
+        f"{_factor(a, qi, precision)}×{_factor(b, ki, precision)}"
+        for a, b in zip(q, k, strict=True)
+    )
+
+
+def _header(trace: AttentionTrace, p: int) -> list[str]:
+    tq, tk = len(trace.query), len(trace.keys)
+    lines = [f"Attention, worked example: {_SCORE_TITLES.get(trace.score, trace.score)}"]
+    for i, q in enumerate(trace.query):
+        name = "q" if trace.single_query else f"q{i + 1}"
+        lines.append(f"  query  {name} = {fmt_vec(q, p)}")
+    lines += [f"  key    k{j + 1} = {fmt_vec(k, p)}" for j, k in enumerate(trace.keys)]
+    if trace.values == trace.keys:
+        lines.append("  values = keys (v_j = k_j)")
+    else:
+        lines += [f"  value  v{j + 1} = {fmt_vec(v, p)}" for j, v in enumerate(trace.values)]
+    lines.append(
+        f"  Tq = {tq} quer{'y' if tq == 1 else 'ies'}, Tk = {tk} keys, D = {len(trace.query[0])}"
+    )
+    return lines
+
+
+def _scores_step(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str]:
+    raw = trace.raw_scores[i]
+    integral = _is_integral(raw)
+    lines = ["Step 1  raw scores"]
+    learned = trace.score not in ("dot", "scaled_dot")
+    if learned:
+        lines.append(f"  computed by the {trace.score} score module, used as is (no 1/sqrt(D))")
+    elif len(trace.query[i]) <= EXPAND_MAX:
+        for j, k in enumerate(trace.keys):
+            terms = _dot_terms(trace.query[i], k, p)
+            lines.append(f"  {q_name}·k{j + 1} = {terms} = {fmt(raw[j], p, integral)}")
+    lines.append(f"  scores = {fmt_vec(raw, p)}")
+    return lines
+
+
+def _scale_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
+    if trace.score != "scaled_dot":
+        return ["Step 2  scale: none (factor 1), scaled = scores"]
+    d = len(trace.query[0])
+    root = fmt(math.sqrt(d), p, math.sqrt(d).is_integer())
+    lines = [f"Step 2  scale by 1/sqrt(D) = 1/sqrt({d}) = 1/{root}"]
+    raw, integral = trace.raw_scores[i], _is_integral(trace.raw_scores[i])
+    if len(raw) <= EXPAND_MAX:
+        parts = ", ".join(f"{fmt(s, p, integral)}/{root}" for s in raw)
+        lines.append(f"  scaled = [{parts}]")
+        lines.append(f"         = {fmt_vec(trace.scaled_scores[i], p)}")
+    else:
+        lines.append(f"  scaled = {fmt_vec(trace.scaled_scores[i], p)}")
+    return lines
+
+
+def _mask_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
+    if trace.mask is None:
+        return []
+    row = trace.mask[i]
+    blocked = [f"k{j + 1}" for j, ok in enumerate(row) if not ok]
+    allowed = "[" + ", ".join("1" if ok else "0" for ok in row) + "]"
+    if not blocked:
+        return [f"Step 3  mask {allowed} (1 = may attend): no key masked for this query"]
+    return [
+        f"Step 3  mask {allowed} (1 = may attend): {', '.join(blocked)} masked, score -> -inf",
+        f"  masked = {fmt_vec(trace.masked_scores[i], p)}",
+    ]
+
+
+def hand_exponentials(trace: AttentionTrace, i: int, p: int) -> tuple[list[float], float] | None:
+    """``exp`` of the scores as shown (rounded to ``p``) and the sum of the rounded results.
+
+    This is the arithmetic of a lesson done by hand, so each printed line can be
+    checked with a calculator; None when it overflows.
+    """
+    try:
+        exps = [
+            round(math.exp(round(s, p)), p) if math.isfinite(s) else 0.0
+            for s in trace.masked_scores[i]
+        ]
+    except OverflowError:
+        return None
+    return exps, round(math.fsum(exps), p)
+
+
+def _full_precision_note(trace: AttentionTrace, i: int, p: int) -> str | None:
+    """A note with the unrounded exponentials when they differ from the hand values."""
+    hand = hand_exponentials(trace, i, p)
+    exact = (trace.exponentials[i], trace.exp_sum[i])
+    if hand is None or not math.isfinite(exact[1]):
+        return None
+    shown = [fmt(x, p) for x in hand[0]] + [fmt(hand[1], p)]
+    if shown == [fmt(x, p) for x in exact[0]] + [fmt(exact[1], p)]:
+        return None
+    return (
+        "(exp and sum use the rounded scores shown, as by hand; at full precision\n"
+        f"   exp(s) = {fmt_vec(exact[0], p)}, sum = {fmt(exact[1], p)}; the weights are exact)"
+    )
+
+
+def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
+    n = "4" if trace.mask is not None else "3"
+    lines = [f"Step {n}  softmax  w_j = exp(s_j) / sum_k exp(s_k)"]
+    if not trace.row_has_key(i):
+        return lines + [
+            "  this row has no allowed key: every key is masked,",
+            "  so every weight is 0 and the context is the zero vector",
+        ]
+    s, w = trace.masked_scores[i], trace.weights[i]
+    hand = hand_exponentials(trace, i, p)
+    if hand is None or not math.isfinite(trace.exp_sum[i]):
+        lines.append("  exp(s_j) overflows float64 here; the stable form below is what is computed")
+    elif len(s) <= EXPAND_MAX:
+        e, total = hand
+        lines.append(
+            "  " + "   ".join(f"exp({fmt(a, p)}) = {fmt(b, p)}" for a, b in zip(s, e, strict=True))
+        )
+        lines.append(f"  sum = {' + '.join(fmt(b, p) for b in e)} = {fmt(total, p)}")
+        parts = ", ".join(f"{fmt(b, p)}/{fmt(total, p)}" for b in e)
+        lines.append(f"  weights = [{parts}]")
+        lines.append(f"          = {fmt_vec(w, p)}")
+    else:
+        lines.append(f"  exp(s) = {fmt_vec(hand[0], p)}, sum = {fmt(hand[1], p)}")
+        lines.append(f"  weights = {fmt_vec(w, p)}")
+    note = _full_precision_note(trace, i, p)
+    if note:
+        lines.append(f"  {note}")
+    m = fmt(trace.shift[i], p, _is_integral(s))
+    lines.append(
+        f"  stable softmax: subtract the row maximum m = {m} before exp (same weights, no overflow)"
+    )
+    lines.append(
+        f"  exp(s_j - m) = {fmt_vec(trace.shifted_exponentials[i], p)}, "
+        f"sum = {fmt(trace.shifted_sum[i], p)}, weights = {fmt_vec(w, p)}"
+    )
+    lines.append(_sum_check(trace, i, p))
+    return lines
+
+
+def _sum_check(trace: AttentionTrace, i: int, p: int) -> str:
+    w, total = trace.weights[i], trace.weight_sums()[i]
+    shown = " + ".join(fmt(x, p) for x in w) if len(w) <= EXPAND_MAX else "sum of weights"
+    verdict = "ok, the weights sum to 1" if abs(total - 1.0) <= SUM_TOLERANCE else "NOT 1"
+    return f"  check: {shown} = {fmt(total, p)}  ({verdict})"
+
+
+def _context_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
+    n = "5" if trace.mask is not None else "4"
+    lines = [f"Step {n}  context  c = sum_j w_j v_j"]
+    c = fmt_vec(trace.context[i], p)
+    if not trace.row_has_key(i):
+        return lines + [f"  c = {c}  (no allowed key)"]
+    if len(trace.values) <= EXPAND_MAX and len(trace.values[0]) <= EXPAND_MAX:
+        terms = " + ".join(
+            f"{fmt(w, p)}×{fmt_vec(v, p)}"
+            for w, v in zip(trace.weights[i], trace.values, strict=True)
+        )
+        lines.append(f"  c = {terms}")
+        lines.append(f"    = {c}")
+    else:
+        lines.append(f"  c = {c}")
+    return lines
+
+
+def _matrix_lines(title: str, rows: Sequence[Sequence[float]], p: int) -> list[str]:
+    return [title] + [f"  {fmt_vec(r, p)}" for r in rows]
+
+
+def to_text(trace: AttentionTrace, precision: int = 3) -> str:
+    """The whole worked example as plain text."""
+    p = _check_precision(precision)
+    lines = _header(trace, p)
+    several = len(trace.query) > 1
+    if several:
+        lines += [""] + _matrix_lines(
+            "Score matrix S = Q·K^T (rows = queries):", trace.raw_scores, p
+        )
+    for i in range(len(trace.query)):
+        q_name = "q" if trace.single_query else f"q{i + 1}"
+        lines += ["", f"Query {i + 1} of {len(trace.query)} ({q_name})"] if several else [""]
+        lines += _scores_step(trace, i, q_name, p)
+        lines += _scale_step(trace, i, p)
+        lines += _mask_step(trace, i, p)
+        lines += _softmax_step(trace, i, p)
+        lines += _context_step(trace, i, p)
+    if several:
+        lines += [""] + _matrix_lines(
+            "Weights (row-wise softmax, rows = queries):", trace.weights, p
+        )
+        lines += _matrix_lines("Context vectors (rows = queries):", trace.context, p)
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(trace: AttentionTrace, precision: int = 3) -> str:
+    """The worked example as Markdown: one table per query, then its sums and context."""
+    p = _check_precision(precision)
+    lines = [
+        "## Attention, worked example",
+        "",
+        f"Score: {_SCORE_TITLES.get(trace.score, trace.score)}.",
+    ]
+    if trace.score == "scaled_dot":
+        lines.append(f"Scale: 1/sqrt({len(trace.query[0])}) = {fmt(trace.scale, p)}.")
+    for i, q in enumerate(trace.query):
+        lines += ["", f"### Query {i + 1}: q = {fmt_vec(q, p)}", ""]
+        lines += _markdown_table(trace, i, p) + [""]
+        if not trace.row_has_key(i):
+            lines.append("This row has no allowed key: all weights are 0 and the context is 0.")
+        else:
+            hand = hand_exponentials(trace, i, p)
+            total = "overflows" if hand is None else fmt(hand[1], p)
+            lines.append(
+                f"Sum of exp(s_j) = {total}; stable softmax shift m = {fmt(trace.shift[i], p)}, "
+                f"sum of exp(s_j − m) = {fmt(trace.shifted_sum[i], p)}."
+            )
+            note = _full_precision_note(trace, i, p)
+            if note:
+                lines.append(_sentence(note[1:-1]))
+            lines.append(_sentence(_sum_check(trace, i, p)))
+        lines.append(f"Context c = Σ_j w_j v_j = {fmt_vec(trace.context[i], p)}.")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_table(trace: AttentionTrace, i: int, p: int) -> list[str]:
+    lines = [
+        "| key | k_j | v_j | raw score | scaled | exp(s_j) | exp(s_j − m) | weight |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    hand = hand_exponentials(trace, i, p)
+    raw_integral = _is_integral(trace.raw_scores[i])
+    for j, (k, v) in enumerate(zip(trace.keys, trace.values, strict=True)):
+        allowed = trace.mask is None or trace.mask[i][j]
+        scaled = fmt(trace.scaled_scores[i][j], p) if allowed else "masked"
+        e = "inf" if hand is None else fmt(hand[0][j], p)
+        cells = [
+            f"k{j + 1}",
+            fmt_vec(k, p),
+            fmt_vec(v, p),
+            fmt(trace.raw_scores[i][j], p, raw_integral),
+            scaled,
+            e,
+            fmt(trace.shifted_exponentials[i][j], p),
+            fmt(trace.weights[i][j], p),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _sentence(text: str) -> str:
+    """One Markdown line: whitespace collapsed, first letter upper case, a final full stop."""
+    text = " ".join(text.split())
+    return text[:1].upper() + text[1:] + "."
+
+
+def _check_precision(precision: int) -> int:
+    if not isinstance(precision, int) or not 0 <= precision <= 15:
+        raise ValueError(f"precision must be an int in [0, 15], got {precision!r}")
+    return precision

@@ -1,0 +1,204 @@
+"""explain(): the lesson's worked example, parity with the core, masks, round trips, errors."""
+
+import json
+import math
+
+import pytest
+import torch
+
+import attnkit
+from attnkit import explain, make_score, scaled_dot_product_attention
+from attnkit.explain import AttentionTrace
+
+QUERY = [2.0, 0.0, 1.0]
+KEYS = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+def lesson():
+    return explain(QUERY, KEYS)
+
+
+def test_explain_is_exported_from_the_package():
+    assert attnkit.explain is explain
+    assert "explain" in attnkit.__all__
+
+
+def test_worked_example_numbers_in_the_trace():
+    t = lesson()
+    assert t.raw_scores == [[2.0, 0.0, 1.0]]
+    assert t.scale == pytest.approx(1 / math.sqrt(3))
+    assert t.scaled_scores[0] == pytest.approx([1.1547, 0.0, 0.57735], abs=1e-4)
+    assert t.exponentials[0] == pytest.approx([3.1731, 1.0, 1.7813], abs=1e-4)
+    assert t.exp_sum[0] == pytest.approx(5.9544, abs=1e-4)
+    assert t.shift == [pytest.approx(2 / math.sqrt(3))]
+    assert t.weights[0] == pytest.approx([0.533, 0.168, 0.299], abs=5e-4)
+    assert t.context[0] == pytest.approx([0.533, 0.168, 0.299], abs=5e-4)
+    assert t.weighted_values[0][0] == pytest.approx([0.533, 0.0, 0.0], abs=5e-4)
+    assert t.single_query and t.values == KEYS
+
+
+def test_worked_example_text_has_the_lessons_numbers():
+    text = str(lesson())
+    for line in (
+        "q·k1 = 2×1 + 0×0 + 1×0 = 2",
+        "q·k2 = 2×0 + 0×1 + 1×0 = 0",
+        "q·k3 = 2×0 + 0×0 + 1×1 = 1",
+        "scores = [2, 0, 1]",
+        "= [1.155, 0.000, 0.577]",
+        "exp(1.155) = 3.174",
+        "exp(0.000) = 1.000",
+        "exp(0.577) = 1.781",
+        "sum = 3.174 + 1.000 + 1.781 = 5.955",
+        "= [0.533, 0.168, 0.299]",
+        "check: 0.533 + 0.168 + 0.299 = 1.000  (ok, the weights sum to 1)",
+        "c = 0.533×[1, 0, 0] + 0.168×[0, 1, 0] + 0.299×[0, 0, 1]",
+        "stable softmax: subtract the row maximum m = 1.155",
+        "at full precision",
+    ):
+        assert line in text, line
+
+
+def test_unscaled_dot_gives_softmax_of_the_raw_scores():
+    t = explain(QUERY, KEYS, score="dot")
+    assert t.scale == 1.0
+    assert t.weights[0] == pytest.approx([0.665, 0.090, 0.245], abs=5e-4)
+    assert "= [0.665, 0.090, 0.245]" in t.to_text()
+    assert "scale: none" in t.to_text()
+
+
+def test_score_modules_for_dot_and_scaled_dot_are_traced_by_name():
+    assert explain(QUERY, KEYS, score=attnkit.ScaledDotScore()) == lesson()
+    assert explain(QUERY, KEYS, score=attnkit.DotScore()).score == "dot"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_numbers_equal_scaled_dot_product_attention(causal):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (
+        torch.randn(n, d, generator=g, dtype=torch.float64) for n, d in ((4, 5), (6, 5), (6, 3))
+    )
+    mask = torch.tensor([True, True, False, True, True, True])
+    t = explain(q, k, v, mask=mask, causal=causal)
+    context, weights = scaled_dot_product_attention(
+        q, k, v, mask.expand(4, 6), is_causal=causal, return_weights=True
+    )
+    assert t.weights == weights.tolist()
+    assert t.context == context.tolist()
+    assert not t.single_query and len(t.weights) == 4
+
+
+def test_several_queries_give_the_score_matrix_and_rowwise_softmax():
+    t = explain([QUERY, [1.0, 1.0, 1.0]], KEYS)
+    assert t.raw_scores == [[2.0, 0.0, 1.0], [1.0, 1.0, 1.0]]
+    assert t.weights[1] == pytest.approx([1 / 3] * 3)
+    text = t.to_text()
+    assert "Score matrix S = Q·K^T" in text and "Query 2 of 2 (q2)" in text
+    assert "q2·k1 = 1×1 + 1×0 + 1×0 = 1" in text
+
+
+def test_masked_key_shows_as_masked_and_gets_zero_weight():
+    t = explain(QUERY, KEYS, mask=[True, False, True])
+    assert t.masked_scores[0][1] == -math.inf
+    assert t.weights[0][1] == 0.0 and t.exponentials[0][1] == 0.0
+    w1 = 1 / (1 + math.exp(-1 / math.sqrt(3)))  # softmax of [2, 1] / sqrt(3)
+    assert t.weights[0] == pytest.approx([w1, 0.0, 1 - w1])
+    text = t.to_text()
+    assert "k2 masked, score -> -inf" in text and "masked = [1.155, -inf, 0.577]" in text
+    assert "| masked |" in t.to_markdown()
+
+
+def test_fully_masked_row_gives_zero_weights_and_context_and_says_so():
+    t = explain([QUERY, QUERY], KEYS, mask=[[1, 1, 1], [0, 0, 0]])
+    assert t.weights[1] == [0.0, 0.0, 0.0] and t.context[1] == [0.0, 0.0, 0.0]
+    assert t.shift[1] is None and not t.row_has_key(1) and t.row_has_key(0)
+    assert t.weight_sums() == [pytest.approx(1.0), 0.0]
+    assert "this row has no allowed key" in t.to_text()
+    assert "no allowed key" in t.to_markdown()
+
+
+def test_causal_mask_is_bottom_right_aligned():
+    t = explain([QUERY, QUERY], KEYS, causal=True)  # Tq=2, Tk=3
+    assert t.mask == [[True, True, False], [True, True, True]]
+
+
+def test_learned_score_module_is_traced_unscaled():
+    torch.manual_seed(0)
+    score = make_score("additive", query_dim=3, key_dim=2, hidden_dim=4)
+    keys = [[0.5, -1.0], [1.0, 2.0], [0.0, 0.3]]
+    t = explain(QUERY, keys, score=score)
+    expected = score(torch.tensor([[QUERY]]), torch.tensor([keys]))[0]
+    assert t.score == "additive" and t.scale == 1.0
+    assert t.raw_scores[0] == pytest.approx(expected[0].tolist(), abs=1e-6)
+    assert t.weights[0] == pytest.approx(torch.softmax(expected[0].double(), -1).tolist())
+    assert "computed by the additive score module" in t.to_text()
+
+
+def test_overflowing_exponentials_fall_back_to_the_stable_form():
+    t = explain([40.0, 0.0], [[30.0, 0.0], [0.0, 1.0]], score="dot")
+    assert t.exponentials[0][0] == math.inf and t.weights[0] == [1.0, 0.0]
+    assert "overflows float64" in t.to_text()
+    assert AttentionTrace.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+def test_json_round_trip_is_exact():
+    t = explain([QUERY, [0.1, -0.2, 0.3]], KEYS, [[1, 2], [3, 4], [5, 6]], mask=[1, 1, 0])
+    data = json.loads(json.dumps(t.to_dict()))
+    assert data["masked_scores"][0][2] == "-inf"
+    assert data["weights"] == t.weights and data["row_labels"] == ["q1", "q2"]
+    assert AttentionTrace.from_dict(data) == t
+
+
+def test_to_dict_rounds_to_the_precision_asked():
+    data = lesson().to_dict(precision=3)
+    assert data["weights"] == [[0.533, 0.168, 0.299]]
+    assert data["scaled_scores"] == [[1.155, 0.0, 0.577]]
+
+
+def test_from_dict_rejects_other_documents():
+    with pytest.raises(ValueError, match="not an attnkit attention trace"):
+        AttentionTrace.from_dict({"weights": [[1.0]]})
+    data = lesson().to_dict()
+    del data["context"]
+    with pytest.raises(ValueError, match="missing the field.*context"):
+        AttentionTrace.from_dict(data)
+
+
+def test_markdown_has_a_table_row_per_key():
+    md = lesson().to_markdown()
+    assert "| k1 | [1, 0, 0] | [1, 0, 0] | 2 | 1.155 | 3.174 | 1.000 | 0.533 |" in md
+    assert "Context c = Σ_j w_j v_j = [0.533, 0.168, 0.299]." in md
+
+
+def test_wide_vectors_are_not_written_term_by_term():
+    t = explain([1.0] * 12, [[1.0] * 12, [0.0] * 12])
+    text = t.to_text()
+    assert "×" not in text.split("Step 2")[0] and "scores = [12, 0]" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": [1.0, 2.0], "keys": KEYS}, "keys has Dk=3 but query has Dq=2"),
+        ({"query": QUERY, "keys": [[1.0, 2.0], [1.0]]}, "keys must be a rectangular array"),
+        ({"query": QUERY, "keys": []}, "keys"),
+        ({"query": [1.0, math.nan, 0.0], "keys": KEYS}, "query has a non-finite entry"),
+        (
+            {"query": QUERY, "keys": KEYS, "values": [[1.0]]},
+            "values has Tk=1 rows but keys has Tk=3",
+        ),
+        (
+            {"query": QUERY, "keys": KEYS, "mask": [True, False]},
+            r"does not broadcast to \(Tq, Tk\)",
+        ),
+        ({"query": QUERY, "keys": KEYS, "score": "general"}, "has learned weights"),
+        ({"query": QUERY, "keys": KEYS, "score": "cosine"}, "unknown score 'cosine'"),
+    ],
+)
+def test_bad_input_raises_a_clear_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        explain(**kwargs)
+
+
+def test_bad_precision_raises():
+    with pytest.raises(ValueError, match="precision"):
+        lesson().to_text(precision=-1)
