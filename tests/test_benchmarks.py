@@ -1,0 +1,37 @@
+"""The benchmark harness measures what it claims (no timing is asserted here)."""
+
+import torch
+
+from benchmarks.report import Table
+from benchmarks.timing import Comparison, compare, peak_memory_mb
+from benchmarks.tutorial_seq2seq import TutorialAttention, TutorialSeq2Seq
+
+
+def test_peak_memory_sees_a_64_mib_allocation():
+    grown = peak_memory_mb("", "x = torch.ones(64 * 2**20 // 4)\nx += 1")
+    assert 60 <= grown <= 72
+
+
+def test_compare_calls_both_alternately_and_reports_ratios():
+    calls = []
+    cmp = compare(lambda: calls.append("a"), lambda: calls.append("b"), repeats=3, warmup=1)
+    assert calls.count("a") == calls.count("b") == 4
+    assert Comparison(2.0, 1.0).ratio == 2.0 and Comparison(2.0, 1.0).speedup == 0.5
+    assert cmp.candidate_s > 0 and cmp.baseline_s > 0
+
+
+def test_table_renders_markdown():
+    table = Table("t", ["a", "b"])
+    table.add(1, 0.123456)
+    assert table.to_markdown().splitlines()[-1] == "| 1 | 0.123 |"
+
+
+def test_tutorial_baseline_masks_padding_and_gives_logits_per_step():
+    torch.manual_seed(0)
+    attention = TutorialAttention(4)
+    mask = torch.tensor([[True, True, False]])
+    weights = attention(torch.randn(1, 4), torch.randn(1, 3, 8), mask)
+    assert weights[0, 2] == 0 and torch.isclose(weights.sum(), torch.tensor(1.0))
+    model = TutorialSeq2Seq(11, 13, emb=8, hidden=6, dropout=0.0)
+    logits = model(torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4)))
+    assert logits.shape == (2, 4, 13)
