@@ -276,7 +276,7 @@ class MultiHeadAttention(nn.Module):
         Returns ``(mask, is_causal, empty_rows)``: ``mask`` broadcastable to
         ``(B, H, Tq, Tk)`` (bool, or float with ``-inf`` = masked);
         ``empty_rows`` ``(B or 1, Tq, 1)`` bool, True where no head may attend
-        to any key, or None when there is no mask.
+        to any key, or None when every row has a key.
         """
         b, _, tq, tk = target
         allowed = None
@@ -286,21 +286,22 @@ class MultiHeadAttention(nn.Module):
         bias = None
         if attn_mask is not None:
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
-            extra = (
-                attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]
-            )  # (B|1, H|1, Tq, Tk)
+            extra = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
             if extra.dtype == torch.bool:
                 allowed = combine_masks(allowed, extra)
             else:
                 bias = extra.to(q.dtype)
         if is_causal and (allowed is not None or bias is not None or tq > tk):
-            allowed = combine_masks(allowed, causal_mask(tq, tk, device=q.device))  # (.., Tq, Tk)
+            causal = causal_mask(tq, tk, device=q.device)[None, None]  # (1, 1, Tq, Tk)
+            allowed = combine_masks(allowed, causal)
             is_causal = False
         if bias is None:
             mask, reachable = allowed, allowed
         else:
             mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
             reachable = ~torch.isneginf(mask)
+        if reachable is None and tk == 0:  # no key at all: every row is empty
+            return mask, is_causal, torch.ones(1, tq, 1, dtype=torch.bool, device=q.device)
         if reachable is None:
             return mask, is_causal, None
         empty_rows = ~reachable.any(dim=-1).any(dim=1)  # (B|1, Tq)
@@ -328,10 +329,17 @@ class MultiHeadAttention(nn.Module):
                 f"value defaults to key, but kdim={self.kdim} differs from vdim={self.vdim}; "
                 "pass value"
             )
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+        has_keys = cache is not None and bool(cache.cross) and cache.key is not None
+        widths = (self.kdim, self.vdim)
+        if key is None and not has_keys and widths != (self.embed_dim, self.embed_dim):
+            raise ValueError(
+                f"self-attention (key=None) needs kdim == vdim == embed_dim, got "
+                f"kdim={self.kdim}, vdim={self.vdim}, embed_dim={self.embed_dim}; pass key"
+            )
         if cache is None:
             return
-        if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
         if cache.cross is False and key is not None:
             raise ValueError("cache holds self-attention keys; pass key=None and value=None")
         if cache.cross and cache.key is None and key is None:

@@ -1,0 +1,178 @@
+"""MultiHeadAttention against torch.nn.MultiheadAttention with copied weights."""
+
+import pytest
+import torch
+from torch import nn
+
+from attnkit import MultiHeadAttention, causal_mask, padding_mask
+
+B, T, E, H = 2, 5, 8, 2
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def pair(**kwargs):
+    """A seeded nn.MultiheadAttention (eval) and its attnkit copy."""
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(E, H, batch_first=True, **kwargs).eval()
+    with torch.no_grad():  # nonzero biases, so that copying them is tested
+        for bias in (ref.in_proj_bias, ref.out_proj.bias):
+            if bias is not None:
+                bias.normal_()
+    return ref, MultiHeadAttention.from_torch(ref).eval()
+
+
+def head_mask():
+    """A per-head (B, H, T, T) bool mask that keeps the diagonal, so no row is empty."""
+    torch.manual_seed(1)
+    return (torch.rand(B, H, T, T) > 0.5) | torch.eye(T, dtype=torch.bool)
+
+
+MASKS = {
+    "none": lambda: {},
+    "padding": lambda: {"key_padding_mask": padding_mask([5, 3])},
+    "bool_attn_mask": lambda: {"attn_mask": causal_mask(T).flip(1)},
+    "per_head_attn_mask": lambda: {"attn_mask": head_mask()},
+    "float_attn_mask": lambda: {"attn_mask": torch.randn(T, T)},
+    "padding_and_attn_mask": lambda: {
+        "key_padding_mask": padding_mask([5, 4]),
+        "attn_mask": head_mask(),
+    },
+}
+
+
+def attnkit_module(**kwargs):
+    """A seeded attnkit module with random biases, in eval mode."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(E, H, **kwargs).eval()
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            proj.bias.normal_()
+    return mha
+
+
+def compare(ours, theirs, need_weights):
+    assert torch.allclose(ours[0], theirs[0], **TOL)
+    if need_weights:
+        assert ours[1].shape == theirs[1].shape
+        assert torch.allclose(ours[1], theirs[1], **TOL)
+    else:
+        assert ours[1] is None
+
+
+@pytest.mark.parametrize("masks", list(MASKS))
+@pytest.mark.parametrize(
+    "need_weights,average",
+    [(False, True), (True, True), (True, False)],
+    ids=["fused", "avg", "head"],
+)
+def test_self_attention_matches_torch(masks, need_weights, average):
+    ref, mha = pair()
+    x = torch.randn(B, T, E)
+    kw = MASKS[masks]()
+    ours = mha(x, need_weights=need_weights, average_weights=average, **kw)
+    flags = dict(need_weights=need_weights, average_attn_weights=average)
+    theirs = ref(x, x, x, **flags, **MultiHeadAttention.to_torch_masks(**kw))
+    compare(ours, theirs, need_weights)
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+def test_causal_matches_torch_on_square_scores(need_weights, average):
+    ref, mha = pair()
+    x = torch.randn(B, T, E)
+    kpm = padding_mask([5, 2])
+    ours = mha(x, key_padding_mask=kpm, is_causal=True, need_weights=need_weights,
+               average_weights=average)  # fmt: skip
+    # nn.MultiheadAttention needs the mask itself; is_causal is only a hint there.
+    masks = MultiHeadAttention.to_torch_masks(kpm, causal_mask(T))
+    flags = dict(need_weights=need_weights, average_attn_weights=average)
+    theirs = ref(x, x, x, is_causal=True, **flags, **masks)
+    compare(ours, theirs, need_weights)
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+def test_cross_attention_with_kdim_vdim_matches_torch(need_weights, average):
+    ref, mha = pair(kdim=6, vdim=3)
+    assert not ref._qkv_same_embed_dim  # exercises the q_proj_weight/k_proj_weight mapping
+    query, key, value = torch.randn(B, 4, E), torch.randn(B, 7, 6), torch.randn(B, 7, 3)
+    kpm = padding_mask([7, 2])
+    ours = mha(query, key, value, key_padding_mask=kpm, need_weights=need_weights,
+               average_weights=average)  # fmt: skip
+    flags = dict(need_weights=need_weights, average_attn_weights=average)
+    theirs = ref(query, key, value, **flags, **MultiHeadAttention.to_torch_masks(kpm))
+    compare(ours, theirs, need_weights)
+    assert ours[0].shape == (B, 4, E)
+
+
+def test_without_bias_matches_torch():
+    ref, mha = pair(bias=False)
+    assert mha.q_proj.bias is None and mha.out_proj.bias is None
+    x = torch.randn(B, T, E)
+    compare(mha(x), ref(x, x, x, need_weights=False), False)
+
+
+def test_fully_masked_row_is_nan_in_torch_and_zero_here_other_rows_equal():
+    ref, mha = pair()
+    x = torch.randn(B, T, E)
+    kpm = padding_mask([5, 0])  # the second sentence has no real key at all
+    theirs, _ = ref(x, x, x, **MultiHeadAttention.to_torch_masks(kpm))
+    assert torch.isnan(theirs[1]).all()
+    for need_weights in (False, True):
+        ours, _ = mha(x, key_padding_mask=kpm, need_weights=need_weights)
+        assert torch.equal(ours[1], torch.zeros(T, E))
+        assert torch.allclose(ours[0], theirs[0], **TOL)
+
+
+def test_to_torch_round_trip_keeps_outputs_and_parameters():
+    mha = attnkit_module(kdim=6, vdim=6)
+    ref = mha.to_torch().eval()
+    assert ref.batch_first and not ref._qkv_same_embed_dim
+    query, key = torch.randn(B, 3, E), torch.randn(B, 4, 6)
+    kpm = padding_mask([4, 1])
+    compare(
+        mha(query, key, key_padding_mask=kpm, need_weights=True),
+        ref(query, key, key, **MultiHeadAttention.to_torch_masks(kpm)),
+        True,
+    )
+    back = MultiHeadAttention.from_torch(ref)
+    again = dict(back.named_parameters())
+    assert set(again) == {name for name, _ in mha.named_parameters()}
+    for name, tensor in mha.named_parameters():
+        assert torch.equal(tensor, again[name]), name
+
+
+def test_to_torch_packs_in_proj_weight_when_widths_agree():
+    mha = attnkit_module()
+    ref = mha.to_torch()
+    assert torch.equal(ref.in_proj_weight[E : 2 * E], mha.k_proj.weight)
+    assert torch.equal(ref.in_proj_bias[2 * E :], mha.v_proj.bias)
+
+
+def test_to_torch_masks_flips_polarity_and_flattens_heads():
+    kpm = padding_mask([2, 1])
+    per_head = torch.ones(2, 3, 1, 2, dtype=torch.bool)
+    converted = MultiHeadAttention.to_torch_masks(kpm, per_head)
+    assert converted["key_padding_mask"].tolist() == [[False, False], [False, True]]
+    assert converted["attn_mask"].shape == (6, 1, 2) and not converted["attn_mask"].any()
+    additive = torch.randn(3, 3)
+    assert MultiHeadAttention.to_torch_masks(attn_mask=additive)["attn_mask"] is additive
+
+
+def test_dropout_is_copied_and_only_active_in_training():
+    ref, mha = pair(dropout=0.5)
+    assert mha.dropout == 0.5
+    x = torch.randn(B, T, E)
+    compare(mha(x), ref(x, x, x, need_weights=False), False)
+    torch.manual_seed(3)
+    assert not torch.allclose(mha.train()(x)[0], mha.eval()(x)[0])
+
+
+def test_to_torch_refuses_grouped_query_attention():
+    with pytest.raises(ValueError, match="num_kv_heads=1, num_heads=2"):
+        MultiHeadAttention(E, H, num_kv_heads=1).to_torch()
+
+
+def test_from_torch_refuses_unsupported_modules():
+    with pytest.raises(ValueError, match="add_bias_kv"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(E, H, add_bias_kv=True))
+    with pytest.raises(TypeError, match="Linear"):
+        MultiHeadAttention.from_torch(nn.Linear(E, E))
