@@ -1,0 +1,132 @@
+"""Why attention divides by sqrt(d_k): the softmax saturation experiment.
+
+For queries and keys with independent unit-normal entries, ``q·k`` is a sum of
+``d_k`` products of variance 1, so its variance is ``d_k``. Without the factor
+``1/sqrt(d_k)`` the scores spread further apart as ``d_k`` grows and the
+softmax puts almost all its weight on one key (a near one-hot, saturated
+softmax with vanishing gradients); with it the score variance stays near 1 and
+the weights keep the same spread at every width (Vaswani et al. 2017, sec. 3.2.1
+and footnote 4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .attention.functional import masked_softmax
+
+__all__ = ["DEFAULT_DIMS", "SaturationResult", "saturation"]
+
+DEFAULT_DIMS = (4, 16, 64, 256, 1024)
+
+
+@dataclass(frozen=True)
+class SaturationResult:
+    """Per ``d_k``: the measured score variance and mean maximum weight.
+
+    Attributes:
+        dims: the widths ``d_k`` measured.
+        trials, num_keys, seed: the experiment's settings.
+        score_variance: variance of the unscaled ``q·k`` over all trials and keys.
+        scaled_variance: variance of ``q·k / sqrt(d_k)``.
+        max_weight_unscaled: mean over trials of ``max_j softmax(q·K^T)_j``.
+        max_weight_scaled: the same with the ``1/sqrt(d_k)`` factor.
+    """
+
+    dims: list[int]
+    trials: int
+    num_keys: int
+    seed: int
+    score_variance: list[float]
+    scaled_variance: list[float]
+    max_weight_unscaled: list[float]
+    max_weight_scaled: list[float]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of the settings and the measured series."""
+        return asdict(self)
+
+    def to_text(self) -> str:
+        """A table: one row per ``d_k``."""
+        header = (
+            f"{'d_k':>6}  {'var(q·k)':>10}  {'var(q·k/√d_k)':>13}  "
+            f"{'max w, unscaled':>15}  {'max w, scaled':>13}"
+        )
+        rows = [
+            f"{d:>6}  {v:>10.2f}  {sv:>13.3f}  {mu:>15.3f}  {ms:>13.3f}"
+            for d, v, sv, mu, ms in zip(
+                self.dims,
+                self.score_variance,
+                self.scaled_variance,
+                self.max_weight_unscaled,
+                self.max_weight_scaled,
+                strict=True,
+            )
+        ]
+        note = (
+            f"{self.trials} trials of 1 query and {self.num_keys} keys with unit-normal entries, "
+            f"seed {self.seed}; uniform weights would give a max of {1 / self.num_keys:.3f}"
+        )
+        return "\n".join([header, *rows, note]) + "\n"
+
+
+def saturation(
+    dims: Sequence[int] = DEFAULT_DIMS, *, trials: int = 1000, num_keys: int = 10, seed: int = 0
+) -> SaturationResult:
+    """Measure score variance and softmax saturation with and without ``1/sqrt(d_k)``.
+
+    For each ``d_k``, draws ``trials`` queries ``(trials, d_k)`` and key sets
+    ``(trials, num_keys, d_k)`` from ``N(0, 1)`` with a generator seeded by
+    ``seed``, and computes ``s = q·K^T`` ``(trials, num_keys)``, the softmax
+    weights of ``s`` and of ``s / sqrt(d_k)`` (with :func:`~attnkit.masked_softmax`),
+    and their largest weight per trial.
+
+    Args:
+        dims: widths ``d_k``, each a positive int.
+        trials: number of independent draws per width (>= 2).
+        num_keys: keys per draw (>= 2).
+        seed: seed of the random generator; equal settings give equal results.
+
+    Returns:
+        a :class:`SaturationResult`.
+
+    Raises:
+        ValueError: an empty ``dims``, a non-positive width, ``trials`` < 2 or
+            ``num_keys`` < 2.
+    """
+    dims = [int(d) for d in dims]
+    if not dims or any(d <= 0 for d in dims):
+        raise ValueError(f"dims must be a non-empty list of positive widths, got {dims}")
+    if trials < 2:
+        raise ValueError(f"trials must be >= 2 (a variance needs two draws), got {trials}")
+    if num_keys < 2:
+        raise ValueError(
+            f"num_keys must be >= 2 (softmax over one key is always 1), got {num_keys}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    series: dict[str, list[float]] = {k: [] for k in ("var", "svar", "unscaled", "scaled")}
+    for d in dims:
+        q = torch.randn(trials, 1, d, generator=gen, dtype=torch.float64)  # (trials, 1, d_k)
+        k = torch.randn(
+            trials, num_keys, d, generator=gen, dtype=torch.float64
+        )  # (trials, Tk, d_k)
+        scores = (q @ k.transpose(-2, -1)).squeeze(1)  # (trials, Tk)
+        scaled = scores / math.sqrt(d)  # (trials, Tk)
+        series["var"].append(scores.var().item())
+        series["svar"].append(scaled.var().item())
+        series["unscaled"].append(masked_softmax(scores).amax(dim=-1).mean().item())
+        series["scaled"].append(masked_softmax(scaled).amax(dim=-1).mean().item())
+    return SaturationResult(
+        dims=dims,
+        trials=trials,
+        num_keys=num_keys,
+        seed=seed,
+        score_variance=series["var"],
+        scaled_variance=series["svar"],
+        max_weight_unscaled=series["unscaled"],
+        max_weight_scaled=series["scaled"],
+    )

@@ -1,0 +1,59 @@
+"""saturation(): the sqrt(d_k) argument, measured with a fixed seed."""
+
+import numpy as np
+import pytest
+
+from attnkit.saturation import DEFAULT_DIMS, saturation
+
+
+@pytest.fixture(scope="module")
+def result():
+    return saturation(trials=400, seed=0)
+
+
+def test_unscaled_max_weight_rises_with_width_and_saturates(result):
+    unscaled = result.max_weight_unscaled
+    assert result.dims == list(DEFAULT_DIMS)
+    assert all(a < b for a, b in zip(unscaled, unscaled[1:], strict=False))
+    assert unscaled[result.dims.index(256)] > 0.9
+    assert unscaled[-1] > 0.94
+
+
+def test_scaled_max_weight_stays_roughly_flat(result):
+    scaled = result.max_weight_scaled
+    assert max(scaled) - min(scaled) < 0.05
+    assert all(0.2 < w < 0.45 for w in scaled)  # well above uniform (0.1), far from one-hot
+
+
+def test_score_variance_grows_linearly_in_width(result):
+    ratio = np.array(result.score_variance) / np.array(result.dims)
+    assert ratio == pytest.approx(np.ones(len(result.dims)), abs=0.1)
+    assert result.scaled_variance == pytest.approx([1.0] * len(result.dims), abs=0.1)
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers():
+    a = saturation([8, 32], trials=50, seed=3)
+    assert a == saturation([8, 32], trials=50, seed=3)
+    assert a.score_variance != saturation([8, 32], trials=50, seed=4).score_variance
+
+
+def test_table_has_a_row_per_width(result):
+    text = result.to_text()
+    assert "var(q·k)" in text and "max w, unscaled" in text
+    for d in DEFAULT_DIMS:
+        assert f"\n{d:>6}  " in text
+    assert result.to_dict()["dims"] == list(DEFAULT_DIMS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dims": []}, "dims must be a non-empty"),
+        ({"dims": [4, 0]}, "positive widths"),
+        ({"trials": 1}, "trials must be >= 2"),
+        ({"num_keys": 1}, "num_keys must be >= 2"),
+    ],
+)
+def test_bad_settings_raise(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        saturation(**kwargs)
