@@ -57,6 +57,9 @@ class KVCache:
     steps: int = 0
     cross: bool | None = None
 
+    def __repr__(self) -> str:
+        return f"KVCache(length={self.length}, steps={self.steps}, cross={self.cross})"
+
     @property
     def length(self) -> int:
         """Number of cached key positions ``Tk`` (0 when empty)."""

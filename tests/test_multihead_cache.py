@@ -1,0 +1,148 @@
+"""MultiHeadAttention: incremental decoding with KVCache, grouped-query attention."""
+
+import pytest
+import torch
+
+from attnkit import KVCache, MultiHeadAttention, padding_mask
+
+B, T, E, H = 2, 6, 8, 4
+KV_HEADS = pytest.mark.parametrize("kv_heads", [4, 2, 1], ids=["mha", "gqa", "mqa"])
+
+
+def make(kv_heads=H, **kwargs):
+    """A seeded module with random (not the initial zero) biases, in eval mode."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(E, H, num_kv_heads=kv_heads, **kwargs).eval()
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            proj.bias.normal_()
+    return mha
+
+
+def left_padded(lengths, t):
+    """(B, T) True at the last ``length`` positions: early queries of a short
+    sentence see no real key under the causal mask, so their rows are empty."""
+    return padding_mask(lengths, t).flip(1)
+
+
+@KV_HEADS
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_step_by_step_with_cache_equals_the_full_causal_pass(kv_heads, need_weights):
+    mha = make(kv_heads)
+    x = torch.randn(B, T, E)
+    kpm = left_padded([6, 4], T)
+    full, full_weights = mha(x, key_padding_mask=kpm, is_causal=True, need_weights=True)
+    cache = KVCache()
+    for t in range(T):
+        out, weights = mha(x[:, t], key_padding_mask=kpm[:, : t + 1], cache=cache,
+                           need_weights=need_weights)  # fmt: skip
+        assert torch.allclose(out, full[:, t], atol=1e-6), t
+        if need_weights:
+            assert torch.allclose(weights, full_weights[:, t, : t + 1], atol=1e-6)
+    assert torch.equal(full[1, :2], torch.zeros(2, E))  # rows with no real key yet
+    assert cache.steps == T and cache.length == T and cache.cross is False
+    assert cache.key.shape == cache.value.shape == (B, kv_heads, T, E // H)
+
+
+def test_prefill_chunk_then_steps_equals_the_full_causal_pass():
+    mha = make(2)
+    x = torch.randn(B, T, E)
+    full, _ = mha(x, is_causal=True)
+    cache = KVCache()
+    first, _ = mha(x[:, :4], is_causal=True, cache=cache)  # Tq = Tk = 4
+    second, _ = mha(x[:, 4:], is_causal=True, cache=cache)  # Tq = 2, Tk = 6: bottom-right
+    assert torch.allclose(torch.cat([first, second], 1), full, atol=1e-6)
+    assert cache.steps == 6
+
+
+def test_cross_attention_cache_projects_the_encoder_states_once():
+    mha = make(2)
+    target, source = torch.randn(B, T, E), torch.randn(B, 5, E)
+    kpm = padding_mask([5, 3])
+    full, _ = mha(target, source, key_padding_mask=kpm)
+    calls = []
+    mha.k_proj.register_forward_hook(lambda *_: calls.append("k"))
+    mha.v_proj.register_forward_hook(lambda *_: calls.append("v"))
+    cache = KVCache()
+    for t in range(T):
+        memory = source if t == 0 else None  # later steps may leave the source out
+        out, _ = mha(target[:, t : t + 1], memory, key_padding_mask=kpm, cache=cache)
+        assert torch.allclose(out[:, 0], full[:, t], atol=1e-6), t
+    assert calls == ["k", "v"]
+    assert cache.cross is True and cache.length == 5 and cache.steps == T
+
+
+def test_index_select_reorders_the_cache_like_the_batch():
+    mha = make(2)
+    x = torch.randn(3, 4, E)
+    order = torch.tensor([2, 0, 0])
+    cache = KVCache()
+    for t in range(3):
+        mha(x[:, t], cache=cache)
+    reordered = cache.index_select(order)
+    step, _ = mha(x[order, 3], cache=reordered)
+    full, _ = mha(x[order], is_causal=True)
+    assert torch.allclose(step, full[:, 3], atol=1e-6)
+    assert reordered.steps == 4 and reordered.length == 4
+    assert cache.steps == 3 and cache.length == 3  # the original is left as it was
+
+
+def test_cache_misuse_is_refused_without_touching_the_cache():
+    mha = make()
+    cache = KVCache()
+    mha(torch.randn(B, 1, E), cache=cache)
+    key, steps = cache.key, cache.steps
+    with pytest.raises(ValueError, match="cache has batch size 2 but query has B=3"):
+        mha(torch.randn(3, 1, E), cache=cache)
+    with pytest.raises(ValueError, match="self-attention keys; pass key=None"):
+        mha(torch.randn(B, 1, E), torch.randn(B, 3, E), cache=cache)
+    with pytest.raises(ValueError, match=r"key_padding_mask has shape \(2, 1\), expected \(2, 2\)"):
+        mha(torch.randn(B, 1, E), key_padding_mask=padding_mask([1, 1]), cache=cache)
+    with pytest.raises(TypeError, match="cache must be a KVCache"):
+        mha(torch.randn(B, 1, E), cache={})
+    assert cache.key is key and cache.steps == steps
+    with pytest.raises(ValueError, match="cross-attention cache with no keys yet"):
+        mha(torch.randn(B, 1, E), cache=KVCache(cross=True))
+
+
+def repeated_kv_heads(gqa):
+    """The same function as ``gqa`` with Hkv = H: each K/V head copied G times."""
+    full = make(H)
+    group = H // gqa.num_kv_heads
+    with torch.no_grad():
+        for name in ("q_proj", "out_proj"):
+            getattr(full, name).load_state_dict(getattr(gqa, name).state_dict())
+        for name in ("k_proj", "v_proj"):
+            src, dst = getattr(gqa, name), getattr(full, name)
+            weight = src.weight.unflatten(0, (gqa.num_kv_heads, -1))  # (Hkv, Dh, E)
+            dst.weight.copy_(weight.repeat_interleave(group, 0).flatten(0, 1))  # (H*Dh, E)
+            bias = src.bias.unflatten(0, (gqa.num_kv_heads, -1))  # (Hkv, Dh)
+            dst.bias.copy_(bias.repeat_interleave(group, 0).flatten())  # (H*Dh,)
+    return full
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_grouped_query_attention_equals_repeating_the_kv_heads(kv_heads, need_weights):
+    gqa = make(kv_heads)
+    assert gqa.k_proj.weight.shape == (kv_heads * E // H, E)
+    full = repeated_kv_heads(gqa)
+    query, memory = torch.randn(B, 3, E), torch.randn(B, 5, E)
+    kw = dict(key_padding_mask=padding_mask([5, 2]), need_weights=need_weights,
+              average_weights=False, is_causal=True)  # fmt: skip
+    out, weights = gqa(query, memory, **kw)
+    expected, expected_weights = full(query, memory, **kw)
+    assert torch.allclose(out, expected, atol=1e-6)
+    if need_weights:
+        assert torch.allclose(weights, expected_weights, atol=1e-6)
+        # heads sharing a K/V head differ only through their queries
+        assert not torch.allclose(weights[:, 0], weights[:, 1])
+
+
+def test_gqa_gradients_are_finite_and_reach_every_projection():
+    mha = make(2)
+    x = torch.randn(B, T, E, requires_grad=True)
+    out, _ = mha(x, key_padding_mask=left_padded([6, 3], T), is_causal=True)
+    out.sum().backward()
+    for name, p in mha.named_parameters():
+        assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
