@@ -1,0 +1,205 @@
+"""Checkpoints: tensors in safetensors, everything else in JSON, written atomically.
+
+A checkpoint named ``best`` is two files in one folder:
+
+- ``best.json``, the commit record: training state (epoch, step, scores),
+  the optimizer's non-tensor state, the name of the weights file and its
+  SHA-256;
+- ``best.<tag>.safetensors``: model weights (``model.*``), optimizer tensors
+  (``optim.<param>.<key>``) and any extra tensors (RNG states, ``extra.*``).
+
+Saving writes a fresh weights file, then atomically replaces the JSON record
+(temporary file in the same folder, fsync, ``os.replace``), then deletes the
+weights the old record named. A crash at any point leaves the previous
+checkpoint loadable. Nothing is pickled and ``torch.load`` is never called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import Tensor
+
+__all__ = [
+    "Checkpoint",
+    "atomic_write_bytes",
+    "load_checkpoint",
+    "optimizer_from_parts",
+    "optimizer_to_parts",
+    "save_checkpoint",
+]
+
+FORMAT = "attnkit-checkpoint"
+VERSION = 1
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never a mix.
+
+    Temporary file in the same folder (same file system), flush + fsync, then
+    ``os.replace``; the temporary file is removed if anything fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Makes the rename itself durable; not possible on every platform.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def optimizer_to_parts(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict]:
+    """Split ``optimizer.state_dict()`` into tensors (``optim.<param>.<key>``) and JSON."""
+    state = optimizer.state_dict()
+    tensors: dict[str, Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for param_id, entries in state["state"].items():
+        for key, value in entries.items():
+            if isinstance(value, Tensor):
+                tensors[f"optim.{param_id}.{key}"] = value
+            else:
+                scalars.setdefault(str(param_id), {})[key] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def optimizer_from_parts(tensors: dict[str, Tensor], info: dict) -> dict:
+    """Inverse of :func:`optimizer_to_parts`: a dict for ``optimizer.load_state_dict``."""
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        _, param_id, key = name.split(".", 2)
+        state.setdefault(int(param_id), {})[key] = value
+    for param_id, entries in info["scalars"].items():
+        state.setdefault(int(param_id), {}).update(entries)
+    return {"state": state, "param_groups": info["param_groups"]}
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: model weights, training state, optional optimizer state."""
+
+    model: dict[str, Tensor]
+    state: dict[str, Any]
+    optimizer: dict | None = None
+    extra: dict[str, Tensor] = field(default_factory=dict)
+
+
+def save_checkpoint(
+    folder: str | Path,
+    name: str,
+    model_state: dict[str, Tensor],
+    state: dict[str, Any],
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    extra: dict[str, Tensor] | None = None,
+) -> Path:
+    """Save a checkpoint as ``folder/name.json`` + a weights file; returns the JSON path.
+
+    Args:
+        folder: the run folder.
+        name: checkpoint name, e.g. ``"best"`` or ``"last"``.
+        model_state: ``model.state_dict()``.
+        state: JSON-serialisable training state (epoch, step, metrics...).
+        optimizer: whose state to include, for resuming.
+        extra: more tensors to keep (e.g. RNG states), stored as ``extra.<key>``.
+    """
+    folder = Path(folder)
+    record_path = folder / f"{name}.json"
+    old_weights = _weights_named_by(record_path)
+    # Clone: safetensors refuses tensors that share storage (tied embeddings).
+    tensors = {f"model.{k}": v.detach().cpu().clone().contiguous() for k, v in model_state.items()}
+    record: dict[str, Any] = {"format": FORMAT, "version": VERSION, "state": state}
+    if optimizer is not None:
+        optim_tensors, record["optimizer"] = optimizer_to_parts(optimizer)
+        tensors.update({k: v.detach().cpu().clone() for k, v in optim_tensors.items()})
+    for key, value in (extra or {}).items():
+        tensors[f"extra.{key}"] = value.detach().cpu().clone().contiguous()
+    data = st_save(tensors, metadata={"format": FORMAT})
+    weights_name = f"{name}.{secrets.token_hex(4)}.safetensors"
+    atomic_write_bytes(folder / weights_name, data)
+    record["weights"] = weights_name
+    record["sha256"] = hashlib.sha256(data).hexdigest()
+    atomic_write_bytes(record_path, json.dumps(record, indent=2).encode("utf-8"))
+    if old_weights and old_weights != weights_name:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / old_weights)
+    return record_path
+
+
+def _weights_named_by(record_path: Path) -> str | None:
+    try:
+        return json.loads(record_path.read_text(encoding="utf-8")).get("weights")
+    except (OSError, ValueError):
+        return None
+
+
+def _read_record(path: Path) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a valid checkpoint record ({err})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an attnkit checkpoint (format field missing or wrong)")
+    return record
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Load a checkpoint from its JSON record (``run/best.json``).
+
+    Raises:
+        FileNotFoundError: the record or its weights file is missing.
+        ValueError: the record is not valid JSON, or the weights file is
+            truncated/corrupt (the message names the file).
+    """
+    path = Path(path)
+    record = _read_record(path)
+    weights_path = path.parent / record["weights"]
+    if not weights_path.is_file():
+        raise FileNotFoundError(f"weights file {weights_path} named by {path} not found")
+    data = weights_path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        raise ValueError(
+            f"{weights_path}: checksum mismatch ({len(data)} bytes); the file is truncated "
+            f"or corrupt"
+        )
+    try:
+        tensors = st_load(data)
+    except Exception as err:  # safetensors raises its own error type
+        raise ValueError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    groups: dict[str, dict[str, Tensor]] = {"model": {}, "optim": {}, "extra": {}}
+    for key, value in tensors.items():
+        prefix, rest = key.split(".", 1)
+        groups[prefix][rest if prefix != "optim" else key] = value
+    optimizer = None
+    if "optimizer" in record:
+        optimizer = optimizer_from_parts(groups["optim"], record["optimizer"])
+    return Checkpoint(groups["model"], record["state"], optimizer, groups["extra"])

@@ -1,0 +1,204 @@
+"""Reading parallel text: two line-aligned files, a TSV, or the bundled Multi30k.
+
+A parallel corpus is a list of (source, target) sentence pairs. Files may be
+gzipped (``.gz``); text must be UTF-8. Errors name the file and the 1-based line.
+Pairs where either side is empty (after stripping whitespace) are skipped and
+counted, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+__all__ = [
+    "MULTI30K_SPLITS",
+    "ParallelCorpus",
+    "bundled_multi30k",
+    "load_split",
+    "multi30k_path",
+    "read_lines",
+    "read_parallel",
+    "read_tsv",
+]
+
+log = logging.getLogger(__name__)
+
+MULTI30K_SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+MULTI30K_LANGS = ("de", "en")
+
+
+@dataclass
+class ParallelCorpus:
+    """Aligned source/target sentences, ``src[i]`` translates to ``tgt[i]``.
+
+    ``skipped`` counts the pairs dropped because one side was empty.
+    """
+
+    src: list[str]
+    tgt: list[str]
+    skipped: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.src) != len(self.tgt):
+            raise ValueError(f"src has {len(self.src)} sentences but tgt has {len(self.tgt)}")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def head(self, n: int | None) -> ParallelCorpus:
+        """The first ``n`` pairs (all of them for ``None``)."""
+        if n is None:
+            return self
+        return ParallelCorpus(self.src[:n], self.tgt[:n], self.skipped)
+
+
+def _open_bytes(path: Path):
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (gzipped or not), without line endings.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (the message names it).
+        ValueError: a line is not valid UTF-8 or the gzip stream is corrupt
+            (the message names the file and the line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file not found: {path}")
+    lines: list[str] = []
+    try:
+        with _open_bytes(path) as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise ValueError(
+                        f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason})"
+                    ) from None
+                lines.append(text.rstrip("\r\n"))
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        raise ValueError(f"{path}: cannot read after line {len(lines)}: {err}") from None
+    return lines
+
+
+def _drop_empty(src: list[str], tgt: list[str], where: str) -> ParallelCorpus:
+    kept_src, kept_tgt = [], []
+    for s, t in zip(src, tgt, strict=True):
+        s, t = s.strip(), t.strip()
+        if s and t:
+            kept_src.append(s)
+            kept_tgt.append(t)
+    skipped = len(src) - len(kept_src)
+    if skipped:
+        log.info("%s: skipped %d pair(s) with an empty side", where, skipped)
+    return ParallelCorpus(kept_src, kept_tgt, skipped)
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:
+    """Read two line-aligned files: line i of ``src_path`` translates line i of ``tgt_path``.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: the files have different line counts, or a line is not UTF-8.
+    """
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise ValueError(
+            f"line counts differ: {src_path} has {len(src)} lines but {tgt_path} has "
+            f"{len(tgt)}; parallel files must be line-aligned"
+        )
+    return _drop_empty(src, tgt, f"{src_path} / {tgt_path}")
+
+
+def read_tsv(path: str | Path, src_column: int = 0, tgt_column: int = 1) -> ParallelCorpus:
+    """Read a tab-separated file with the source and target in the given columns.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a non-empty line has too few columns, or is not UTF-8.
+    """
+    needed = max(src_column, tgt_column) + 1
+    src, tgt = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            src.append("")
+            tgt.append("")
+            continue
+        cells = line.split("\t")
+        if len(cells) < needed:
+            raise ValueError(
+                f"{path}, line {number}: expected at least {needed} tab-separated columns, "
+                f"got {len(cells)}"
+            )
+        src.append(cells[src_column])
+        tgt.append(cells[tgt_column])
+    return _drop_empty(src, tgt, str(path))
+
+
+def multi30k_path(split: str, lang: str) -> Path:
+    """Path of a bundled Multi30k file, e.g. ``multi30k_path("train", "de")``.
+
+    Raises:
+        ValueError: unknown split (train, valid, test) or language (de, en).
+    """
+    if split not in MULTI30K_SPLITS:
+        raise ValueError(f"Multi30k split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
+    if lang not in MULTI30K_LANGS:
+        raise ValueError(f"Multi30k language must be one of {MULTI30K_LANGS}, got {lang!r}")
+    root = resources.files("attnkit") / "data" / "multi30k"
+    return Path(str(root / f"{MULTI30K_SPLITS[split]}.{lang}.gz"))
+
+
+def bundled_multi30k(split: str, src_lang: str = "de", tgt_lang: str = "en") -> ParallelCorpus:
+    """The bundled Multi30k Task 1 split in the direction ``src_lang -> tgt_lang``.
+
+    Elliott et al. 2016, doi:10.18653/v1/W16-3210 (non-commercial research and
+    education use; see ``attnkit/data/multi30k/README.md``).
+    """
+    if src_lang == tgt_lang:
+        raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
+    return read_parallel(multi30k_path(split, src_lang), multi30k_path(split, tgt_lang))
+
+
+def _read_split_files(files) -> ParallelCorpus:
+    if files.tsv is not None:
+        return read_tsv(files.tsv, files.src_column, files.tgt_column)
+    return read_parallel(files.src, files.tgt)
+
+
+def load_split(data, split: str) -> ParallelCorpus:
+    """The ``split`` ('train', 'valid' or 'test') described by a :class:`attnkit.config.DataConfig`.
+
+    Raises:
+        ValueError: the config has no such split (user corpora without ``test``).
+    """
+    if split not in MULTI30K_SPLITS:
+        raise ValueError(f"split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
+    if data.bundled == "multi30k":
+        corpus = bundled_multi30k(split, data.src_lang, data.tgt_lang)
+    elif data.toy is not None:
+        from .toy import toy_corpus
+
+        toy = data.toy
+        corpus = toy_corpus(
+            toy.task,
+            getattr(toy, f"{split}_size"),
+            num_symbols=toy.num_symbols,
+            min_len=toy.min_len,
+            max_len=toy.max_len,
+            seed=toy.seed + list(MULTI30K_SPLITS).index(split),
+        )
+    else:
+        files = getattr(data, split)
+        if files is None:
+            raise ValueError(f"the config's data section has no '{split}' files")
+        corpus = _read_split_files(files)
+    return corpus.head(data.max_train_pairs) if split == "train" else corpus

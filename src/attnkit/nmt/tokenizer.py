@@ -1,0 +1,229 @@
+"""Tokenizers: sentencepiece subwords for real text, whitespace words for toy tasks.
+
+Both map text to ids with the fixed specials ``<pad>=0, <unk>=1, <bos>=2,
+<eos>=3`` (:mod:`attnkit.nmt.vocab_ids`) and never add BOS/EOS themselves;
+batching does. A run folder holds ``tokenizer.json`` (which kind, which files)
+beside the model files it names, so :func:`load_tokenizers` rebuilds the pair.
+
+Sentencepiece: Kudo & Richardson 2018 (unigram LM, Kudo 2018; BPE, Sennrich
+et al. 2016). ``joint: true`` trains one model on source + target text (one
+shared vocabulary, as for related languages such as German/English);
+``joint: false`` trains one model per side.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import sentencepiece as spm
+
+from .checkpoint import atomic_write_bytes
+from .vocab_ids import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
+
+__all__ = [
+    "SPECIALS",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "WordTokenizer",
+    "load_tokenizers",
+    "train_tokenizers",
+]
+
+SPECIALS = SPECIAL_TOKENS  # in id order: <pad>, <unk>, <s> (bos), </s> (eos)
+MANIFEST = "tokenizer.json"
+
+
+class Tokenizer(Protocol):
+    """What the pipeline needs from a tokenizer."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+
+class SentencePieceTokenizer:
+    """A trained sentencepiece model; ``encode`` gives subword ids without BOS/EOS."""
+
+    def __init__(self, model_proto: bytes, name: str = "<memory>") -> None:
+        self.proto = model_proto
+        self.name = name
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        got = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
+        if got != (PAD, UNK, BOS, EOS):
+            raise ValueError(
+                f"{name}: special ids (pad, unk, bos, eos) must be (0, 1, 2, 3), got {got}"
+            )
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        *,
+        vocab_size: int,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+        threads: int = 1,
+    ) -> SentencePieceTokenizer:
+        """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora."""
+        buffer = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=buffer,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            hard_vocab_limit=False,
+            num_threads=threads,
+            minloglevel=2,
+        )
+        return cls(buffer.getvalue())
+
+    @classmethod
+    def load(cls, path: str | Path) -> SentencePieceTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"sentencepiece model not found: {path}")
+        try:
+            return cls(path.read_bytes(), str(path))
+        except RuntimeError as err:
+            raise ValueError(f"{path}: not a valid sentencepiece model ({err})") from None
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_bytes(Path(path), self.proto)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode([int(i) for i in ids])
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.sp.id_to_piece(int(i)) for i in ids]
+
+
+class WordTokenizer:
+    """Whitespace-separated words; ids ``0..3`` are the specials, then words by frequency."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        if tuple(words[: len(SPECIALS)]) != SPECIALS:
+            raise ValueError(f"a word vocabulary must start with {SPECIALS}, got {list(words[:4])}")
+        self.words = list(words)
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    @classmethod
+    def train(cls, sentences: Iterable[str], *, vocab_size: int | None = None) -> WordTokenizer:
+        counts = Counter(w for s in sentences for w in s.split())
+        limit = None if vocab_size is None else max(vocab_size - len(SPECIALS), 0)
+        ranked = sorted(counts, key=lambda w: (-counts[w], w))[:limit]
+        return cls([*SPECIALS, *ranked])
+
+    @classmethod
+    def load(cls, path: str | Path) -> WordTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"word vocabulary not found: {path}")
+        try:
+            words = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON word list ({err})") from None
+        return cls(words)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_bytes(Path(path), json.dumps(self.words, ensure_ascii=False).encode("utf-8"))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.index.get(w, UNK) for w in text.split()]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.words[int(i)] for i in ids if int(i) not in (PAD, BOS, EOS))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.words[int(i)] for i in ids]
+
+
+def train_tokenizers(
+    src_sentences: Sequence[str],
+    tgt_sentences: Sequence[str],
+    *,
+    kind: str,
+    vocab_size: int,
+    joint: bool = True,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    threads: int = 1,
+) -> tuple[Tokenizer, Tokenizer]:
+    """Train (source, target) tokenizers; with ``joint`` both are the same object."""
+
+    def fit(sentences: Sequence[str]) -> Tokenizer:
+        if kind == "word":
+            return WordTokenizer.train(sentences, vocab_size=vocab_size)
+        if kind == "sentencepiece":
+            return SentencePieceTokenizer.train(
+                sentences,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                threads=threads,
+            )
+        raise ValueError(f"tokenizer kind must be 'sentencepiece' or 'word', got {kind!r}")
+
+    if joint:
+        shared = fit([*src_sentences, *tgt_sentences])
+        return shared, shared
+    return fit(src_sentences), fit(tgt_sentences)
+
+
+def _file_names(kind: str, joint: bool) -> dict[str, str]:
+    ext = "model" if kind == "sentencepiece" else "json"
+    stem = "spm" if kind == "sentencepiece" else "vocab"
+    if joint:
+        return {"src": f"{stem}.{ext}", "tgt": f"{stem}.{ext}"}
+    return {"src": f"{stem}.src.{ext}", "tgt": f"{stem}.tgt.{ext}"}
+
+
+def save_tokenizers(run_dir: str | Path, src: Tokenizer, tgt: Tokenizer) -> None:
+    """Write the tokenizer file(s) and ``tokenizer.json`` into ``run_dir``."""
+    run_dir = Path(run_dir)
+    kind = "word" if isinstance(src, WordTokenizer) else "sentencepiece"
+    joint = src is tgt
+    names = _file_names(kind, joint)
+    src.save(run_dir / names["src"])
+    if not joint:
+        tgt.save(run_dir / names["tgt"])
+    manifest = {"kind": kind, "joint": joint, **names}
+    atomic_write_bytes(run_dir / MANIFEST, json.dumps(manifest, indent=2).encode("utf-8"))
+
+
+def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
+    """Rebuild the (source, target) tokenizers saved by :func:`save_tokenizers`."""
+    run_dir = Path(run_dir)
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path} not found; is {run_dir} a training run folder?")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    loader = WordTokenizer.load if manifest["kind"] == "word" else SentencePieceTokenizer.load
+    src = loader(run_dir / manifest["src"])
+    tgt = src if manifest["joint"] else loader(run_dir / manifest["tgt"])
+    return src, tgt
