@@ -128,14 +128,14 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
             is not 1-D integer ``(B,)``, or a length is outside ``[1, S]``.
     """
     if not isinstance(src, Tensor) or src.dim() != 2 or src.is_floating_point():
-        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {_describe(src)}")
+        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {describe_tensor(src)}")
     if (
         not isinstance(src_lengths, Tensor)
         or src_lengths.dim() != 1
         or src_lengths.is_floating_point()
     ):
         raise ValueError(
-            f"src_lengths must be a 1-D integer tensor (B,), got {_describe(src_lengths)}"
+            f"src_lengths must be a 1-D integer tensor (B,), got {describe_tensor(src_lengths)}"
         )
     if src_lengths.shape[0] != src.shape[0]:
         raise ValueError(
@@ -151,7 +151,7 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
         )
 
 
-def _describe(t: object) -> str:
+def describe_tensor(t: object) -> str:
     if isinstance(t, Tensor):
         return f"shape {tuple(t.shape)} dtype {t.dtype}"
     return type(t).__name__

@@ -1,0 +1,54 @@
+"""Shared helpers for the translator tests: tiny configs and integer toy data.
+
+Imported explicitly (``from conftest_nmt import ...``), not a pytest conftest.
+The toy vocabulary is the four special tokens plus the symbols 4..V-1.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.vocab_ids import BOS, EOS, NUM_SPECIAL, PAD
+
+TOY_VOCAB = 12  # 4 special tokens + 8 symbols
+
+
+def tiny_model(vocab: int = TOY_VOCAB, seed: int = 0, **overrides: object) -> Seq2Seq:
+    """A small model in eval mode (dropout off), seeded."""
+    torch.manual_seed(seed)
+    fields = {"embed_dim": 8, "hidden_size": 6, "dropout": 0.0}
+    fields.update(overrides)
+    return Seq2Seq(ModelConfig(**fields), vocab, vocab + 1).eval()
+
+
+def pad(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
+    """Right-pad integer sequences with PAD: ``(B, max_len)`` long and lengths ``(B,)``."""
+    lengths = torch.tensor([len(s) for s in seqs])
+    out = torch.full((len(seqs), int(lengths.max())), PAD, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s)
+    return out, lengths
+
+
+def random_sequences(
+    n: int, min_len: int, max_len: int, generator: torch.Generator, vocab: int = TOY_VOCAB
+) -> list[list[int]]:
+    """``n`` sequences of symbols (no special tokens), lengths in [min_len, max_len]."""
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)
+    return [
+        torch.randint(NUM_SPECIAL, vocab, (int(k),), generator=generator).tolist() for k in lengths
+    ]
+
+
+def toy_batch(
+    task: str, n: int, generator: torch.Generator, min_len: int = 3, max_len: int = 8
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """A copy or reverse batch: ``src, src_lengths, tgt_in [BOS y..], tgt_out [y.. EOS]``."""
+    sources = random_sequences(n, min_len, max_len, generator)
+    targets = [s if task == "copy" else s[::-1] for s in sources]
+    src, src_lengths = pad(sources)
+    tgt_in, _ = pad([[BOS, *t] for t in targets])
+    tgt_out, _ = pad([[*t, EOS] for t in targets])
+    return src, src_lengths, tgt_in, tgt_out
