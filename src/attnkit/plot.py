@@ -1,0 +1,314 @@
+"""Pictures of attention: weight heatmaps, masks and the saturation curves.
+
+This module draws what it is given and never computes attention. It uses
+matplotlib's object API with the Agg renderer (no pyplot, no global backend
+switch, no window), so it is safe on headless machines and in threads. Every
+function returns the :class:`~matplotlib.figure.Figure`; with ``path=`` it also
+saves it, as PNG, SVG or PDF chosen by the file extension (written atomically).
+All pictures share one palette, font size and resolution (:data:`DPI`).
+
+Conventions: in a weights or mask picture, rows are queries (target tokens)
+and columns are keys (source tokens), as in Bahdanau et al. 2015, fig. 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+__all__ = [
+    "DPI",
+    "FORMATS",
+    "heatmap",
+    "image_size",
+    "mask_plot",
+    "read_weights",
+    "saturation_plot",
+    "save",
+]
+
+DPI = 100
+FORMATS = (".png", ".svg", ".pdf")
+CMAP = "Blues"
+MAIN_COLOR = "#08519c"  # the dark end of CMAP
+ACCENT_COLOR = "#d9622b"
+BLOCKED_COLOR = "#eeeeee"
+FONT_SIZE = 9
+ANNOTATE_MAX_SIDE = 16  # annotate cells when both sides are at most this long
+CELL_INCHES = 0.45
+
+
+def heatmap(
+    weights: Any,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    xlabel: str = "source (keys)",
+    ylabel: str = "target (queries)",
+    annotate: bool | None = None,
+    precision: int = 2,
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """Draw attention weights as a heatmap, one row per query and one column per key.
+
+    Args:
+        weights: ``(T, S)`` (queries x keys), a nested list, numpy array or
+            tensor of real numbers; the colour scale is [0, 1] when every weight
+            lies there, else the data's range.
+        row_labels: ``T`` labels for the rows (target tokens); default 1..T.
+        col_labels: ``S`` labels for the columns (source tokens); default 1..S.
+        title, xlabel, ylabel: text around the picture.
+        annotate: write each value in its cell; None does so when both sides
+            are at most 16.
+        precision: decimals of the annotations.
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure.
+
+    Raises:
+        ValueError: not a 2-D matrix, an empty matrix, NaN entries, label
+            counts that differ from the matrix's sides, or an unknown extension.
+    """
+    values = _as_matrix("weights", weights)
+    lo, hi = float(values.min()), float(values.max())
+    vmin, vmax = (0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else (lo, hi if hi > lo else lo + 1.0)
+    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
+    image = ax.imshow(values, cmap=CMAP, vmin=vmin, vmax=vmax, aspect="auto")
+    _label_axes(ax, values.shape, row_labels, col_labels)
+    if _should_annotate(annotate, values.shape):
+        for (i, j), v in np.ndenumerate(values):
+            dark = (v - vmin) / (vmax - vmin) > 0.55
+            color = "white" if dark else "black"
+            ax.text(j, i, f"{v:.{precision}f}", ha="center", va="center", color=color, fontsize=7)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=FONT_SIZE - 1)
+    return _finish(fig, path)
+
+
+def mask_plot(
+    mask: Any,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """Draw a boolean attention mask: dark cells may attend, light cells are masked.
+
+    Args:
+        mask: ``(Tq, Tk)`` or ``(B, T)`` booleans or 0/1 (True = may attend), e.g.
+            :func:`~attnkit.causal_mask` or :func:`~attnkit.padding_mask`.
+        row_labels, col_labels: labels for the sides; default 1..n.
+        title, xlabel, ylabel: text around the picture.
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure.
+
+    Raises:
+        ValueError: not a 2-D matrix of booleans or 0/1, empty, label counts
+            that differ from the matrix, or an unknown extension.
+    """
+    values = _as_matrix("mask", mask)
+    if not np.isin(values, (0.0, 1.0)).all():
+        raise ValueError("mask must hold booleans or 0/1 (1 = may attend)")
+    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
+    cmap = ListedColormap([BLOCKED_COLOR, MAIN_COLOR])
+    image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    _label_axes(ax, values.shape, row_labels, col_labels)
+    # Cell borders make single cells countable in a mostly blocked or allowed mask.
+    ax.set_xticks(np.arange(values.shape[1] + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(values.shape[0] + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03, ticks=[0.25, 0.75])
+    bar.ax.set_yticklabels(["masked", "may attend"], fontsize=FONT_SIZE - 1)
+    return _finish(fig, path)
+
+
+def saturation_plot(result: Any, *, path: str | os.PathLike | None = None) -> Figure:
+    """Draw the saturation experiment: max weight and score variance against ``d_k``.
+
+    Args:
+        result: a :class:`~attnkit.saturation.SaturationResult` (or any object
+            with its attributes ``dims``, ``num_keys``, ``score_variance``,
+            ``scaled_variance``, ``max_weight_unscaled``, ``max_weight_scaled``).
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure: left, the mean largest softmax weight with and without
+        ``1/sqrt(d_k)``; right, the variance of the scores (log-log).
+
+    Raises:
+        ValueError: series of different lengths, or an unknown extension.
+    """
+    dims = np.asarray(result.dims, dtype=float)
+    series = (
+        result.max_weight_unscaled,
+        result.max_weight_scaled,
+        result.score_variance,
+        result.scaled_variance,
+    )
+    if any(len(s) != len(dims) for s in series):
+        raise ValueError(f"saturation series must each have {len(dims)} values, one per d_k")
+    fig = _figure((9.0, 3.6))
+    left, right = fig.subplots(1, 2)
+    left.plot(dims, result.max_weight_unscaled, "o-", color=ACCENT_COLOR, label="q·k (unscaled)")
+    left.plot(dims, result.max_weight_scaled, "s-", color=MAIN_COLOR, label="q·k / sqrt(d_k)")
+    left.axhline(1.0 / result.num_keys, color="grey", ls=":", lw=1, label="uniform (1/Tk)")
+    left.set(ylim=(0.0, 1.05), ylabel="mean max attention weight")
+    left.set_title("softmax saturation", fontsize=FONT_SIZE + 1)
+    right.plot(dims, result.score_variance, "o-", color=ACCENT_COLOR, label="var(q·k)")
+    right.plot(dims, result.scaled_variance, "s-", color=MAIN_COLOR, label="var(q·k / sqrt(d_k))")
+    right.plot(dims, dims, color="grey", ls=":", lw=1, label="d_k")
+    right.set(yscale="log", ylabel="variance of the score")
+    right.set_title("score variance", fontsize=FONT_SIZE + 1)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(dims, [str(int(d)) for d in dims])
+        ax.set_xlabel("d_k (query/key width)", fontsize=FONT_SIZE)
+        ax.grid(True, color="#dddddd", lw=0.6)
+        ax.legend(fontsize=FONT_SIZE - 1, frameon=False)
+        ax.tick_params(labelsize=FONT_SIZE - 1)
+    return _finish(fig, path)
+
+
+def read_weights(
+    path: str | os.PathLike,
+) -> tuple[list[list[float]], list[str] | None, list[str] | None]:
+    """Read saved weights for :func:`heatmap` from a JSON file.
+
+    The format is ``{"weights": [[...], ...], "row_labels": [...], "col_labels": [...]}``
+    with rows = queries (target tokens) and columns = keys (source tokens); the
+    labels are optional. The JSON written by ``attnkit explain --format json``
+    has this shape too.
+
+    Returns:
+        ``(weights, row_labels, col_labels)``, labels None when absent.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: invalid JSON, no ``weights`` key, or labels that are not lists.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or "weights" not in data:
+        raise ValueError(f'{path} has no "weights" key; expected {{"weights": [[...]], ...}}')
+    labels = []
+    for key in ("row_labels", "col_labels"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, list):
+            raise ValueError(f"{path}: {key} must be a list of strings, got {type(value).__name__}")
+        labels.append(None if value is None else [str(v) for v in value])
+    return data["weights"], labels[0], labels[1]
+
+
+def save(fig: Figure, path: str | os.PathLike) -> Path:
+    """Save ``fig`` atomically as PNG, SVG or PDF, chosen by the extension of ``path``.
+
+    Raises:
+        ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format=suffix[1:], dpi=DPI)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _figure(size: tuple[float, float]) -> Figure:
+    return Figure(figsize=size, dpi=DPI, layout="constrained")
+
+
+def _matrix_axes(shape: tuple[int, int], title: str | None, xlabel: str, ylabel: str):
+    rows, cols = shape
+    width = min(max(2.2 + CELL_INCHES * cols, 4.0), 16.0)
+    height = min(max(1.6 + CELL_INCHES * rows, 3.0), 16.0)
+    fig = _figure((round(width, 2), round(height, 2)))  # whole pixels at DPI = 100
+    ax = fig.add_subplot()
+    ax.set_xlabel(xlabel, fontsize=FONT_SIZE)
+    ax.set_ylabel(ylabel, fontsize=FONT_SIZE)
+    if title:
+        ax.set_title(title, fontsize=FONT_SIZE + 1)
+    return fig, ax
+
+
+def _label_axes(ax, shape: tuple[int, int], row_labels, col_labels) -> None:
+    rows = _labels("row_labels", row_labels, shape[0], "rows", shape)
+    cols = _labels("col_labels", col_labels, shape[1], "columns", shape)
+    ax.set_yticks(range(shape[0]), rows, fontsize=FONT_SIZE - 1)
+    rotate = 90 if max(len(c) for c in cols) * shape[1] > 40 else 0
+    ax.set_xticks(range(shape[1]), cols, fontsize=FONT_SIZE - 1, rotation=rotate)
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+
+
+def _labels(arg: str, labels, n: int, side: str, shape: tuple[int, int]) -> list[str]:
+    if labels is None:
+        return [str(i + 1) for i in range(n)]
+    labels = [str(x) for x in labels]
+    if len(labels) != n:
+        raise ValueError(
+            f"{arg} has {len(labels)} labels but the matrix has {n} {side} (shape {shape})"
+        )
+    return labels
+
+
+def _as_matrix(arg: str, x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().float().numpy()
+    try:
+        values = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{arg} must be a rectangular matrix of numbers: {err}") from None
+    if values.ndim != 2:
+        raise ValueError(f"{arg} must be a 2-D matrix (rows x columns), got shape {values.shape}")
+    if values.size == 0:
+        raise ValueError(f"{arg} is empty (shape {values.shape})")
+    bad = np.argwhere(~np.isfinite(values))
+    if len(bad):
+        i, j = bad[0]
+        raise ValueError(
+            f"{arg} has {len(bad)} NaN or infinite entr{'y' if len(bad) == 1 else 'ies'} "
+            f"(first at row {i}, column {j})"
+        )
+    return values
+
+
+def _should_annotate(annotate: bool | None, shape: tuple[int, int]) -> bool:
+    return max(shape) <= ANNOTATE_MAX_SIDE if annotate is None else bool(annotate)
+
+
+def _finish(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    if path is not None:
+        save(fig, path)
+    return fig
+
+
+def image_size(fig: Figure) -> tuple[int, int]:
+    """The (width, height) in pixels that :func:`save` writes for ``fig`` as PNG."""
+    width, height = fig.get_size_inches()
+    return round(width * DPI), round(height * DPI)
