@@ -222,11 +222,10 @@ class MultiHeadAttention(nn.Module):
         mask, is_causal, empty_rows = self._mask(
             key_padding_mask, attn_mask, is_causal, (b, self.num_heads, tq, k.shape[2]), q
         )
-        group = self.num_heads // self.num_kv_heads
         result = scaled_dot_product_attention(
             q,
-            k.repeat_interleave(group, dim=1),  # (B, H, Tk, Dh)
-            v.repeat_interleave(group, dim=1),  # (B, H, Tk, Dh)
+            self._share_kv_heads(k),  # (B, H, Tk, Dh)
+            self._share_kv_heads(v),  # (B, H, Tk, Dh)
             mask,
             is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0,
@@ -250,6 +249,11 @@ class MultiHeadAttention(nn.Module):
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """``(B, T, heads*Dh) -> (B, heads, T, Dh)``."""
         return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)  # (B, heads, T, Dh)
+
+    def _share_kv_heads(self, x: Tensor) -> Tensor:
+        """``(B, Hkv, Tk, Dh) -> (B, H, Tk, Dh)``: query head ``i`` reads K/V head ``i // G``."""
+        group = self.num_heads // self.num_kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
 
     def _keys_values(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
