@@ -1,0 +1,320 @@
+"""Validated run configurations (pydantic v2) for training and translating.
+
+A run config is YAML with five sections — ``data``, ``tokenizer``, ``model``
+(:class:`attnkit.nmt.model.ModelConfig`), ``train``, ``decode`` — plus an
+optional ``name``. Every section forbids unknown keys. :meth:`RunConfig.load`
+turns any validation failure into one ``ValueError`` whose lines read
+``section.key: what is allowed, got VALUE``, and applies dotted overrides
+(``model.hidden_size=128``) through the same validation.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .nmt.model import ModelConfig
+
+__all__ = [
+    "DataConfig",
+    "DecodeConfig",
+    "RunConfig",
+    "SplitFiles",
+    "TokenizerConfig",
+    "ToyConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "format_validation_error",
+    "leaf_keys",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitFiles(_Section):
+    """One split of a user corpus: two line-aligned files, or one TSV.
+
+    Paths may be gzipped; relative paths are relative to the config file.
+    """
+
+    src: str | None = None
+    tgt: str | None = None
+    tsv: str | None = None
+    src_column: int = Field(0, ge=0)
+    tgt_column: int = Field(1, ge=0)
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> SplitFiles:
+        pair = self.src is not None and self.tgt is not None
+        if pair == (self.tsv is not None) or (self.src is None) != (self.tgt is None):
+            raise ValueError("give either both 'src' and 'tgt' files or one 'tsv' file")
+        if self.tsv is not None and self.src_column == self.tgt_column:
+            raise ValueError(f"src_column and tgt_column must differ, both are {self.src_column}")
+        return self
+
+
+class ToyConfig(_Section):
+    """A synthetic task (see :mod:`attnkit.nmt.toy`): copy or reverse a symbol sequence."""
+
+    task: Literal["copy", "reverse"]
+    num_symbols: int = Field(20, gt=0, le=10000)
+    min_len: int = Field(3, gt=0)
+    max_len: int = Field(12, gt=0)
+    train_size: int = Field(5000, gt=0)
+    valid_size: int = Field(200, gt=0)
+    test_size: int = Field(200, gt=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _lengths(self) -> ToyConfig:
+        if self.min_len > self.max_len:
+            raise ValueError(f"min_len ({self.min_len}) must be <= max_len ({self.max_len})")
+        return self
+
+
+class DataConfig(_Section):
+    """Where the parallel text comes from and which direction to translate.
+
+    Exactly one of ``bundled`` (Multi30k Task 1), ``toy`` or user files
+    (``train`` + ``valid``, optional ``test``). ``src_lang -> tgt_lang`` is the
+    direction; for the bundled data they pick the files (``de`` or ``en``).
+    Training pairs longer than ``max_src_len`` / ``max_tgt_len`` tokens are
+    dropped; ``max_train_pairs`` keeps only the first N training pairs.
+    """
+
+    bundled: Literal["multi30k"] | None = None
+    toy: ToyConfig | None = None
+    train: SplitFiles | None = None
+    valid: SplitFiles | None = None
+    test: SplitFiles | None = None
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    max_src_len: int | None = Field(50, gt=0)
+    max_tgt_len: int | None = Field(50, gt=0)
+    max_train_pairs: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        chosen = [self.bundled is not None, self.toy is not None, self.train is not None]
+        if sum(chosen) != 1:
+            raise ValueError("give exactly one data source: 'bundled', 'toy' or 'train' files")
+        if self.train is not None and self.valid is None:
+            raise ValueError("'valid' files are required with 'train' files")
+        if self.bundled == "multi30k" and {self.src_lang, self.tgt_lang} != {"de", "en"}:
+            raise ValueError(
+                f"multi30k has languages de and en, got src_lang={self.src_lang!r} "
+                f"tgt_lang={self.tgt_lang!r}"
+            )
+        return self
+
+
+class TokenizerConfig(_Section):
+    """Subword (sentencepiece) or word-level tokenization, trained on the training split.
+
+    ``joint: true`` trains one model on source + target text; ``false`` one per side.
+    """
+
+    kind: Literal["sentencepiece", "word"] = "sentencepiece"
+    vocab_size: int = Field(8000, ge=8)
+    joint: bool = True
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    character_coverage: float = Field(1.0, gt=0, le=1)
+
+
+class TrainConfig(_Section):
+    """Optimisation: Adam, clipping, label smoothing, plateau decay, early stopping, budgets."""
+
+    batch_size: int = Field(64, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    epochs: int = Field(20, gt=0)
+    clip: float | None = Field(1.0, gt=0)
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    teacher_forcing: float = Field(1.0, ge=0, le=1)
+    lr_decay: float = Field(0.5, gt=0, lt=1)
+    lr_patience: int = Field(1, ge=0)
+    min_lr: float = Field(1e-5, ge=0)
+    early_stopping: int | None = Field(3, gt=0)
+    valid_every: int | None = Field(None, gt=0)
+    valid_bleu_sentences: int | None = Field(None, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    max_minutes: float | None = Field(None, gt=0)
+    pool_batches: int = Field(50, gt=0)
+    seed: int = 1
+    threads: int = Field(0, ge=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+class DecodeConfig(_Section):
+    """Search settings for validation BLEU (always greedy) and translate/evaluate."""
+
+    beam_size: int = Field(5, gt=0)
+    length_penalty: float = Field(1.0, ge=0)
+    max_len_a: float = Field(1.5, ge=0)
+    max_len_b: int = Field(10, ge=0)
+    batch_size: int = Field(64, gt=0)
+
+
+class RunConfig(_Section):
+    """A complete run: data, tokenizer, model, training and decoding settings."""
+
+    name: str | None = None
+    data: DataConfig
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+    @classmethod
+    def from_dict(
+        cls, raw: Any, overrides: Sequence[str] = (), source: str = "config"
+    ) -> RunConfig:
+        """Validate a plain dict (after applying ``key.path=value`` overrides).
+
+        Raises:
+            ValueError: one line per problem, ``key.path: what is allowed, got VALUE``.
+        """
+        if not isinstance(raw, dict):
+            raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
+        raw = apply_overrides(raw, overrides)
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            raise ValueError(f"invalid {source}:\n{format_validation_error(err)}") from None
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+        """Read and validate a YAML config; relative data paths are resolved against its folder.
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            ValueError: bad YAML or an invalid value (the message names the key).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({err})") from None
+        config = cls.from_dict(raw or {}, overrides, source=str(path))
+        if config.name is None:
+            config.name = path.stem
+        config.resolve_paths(path.parent)
+        return config
+
+    def resolve_paths(self, base: Path) -> None:
+        """Make the user corpus paths absolute, relative to ``base``."""
+        for split in (self.data.train, self.data.valid, self.data.test):
+            if split is None:
+                continue
+            for key in ("src", "tgt", "tsv"):
+                value = getattr(split, key)
+                if value is not None:
+                    setattr(split, key, str((base / Path(value).expanduser()).resolve()))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
+    """Return a copy of ``raw`` with each ``a.b.c=value`` set (value parsed as YAML).
+
+    Raises:
+        ValueError: an override lacks ``=`` or walks through a non-section value.
+    """
+    result = _deep_copy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override must look like section.key=value, got {item!r}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = result
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise ValueError(f"override {key}: {where} is a value ({child!r}), not a section")
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def _deep_copy(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return {k: _deep_copy(v) for k, v in raw.items()}
+    return raw
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel inside ``annotation`` (``Model`` or ``Model | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _section_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _model_at(path: Sequence[Any]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = RunConfig
+    for part in path:
+        field = model.model_fields.get(str(part)) if model else None
+        model = _section_model(field.annotation) if field else None
+    return model
+
+
+def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> Iterator[str]:
+    """Dotted names of every settable value, e.g. ``model.hidden_size``."""
+    for name, field in model.model_fields.items():
+        nested = _section_model(field.annotation)
+        if nested is None:
+            yield f"{prefix}{name}"
+        else:
+            yield from leaf_keys(nested, f"{prefix}{name}.")
+
+
+_COMPARISONS = (
+    ("greater than or equal to", ">="),
+    ("less than or equal to", "<="),
+    ("greater than", ">"),
+    ("less than", "<"),
+)
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line per error: ``key.path: what is allowed, got VALUE``."""
+    lines = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        kind, message = item["type"], item["msg"]
+        if kind == "extra_forbidden":
+            parent = _model_at(item["loc"][:-1])
+            allowed = ", ".join(parent.model_fields) if parent else "?"
+            lines.append(f"{loc}: unknown key (allowed here: {allowed})")
+        elif kind == "missing":
+            lines.append(f"{loc}: required key is missing")
+        elif kind == "value_error":
+            lines.append(f"{loc}: {message.removeprefix('Value error, ')}")
+        else:
+            message = message.replace("Input should be", "must be")
+            for words, sign in _COMPARISONS:
+                message = message.replace(words, sign)
+            lines.append(f"{loc}: {message}, got {item.get('input')!r}")
+    return "\n".join(f"  {line}" for line in lines)
