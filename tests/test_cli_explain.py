@@ -1,0 +1,128 @@
+"""attnkit explain | saturation | plot: output, exit statuses, one-line errors."""
+
+import json
+
+import pytest
+import torch
+from matplotlib.image import imread
+
+from attnkit import scaled_dot_product_attention
+from attnkit.cli import main
+from attnkit.explain import AttentionTrace
+
+LESSON = ["explain", "--query", "2,0,1", "--keys", "1,0,0;0,1,0;0,0,1"]
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_explain_prints_the_lessons_worked_example(capsys):
+    status, out, err = run(capsys, *LESSON)
+    assert status == 0 and not err
+    for piece in (
+        "scores = [2, 0, 1]",
+        "= [1.155, 0.000, 0.577]",
+        "exp(1.155) = 3.174",
+        "= 5.955",
+        "= [0.533, 0.168, 0.299]",
+        "ok, the weights sum to 1",
+    ):
+        assert piece in out, piece
+
+
+def test_no_scale_gives_softmax_of_the_raw_scores(capsys):
+    status, out, _ = run(capsys, *LESSON, "--no-scale")
+    assert status == 0 and "= [0.665, 0.090, 0.245]" in out
+
+
+def test_json_output_round_trips_and_matches_the_core(capsys):
+    status, out, _ = run(capsys, *LESSON[:2], "2,0,1;0.5,-1,2", *LESSON[3:], "--format", "json")
+    assert status == 0
+    trace = AttentionTrace.from_dict(json.loads(out))
+    q = torch.tensor([[2.0, 0.0, 1.0], [0.5, -1.0, 2.0]], dtype=torch.float64)
+    k = torch.eye(3, dtype=torch.float64)
+    context, weights = scaled_dot_product_attention(q, k, k, return_weights=True)
+    assert trace.weights == weights.tolist() and trace.context == context.tolist()
+    assert AttentionTrace.from_dict(trace.to_dict()) == trace
+
+
+def test_values_mask_causal_markdown_and_precision(capsys):
+    status, out, _ = run(
+        capsys, *LESSON, "--values", "1,2;3,4;5,6", "--mask", "1,0,1", "--format", "markdown"
+    )
+    assert status == 0 and "| k2 | [0, 1, 0] | [3, 4] |" in out and "| masked |" in out
+    status, out, _ = run(capsys, *LESSON, "--precision", "5")
+    assert "[0.53290, 0.16794, 0.29916]" in out
+    status, out, _ = run(capsys, "explain", "--query", "1,0;0,1", "--keys", "1,0;0,1", "--causal")
+    assert status == 0 and "k2 masked" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--query", "2,0,1", "--keys", "1,0,0;0,1;0,0,1"], "--keys rows have different lengths"),
+        (["--query", "2,x,1", "--keys", "1,0,0"], "--query row 1, entry 2: 'x' is not a number"),
+        (["--query", "", "--keys", "1,0,0"], "--query is empty"),
+        (["--query", "2,,1", "--keys", "1,0,0"], "--query row 1, entry 2 is empty"),
+        (["--query", "2,0,1", "--keys", "1,0,0;"], "--keys row 2 is empty"),
+        (["--query", "2,0,nan", "--keys", "1,0,0"], "not a finite number"),
+        (["--query", "2,0", "--keys", "1,0,0"], "keys has Dk=3 but query has Dq=2"),
+        (["--query", "2,0,1", "--keys", "1,0,0", "--mask", "yes"], "'yes' is not 1/0"),
+        (["--query", "2,0,1", "--keys", "1,0,0", "--values", "1;2"], "values has Tk=2"),
+    ],
+)
+def test_malformed_input_is_a_one_line_error_with_status_2(capsys, argv, message):
+    status, out, err = run(capsys, "explain", *argv)
+    assert status == 2 and not out
+    assert err.startswith("attnkit explain: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_saturation_table_and_plot(capsys, tmp_path):
+    path = tmp_path / "sat.png"
+    argv = ["saturation", "--dims", "4,64,256", "--trials", "200", "--seed", "1"]
+    status, out, _ = run(capsys, *argv, "--plot", str(path))
+    assert status == 0 and "max w, unscaled" in out and f"wrote {path} (900 x 360 px)" in out
+    assert imread(path).shape[:2] == (360, 900)
+    status, out, _ = run(capsys, *argv, "--format", "json")
+    data = json.loads(out)
+    assert data["max_weight_unscaled"][2] > 0.9 and data["seed"] == 1
+    status, _, err = run(capsys, "saturation", "--dims", "4,x")
+    assert status == 2 and "--dims: 'x' is not a whole number" in err
+
+
+def test_plot_mask_causal_and_lengths(capsys, tmp_path):
+    for flag, value in (("--causal", "5"), ("--lengths", "3,5")):
+        path = tmp_path / f"{flag[2:]}.png"
+        status, out, _ = run(capsys, "plot", "mask", flag, value, "-o", str(path))
+        assert status == 0 and out.startswith(f"wrote {path}")
+        width, height = (int(n) for n in out.split("(")[1].split(" px")[0].split(" x "))
+        assert imread(path).shape[:2] == (height, width)
+    status, _, err = run(capsys, "plot", "mask", "--causal", "0")
+    assert status == 2 and "--causal needs a positive size" in err
+
+
+def test_plot_weights_from_json_and_from_explain_output(capsys, tmp_path):
+    plain = tmp_path / "w.json"
+    plain.write_text(
+        json.dumps({"weights": [[0.9, 0.1]], "row_labels": ["le"], "col_labels": ["the", "cat"]})
+    )
+    status, out, _ = run(capsys, "plot", "weights", str(plain))
+    assert status == 0 and (tmp_path / "w.png").exists()
+    trace = tmp_path / "trace.json"
+    main([*LESSON[:2], "2,0,1;0,1,0", *LESSON[3:], "--format", "json"])
+    trace.write_text(capsys.readouterr().out)
+    status, out, _ = run(capsys, "plot", "weights", str(trace), "-o", str(tmp_path / "t.svg"))
+    assert status == 0 and (tmp_path / "t.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_weights_errors_are_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"weights": [[0.5, 0.5]], "row_labels": ["a", "b"]}))
+    status, _, err = run(capsys, "plot", "weights", str(bad))
+    assert status == 2 and "row_labels has 2 labels but the matrix has 1 rows" in err
+    status, _, err = run(capsys, "plot", "weights", str(tmp_path / "missing.json"))
+    assert status == 2 and err.count("\n") == 1
