@@ -1,0 +1,397 @@
+"""Greedy and beam search for :class:`~attnkit.nmt.model.Seq2Seq`, returning alignments.
+
+Both decode a batch of sentences together and return, per sentence, the
+output tokens and the attention weights of every output step, trimmed to the
+sentence's real source length. Each sentence may emit at most
+``int(max_len_a * src_len + max_len_b)`` tokens, counting ``<eos>``; ``<pad>``
+and ``<bos>`` are never emitted.
+
+Beam search (as in Sutskever et al. 2014 and Wu et al. 2016, the GNMT
+paper) keeps ``K`` live hypotheses per sentence, all sentences in one batch of
+``B*K`` rows. At each step it takes the ``2K`` best extensions of each
+sentence's beams; those ending in ``<eos>`` that rank in the top ``K`` are
+finished, and the best ``K`` others stay alive, so a sentence always has ``K``
+live beams. A sentence stops once it has ``K`` finished hypotheses or reaches
+its length limit (then its live beams are finished as they stand). Finished
+hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
+``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
+``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
+plain log-probability. Finished sentences leave the batch (``index_select``
+on the encoder output and the decoder state).
+
+Notation: ``B`` sentences, ``K`` beam size, ``N = B*K`` rows, ``S`` source
+length, ``t`` steps so far, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .decoder import DecoderState, EncoderOutput
+from .model import Seq2Seq
+from .vocab_ids import BOS, EOS, PAD
+
+__all__ = ["Hypothesis", "beam_search", "beam_search_n_best", "greedy_decode", "length_penalty"]
+
+
+@dataclass
+class Hypothesis:
+    """One translation of one sentence.
+
+    Attributes:
+        tokens: output token ids, without ``<bos>`` and ``<eos>``.
+        weights: attention weights ``(n_steps, S_i)``, float, on the CPU, one row
+            per output step: ``len(tokens) + 1`` rows when the hypothesis ended
+            with ``<eos>`` (the last row is the ``<eos>`` step), ``len(tokens)``
+            when it hit the length limit. ``S_i`` is the sentence's real length.
+        score: the ranking score: the log-probability for greedy decoding, the
+            length-normalised log-probability for beam search.
+        log_prob: ``log p(y | x)`` summed over the output steps (incl. ``<eos>``).
+    """
+
+    tokens: list[int]
+    weights: Tensor
+    score: float
+    log_prob: float
+
+    @property
+    def ended(self) -> bool:
+        """Whether the hypothesis emitted ``<eos>`` (rather than hitting the limit)."""
+        return self.weights.shape[0] > len(self.tokens)
+
+
+def length_penalty(steps: int, alpha: float) -> float:
+    """GNMT length penalty ``((5 + steps) / 6) ** alpha`` (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + steps) / 6.0) ** alpha
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+@contextlib.contextmanager
+def _inference(model: nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd, restoring the previous mode after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: float) -> Tensor:
+    """Per-sentence step limits ``int(a * src_len + b)`` ``(B,)``; each must be >= 1."""
+    limits = (max_len_a * src_lengths.double() + max_len_b).floor().long()  # (B,)
+    if limits.numel() and int(limits.min()) < 1:
+        raise ValueError(
+            f"max_len_a={max_len_a} and max_len_b={max_len_b} give a length limit "
+            f"{int(limits.min())} < 1 for a source of length "
+            f"{int(src_lengths[limits.argmin()])}"
+        )
+    return limits
+
+
+def _next_log_probs(
+    model: Seq2Seq, tokens: Tensor, state: DecoderState, enc: EncoderOutput
+) -> tuple[Tensor, Tensor, DecoderState]:
+    """One step: log-probabilities ``(N, V)`` with PAD and BOS ruled out, weights ``(N, S)``."""
+    logits, weights, state = model.step(tokens, state, enc)
+    log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
+    log_probs[:, PAD] = -torch.inf
+    log_probs[:, BOS] = -torch.inf
+    return log_probs, weights, state
+
+
+def _hypothesis(
+    tokens: Tensor, weights: Tensor, log_prob: float, src_len: int, score: float
+) -> Hypothesis:
+    """Build a Hypothesis from one row's step tokens ``(n,)`` and weights ``(n, S)``."""
+    steps = tokens.tolist()
+    if steps and steps[-1] == EOS:
+        steps = steps[:-1]
+    return Hypothesis(steps, weights[:, :src_len].float().cpu(), score, log_prob)
+
+
+# ---------------------------------------------------------------- greedy
+
+
+def greedy_decode(
+    model: Seq2Seq,
+    src: Tensor,
+    src_lengths: Tensor,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> list[Hypothesis]:
+    """Greedy decoding: emit the most probable token at each step until ``<eos>``.
+
+    Args:
+        model: the translator (run in eval mode without gradients here; its
+            mode is restored afterwards).
+        src: ``(B, S)`` long, padded with PAD.
+        src_lengths: ``(B,)`` integer, any order.
+        max_len_a: length limit slope (times the source length).
+        max_len_b: length limit intercept.
+
+    Returns:
+        one :class:`Hypothesis` per sentence, in input order; ``score`` is the
+        log-probability.
+
+    Raises:
+        ValueError: bad source tensors (see ``Seq2Seq.encode``) or a length limit < 1.
+    """
+    with _inference(model):
+        enc = model.encode(src, src_lengths)
+        limits = _max_lengths(enc.lengths, max_len_a, max_len_b)
+        tokens = torch.full((enc.batch_size,), BOS, dtype=torch.long, device=enc.mask.device)
+        state, done = enc.initial_state, torch.zeros_like(enc.mask[:, 0])
+        steps, weights, log_probs = [], [], []
+        for t in range(int(limits.max())):
+            step_log_probs, step_weights, state = _next_log_probs(model, tokens, state, enc)
+            best, tokens = step_log_probs.max(dim=-1)  # (B,), (B,)
+            steps.append(tokens)
+            weights.append(step_weights)
+            log_probs.append(best)
+            done = done | (tokens == EOS) | (t + 1 >= limits)
+            if bool(done.all()):
+                break
+        return _greedy_hypotheses(
+            torch.stack(steps, 1), torch.stack(weights, 1), torch.stack(log_probs, 1), enc, limits
+        )
+
+
+def _greedy_hypotheses(
+    steps: Tensor, weights: Tensor, log_probs: Tensor, enc: EncoderOutput, limits: Tensor
+) -> list[Hypothesis]:
+    """Cut each row of steps ``(B, t)``, weights ``(B, t, S)`` at its first EOS or limit."""
+    hypotheses = []
+    for b, row in enumerate(steps.tolist()):
+        n = min(int(limits[b]), row.index(EOS) + 1 if EOS in row else len(row))
+        log_prob = float(log_probs[b, :n].sum())
+        hypotheses.append(
+            _hypothesis(steps[b, :n], weights[b, :n], log_prob, int(enc.lengths[b]), log_prob)
+        )
+    return hypotheses
+
+
+# ---------------------------------------------------------------- beam
+
+
+@dataclass
+class _Beams:
+    """Live beams of the sentences still being decoded (``n`` sentences, ``N = n*K`` rows)."""
+
+    sentence: Tensor  # (n,) long, original index of each live sentence
+    scores: Tensor  # (n, K) cumulative log-probabilities
+    tokens: Tensor  # (N, t) long, emitted tokens
+    weights: Tensor  # (N, t, S) attention weights
+    state: DecoderState  # batch N
+    enc: EncoderOutput  # batch N
+
+    def index_select(self, sentences: Tensor, rows: Tensor) -> _Beams:
+        """Keep/reorder sentences ``(n',)`` and rows ``(N',)`` (both long indices)."""
+        return _Beams(
+            self.sentence[sentences],
+            self.scores[sentences],
+            self.tokens[rows],
+            self.weights[rows],
+            self.state.index_select(rows),
+            self.enc.index_select(rows),
+        )
+
+
+def beam_search(
+    model: Seq2Seq,
+    src: Tensor,
+    src_lengths: Tensor,
+    *,
+    beam_size: int = 5,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> list[Hypothesis]:
+    """Batched beam search; the best hypothesis per sentence (see the module docstring).
+
+    Args:
+        model: the translator (run in eval mode without gradients here).
+        src: ``(B, S)`` long, padded with PAD.
+        src_lengths: ``(B,)`` integer, any order.
+        beam_size: K >= 1; ``K = 1`` gives the greedy translation.
+        length_penalty: alpha of the GNMT penalty ``((5 + |y|) / 6) ** alpha``.
+        max_len_a: length limit slope (times the source length).
+        max_len_b: length limit intercept.
+
+    Returns:
+        one :class:`Hypothesis` per sentence, in input order; ``score`` is
+        ``log p(y) / lp(y)``.
+
+    Raises:
+        ValueError: ``beam_size < 1``, bad source tensors or a length limit < 1.
+    """
+    n_best = beam_search_n_best(
+        model,
+        src,
+        src_lengths,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+    )
+    return [hypotheses[0] for hypotheses in n_best]
+
+
+def beam_search_n_best(
+    model: Seq2Seq,
+    src: Tensor,
+    src_lengths: Tensor,
+    *,
+    beam_size: int = 5,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> list[list[Hypothesis]]:
+    """Like :func:`beam_search`, but every finished hypothesis per sentence, best first.
+
+    Each sentence gets at most ``2K - 1`` hypotheses (usually ``K`` or more),
+    each with its own attention weights.
+    """
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    with _inference(model):
+        enc = model.encode(src, src_lengths)
+        limits = _max_lengths(enc.lengths, max_len_a, max_len_b).tolist()
+        finished: list[list[Hypothesis]] = [[] for _ in range(enc.batch_size)]
+        beams = _initial_beams(enc, beam_size)
+        step = 0
+        while beams.sentence.numel():
+            step += 1
+            log_probs, weights, state = _next_log_probs(
+                model, beams.tokens[:, -1], beams.state, beams.enc
+            )
+            beams.weights = torch.cat([beams.weights, weights[:, None]], dim=1)  # (N, t, S)
+            beams.state = state
+            candidates = _top_candidates(beams.scores, log_probs, beam_size)
+            _finish_eos(beams, candidates, step, beam_size, length_penalty, finished)
+            beams = _advance(beams, candidates, beam_size)
+            _finish_at_limit(beams, step, limits, length_penalty, finished)
+            beams = _drop_done(beams, step, limits, beam_size, finished)
+    return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
+
+
+def _initial_beams(enc: EncoderOutput, k: int) -> _Beams:
+    """Expand every sentence to K rows; only beam 0 is live at the first step."""
+    batch, device = enc.batch_size, enc.mask.device
+    rows = torch.arange(batch, device=device).repeat_interleave(k)  # (N,)
+    scores = torch.full((batch, k), -torch.inf, device=device)
+    scores[:, 0] = 0.0  # the other K-1 copies would only duplicate beam 0
+    tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
+    weights = enc.states.new_zeros(batch * k, 0, enc.states.shape[1])  # (N, 0, S)
+    expanded = enc.index_select(rows)
+    sentences = torch.arange(batch, device=device)
+    return _Beams(sentences, scores, tokens, weights, expanded.initial_state, expanded)
+
+
+def _top_candidates(scores: Tensor, log_probs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best one-token extensions per sentence: ``scores, beam, token``, each ``(n, 2K)``."""
+    n, vocab = scores.shape[0], log_probs.shape[-1]
+    total = scores[:, :, None] + log_probs.view(n, k, vocab)  # (n, K, V)
+    top_scores, flat = total.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
+    return top_scores, flat // vocab, flat % vocab
+
+
+def _finish_eos(
+    beams: _Beams,
+    candidates: tuple[Tensor, Tensor, Tensor],
+    step: int,
+    k: int,
+    alpha: float,
+    finished: list[list[Hypothesis]],
+) -> None:
+    """Record the candidates that end in EOS and rank in the top K of their sentence."""
+    scores, beam, token = candidates
+    rank = torch.arange(scores.shape[1], device=scores.device)  # (2K,)
+    is_final = (token == EOS) & (rank < k) & torch.isfinite(scores)  # (n, 2K)
+    if not bool(is_final.any()):
+        return
+    penalty = length_penalty(step, alpha)
+    for i, j in is_final.nonzero().tolist():
+        row = i * k + int(beam[i, j])
+        log_prob = float(scores[i, j])
+        sentence = int(beams.sentence[i])
+        hyp = _hypothesis(
+            beams.tokens[row, 1:],  # drop BOS; the EOS itself is not a token
+            beams.weights[row],
+            log_prob,
+            int(beams.enc.lengths[row]),
+            log_prob / penalty,
+        )
+        finished[sentence].append(hyp)
+
+
+def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -> _Beams:
+    """Keep the K best non-EOS candidates per sentence as the new live beams."""
+    scores, beam, token = candidates
+    width = scores.shape[1]
+    # Sort EOS candidates after all others, keeping rank order within each group.
+    order = ((token == EOS).long() * width + torch.arange(width, device=scores.device)).argsort(
+        dim=-1
+    )[:, :k]  # (n, K)
+    n = scores.shape[0]
+    rows = (torch.arange(n, device=scores.device)[:, None] * k + beam.gather(1, order)).view(-1)
+    kept = _Beams(
+        beams.sentence,
+        scores.gather(1, order),  # (n, K)
+        beams.tokens[rows],
+        beams.weights[rows],
+        beams.state.index_select(rows),
+        beams.enc,  # rows of one sentence share its source, no reorder needed
+    )
+    kept.tokens = torch.cat([kept.tokens, token.gather(1, order).view(-1, 1)], dim=1)  # (N, t+1)
+    return kept
+
+
+def _finish_at_limit(
+    beams: _Beams, step: int, limits: list[int], alpha: float, finished: list[list[Hypothesis]]
+) -> None:
+    """Finish, without EOS, the live beams of sentences that reached their length limit."""
+    k = beams.scores.shape[1]
+    penalty = length_penalty(step, alpha)
+    for i, sentence in enumerate(beams.sentence.tolist()):
+        if step < limits[sentence] or len(finished[sentence]) >= k:
+            continue
+        for j in range(k):
+            log_prob = float(beams.scores[i, j])
+            if log_prob == -torch.inf:
+                continue
+            row = i * k + j
+            hyp = _hypothesis(
+                beams.tokens[row, 1:],
+                beams.weights[row],
+                log_prob,
+                int(beams.enc.lengths[row]),
+                log_prob / penalty,
+            )
+            finished[sentence].append(hyp)
+
+
+def _drop_done(
+    beams: _Beams, step: int, limits: list[int], k: int, finished: list[list[Hypothesis]]
+) -> _Beams:
+    """Remove the sentences with K finished hypotheses or at their length limit."""
+    keep = [
+        i
+        for i, sentence in enumerate(beams.sentence.tolist())
+        if len(finished[sentence]) < k and step < limits[sentence]
+    ]
+    if len(keep) == beams.sentence.numel():
+        return beams
+    device = beams.scores.device
+    sentences = torch.tensor(keep, dtype=torch.long, device=device)  # (n',)
+    rows = (sentences[:, None] * k + torch.arange(k, device=device)).view(-1)  # (n'*K,)
+    return beams.index_select(sentences, rows)
