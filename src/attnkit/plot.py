@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -228,13 +228,15 @@ def save(fig: Figure, path: str | os.PathLike) -> Path:
     if suffix not in FORMATS:
         raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    # A temporary file beside the target, created with open() so the usual
+    # permissions (umask) apply, then renamed over it: readers never see half a file.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "xb") as handle:
             fig.savefig(handle, format=suffix[1:], dpi=DPI)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
