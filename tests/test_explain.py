@@ -202,3 +202,5 @@ def test_bad_input_raises_a_clear_value_error(kwargs, message):
 def test_bad_precision_raises():
     with pytest.raises(ValueError, match="precision"):
         lesson().to_text(precision=-1)
+    with pytest.raises(ValueError, match="precision"):
+        lesson().to_dict(precision=-1)

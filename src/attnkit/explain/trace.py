@@ -108,6 +108,8 @@ class AttentionTrace:
                 full float64 precision (then ``from_dict`` gives back an equal
                 trace).
         """
+        if precision is not None and not (isinstance(precision, int) and 0 <= precision <= 15):
+            raise ValueError(f"precision must be None or an int in [0, 15], got {precision!r}")
         data = {"kind": TRACE_KIND, "version": TRACE_VERSION}
         data.update({k: _encode(v, precision) for k, v in asdict(self).items()})
         data["row_labels"] = [f"q{i + 1}" for i in range(len(self.query))]
