@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention
+from . import bench_attention, bench_decode, bench_train
 from .report import Result
 
-SUITES = {"attention": bench_attention}
+SUITES = {"attention": bench_attention, "train": bench_train, "decode": bench_decode}
 
 
 def machine() -> dict[str, object]:

@@ -1,0 +1,63 @@
+"""Decoding: batched greedy and beam search against one sentence at a time.
+
+A model at the benchmark size (E=128, D=256, Luong timing) is first trained
+briefly on the reverse task, so that it emits <eos> and sentences finish at
+different steps, as real translations do. The same sentences are then
+decoded in batches of 64 sorted by length, and one by one:
+
+- ``greedy_batched_vs_single``: one-at-a-time time / batched time (speedup);
+- ``beam_batched_vs_single``: the same for beam search with K = 5.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from attnkit.nmt.batching import Examples, make_batch, sorted_batches
+from attnkit.nmt.search import beam_search, greedy_decode
+
+from .bench_train import attnkit_trainer, reverse_examples
+from .report import Result, Table
+
+BATCH, BEAM = 64, 5
+
+
+def _decode_all(model, examples: Examples, batch_size: int, search) -> tuple[float, list]:
+    start = time.perf_counter()
+    out = []
+    for indices in sorted_batches(examples, batch_size):
+        batch = make_batch(examples, indices)
+        out += search(model, batch.src, batch.src_lengths)
+    return time.perf_counter() - start, out
+
+
+def run(quick: bool) -> Result:
+    train, vocab = reverse_examples(5000)
+    trainer = attnkit_trainer("luong", train, vocab, seed=0)
+    for _ in range(40 if quick else 300):
+        trainer.step(trainer.batches())
+    model = trainer.model.eval()
+    sentences = 32 if quick else 256
+    test, _ = reverse_examples(5000 + sentences)
+    test = Examples(test.src[-sentences:], test.tgt[-sentences:])
+    table = Table(
+        f"Decoding {sentences} reverse-task sentences "
+        f"(speedup = one at a time / batches of {BATCH})",
+        ["search", "batched s", "one at a time s", "speedup", "exact match"],
+    )
+    ratios = {}
+    searches = {
+        "greedy": lambda m, s, l: greedy_decode(m, s, l),
+        f"beam K={BEAM}": lambda m, s, l: beam_search(m, s, l, beam_size=BEAM),
+    }
+    for (name, search), key in zip(searches.items(), ("greedy", "beam"), strict=True):
+        with torch.inference_mode():
+            _decode_all(model, Examples(test.src[:4], test.tgt[:4]), 2, search)  # warm-up
+            batched, hyps = _decode_all(model, test, BATCH, search)
+            single, _ = _decode_all(model, test, 1, search)
+        exact = sum(h.tokens == t for h, t in zip(hyps, test.tgt, strict=True)) / sentences
+        table.add(name, batched, single, single / batched, exact)
+        ratios[f"{key}_batched_vs_single"] = single / batched
+    return Result(tables=[table], ratios=ratios)
