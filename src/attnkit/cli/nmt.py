@@ -1,7 +1,195 @@
-"""CLI commands: nmt (registered by attnkit.cli.build_parser)."""
+"""CLI commands: train, translate, evaluate (registered by attnkit.cli.build_parser).
+
+``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
+``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]``
+``attnkit evaluate RUN_DIR [--split test] [--beam K]``
+"""
+
+from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from .errors import UsageError
+
+OVERRIDE_PREFIX = "override:"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this group's commands; filled in as the group is built."""
+    """Add the train, translate and evaluate commands."""
+    _register_train(subparsers)
+    _register_translate(subparsers)
+    _register_evaluate(subparsers)
+
+
+def _register_train(subparsers: argparse._SubParsersAction) -> None:
+    from ..config import leaf_keys
+
+    p = subparsers.add_parser(
+        "train",
+        help="train a translator from a YAML config",
+        description=(
+            "Train an RNN encoder-decoder with attention. Writes a run folder: config.yaml, "
+            "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
+        ),
+    )
+    p.add_argument("config", help="YAML run config, e.g. configs/quick.yaml")
+    p.add_argument("--out", help="run folder (default: runs/<config name>)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set model.hidden_size=128 (repeatable)",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from last.json, or reuse it if it has finished",
+    )
+    mode.add_argument(
+        "--overwrite", action="store_true", help="delete a previous run in --out and start over"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    keys = p.add_argument_group(
+        "config keys", "any config value as an option, validated like --set (e.g. --train.lr 3e-4)"
+    )
+    for key in leaf_keys():
+        keys.add_argument(
+            f"--{key}", dest=OVERRIDE_PREFIX + key, metavar="V", default=argparse.SUPPRESS
+        )
+    p.set_defaults(func=run_train)
+
+
+def _register_translate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "translate",
+        help="translate sentences with a trained run",
+        description=(
+            "Translate the given sentences, or stdin lines, one output line per input line "
+            "(an empty input line gives an empty output line)."
+        ),
+    )
+    p.add_argument("run_dir", help="run folder written by 'attnkit train'")
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
+    _decoding_options(p)
+    p.add_argument(
+        "--show-attention",
+        action="store_true",
+        help="after each translation, print each target token's most attended source token "
+        "and its weight (indented lines)",
+    )
+    p.add_argument("--plot", metavar="DIR", help="write one attention heatmap PNG per sentence")
+    p.set_defaults(func=run_translate)
+
+
+def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="score a trained run on a data split (sacreBLEU, chrF)",
+        description="Translate a split of the run's data and print sacreBLEU (with its "
+        "signature), chrF and lowercased tokenized BLEU.",
+    )
+    p.add_argument("run_dir", help="run folder written by 'attnkit train'")
+    p.add_argument("--split", default="test", choices=("test", "valid", "train"))
+    _decoding_options(p)
+    p.add_argument("--output", metavar="FILE", help="also write the translations to FILE")
+    p.set_defaults(func=run_evaluate)
+
+
+def _decoding_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)")
+    p.add_argument("--checkpoint", default="best", choices=("best", "last"))
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    dotted = [
+        f"{name.removeprefix(OVERRIDE_PREFIX)}={value}"
+        for name, value in vars(args).items()
+        if name.startswith(OVERRIDE_PREFIX)
+    ]
+    return [*args.overrides, *dotted]
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from ..config import RunConfig
+    from ..nmt.train import train
+
+    config = RunConfig.load(args.config, _overrides(args))
+    out = Path(args.out) if args.out else Path("runs") / (config.name or Path(args.config).stem)
+    summary = train(
+        config,
+        out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress_bar=not args.no_progress,
+        echo=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    p = summary.progress
+    print(f"run folder: {out}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    from ..nmt.translate import load_run
+
+    if args.beam is not None and args.beam < 1:
+        raise UsageError(f"--beam must be >= 1, got {args.beam}")
+    return load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    from ..nmt.translate import alignment_text, translate_lines
+
+    run = _load(args)
+    lines = args.sentences or [line.rstrip("\r\n") for line in sys.stdin]
+    translations = translate_lines(run, lines, beam_size=args.beam)
+    for t in translations:
+        print(t.text)
+        if args.show_attention and t.weights is not None:
+            print(alignment_text(t))
+    if args.plot:
+        _plot(translations, Path(args.plot))
+    return 0
+
+
+def _plot(translations, folder: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from ..plot import heatmap
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, t in enumerate(translations, start=1):
+        if t.weights is None:
+            continue
+        path = folder / f"sentence_{number:03d}.png"
+        title = t.source if len(t.source) <= 70 else t.source[:67] + "..."
+        figure = heatmap(
+            t.weights.numpy(),
+            row_labels=t.tgt_pieces,
+            col_labels=t.src_pieces,
+            title=title,
+            path=str(path),
+        )
+        plt.close(figure)
+        print(f"heatmap: {path}", file=sys.stderr)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from ..nmt.checkpoint import atomic_write_bytes
+    from ..nmt.translate import evaluate_run
+
+    run = _load(args)
+    beam = run.config.decode.beam_size if args.beam is None else args.beam
+    result = evaluate_run(run, args.split, beam_size=beam)
+    print(f"{args.split}: {len(result.hypotheses)} sentences, beam {beam}")
+    for score in (result.bleu, result.chrf, result.tokenized_bleu):
+        print(score)
+    if args.output:
+        text = "".join(f"{h}\n" for h in result.hypotheses)
+        atomic_write_bytes(Path(args.output), text.encode("utf-8"))
+    return 0

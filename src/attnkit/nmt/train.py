@@ -1,0 +1,441 @@
+"""Training loop: teacher forcing, label smoothing, Adam, clipping, plateau decay, early stop.
+
+The objective is the per-token cross-entropy of the target given the source
+(Bahdanau et al. 2015 sec. 3; Luong et al. 2015 sec. 3, eq. 4) with label
+smoothing (Szegedy et al. 2016 sec. 7), PAD positions ignored. After each
+epoch (or every ``valid_every`` steps) the model is validated: loss and
+perplexity without smoothing, and greedy sacreBLEU. The learning rate halves
+when validation BLEU plateaus (``ReduceLROnPlateau``) and training stops
+after ``early_stopping`` validations without a new best, or when the step or
+time budget runs out.
+
+A run folder holds ``config.yaml`` (the resolved config), the tokenizer
+files, ``best.json``/``last.json`` checkpoints (+ their safetensors), the
+metrics log ``metrics.jsonl`` and ``learning_curve.png``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..config import RunConfig
+from .batching import Batch, Examples, bucket_batches, encode_examples, make_batch, sorted_batches
+from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from .corpus import load_split
+from .metrics import perplexity, sacre_bleu
+from .model import Seq2Seq
+from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
+from .translate import decode_examples
+from .vocab_ids import PAD
+
+__all__ = ["Progress", "TrainSummary", "resolve_device", "set_threads", "train"]
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "learning_curve.png", "tokenizer.json")
+RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in each checkpoint for resuming."""
+
+    epoch: int = 0  # epochs started
+    step: int = 0  # optimizer steps taken
+    epoch_batches_done: int = 0  # batches of the current epoch already trained
+    best_bleu: float = -1.0
+    best_step: int = 0
+    bad_validations: int = 0
+    elapsed_s: float = 0.0
+    finished: bool = False
+    stop_reason: str = ""
+
+
+@dataclass
+class TrainSummary:
+    """What a call to :func:`train` did."""
+
+    run_dir: Path
+    progress: Progress
+    reused: bool = False
+    history: list[dict] = field(default_factory=list)
+
+
+def set_threads(threads: int) -> int:
+    """Use ``threads`` intra-op threads (0 = every CPU this process may use)."""
+    if threads == 0:
+        threads = (
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        )
+    torch.set_num_threads(max(int(threads or 1), 1))
+    return torch.get_num_threads()
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device is 'cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool) -> bool:
+    """Make ``run_dir`` ready; True when it holds a checkpoint to resume from."""
+    saved = run_dir / "config.yaml"
+    if overwrite:
+        for name in RUN_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+        for pattern in RUN_GLOBS:
+            for path in run_dir.glob(pattern):
+                path.unlink()
+    elif saved.is_file():
+        if not resume:
+            raise ValueError(
+                f"{run_dir} already holds a run; pass --resume to continue or reuse it, "
+                "or --overwrite to start over"
+            )
+        if RunConfig.load(saved).model_dump() != config.model_dump():
+            raise ValueError(
+                f"the config differs from the one saved in {saved}; pass --overwrite to start over "
+                "or use another --out folder"
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not saved.is_file():
+        atomic_write_bytes(saved, config.to_yaml().encode("utf-8"))
+    return (run_dir / "last.json").is_file()
+
+
+def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[str], None]):
+    train_corpus = load_split(config.data, "train")
+    valid_corpus = load_split(config.data, "valid")
+    if resuming:
+        src_tok, tgt_tok = load_tokenizers(run_dir)
+    else:
+        tok = config.tokenizer
+        src_tok, tgt_tok = train_tokenizers(
+            train_corpus.src,
+            train_corpus.tgt,
+            kind=tok.kind,
+            vocab_size=tok.vocab_size,
+            joint=tok.joint,
+            model_type=tok.model_type,
+            character_coverage=tok.character_coverage,
+            threads=torch.get_num_threads(),
+        )
+        save_tokenizers(run_dir, src_tok, tgt_tok)
+    data = config.data
+    train_ex, dropped = encode_examples(
+        train_corpus.src,
+        train_corpus.tgt,
+        src_tok,
+        tgt_tok,
+        max_src_len=data.max_src_len,
+        max_tgt_len=data.max_tgt_len,
+    )
+    valid_ex, _ = encode_examples(valid_corpus.src, valid_corpus.tgt, src_tok, tgt_tok)
+    echo(
+        f"data: {len(train_ex)} training pairs ({dropped} longer than the length limits dropped, "
+        f"{train_corpus.skipped} with an empty side skipped), {len(valid_ex)} validation pairs; "
+        f"vocabulary {src_tok.vocab_size} source / {tgt_tok.vocab_size} target"
+    )
+    if not len(train_ex):
+        raise ValueError(
+            "no training pairs left after filtering; raise data.max_src_len/max_tgt_len"
+        )
+    return src_tok, tgt_tok, train_ex, valid_ex, valid_corpus.tgt
+
+
+def _loss(model: Seq2Seq, batch: Batch, smoothing: float, teacher_forcing: float, reduction="mean"):
+    kwargs = {} if teacher_forcing >= 1.0 else {"teacher_forcing": teacher_forcing}
+    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, **kwargs)  # (B, T, V)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
+        batch.tgt_out.reshape(-1),  # (B*T,)
+        ignore_index=PAD,
+        label_smoothing=smoothing,
+        reduction=reduction,
+    )
+
+
+@torch.no_grad()
+def validate(model, examples: Examples, references, tgt_tok, config: RunConfig, device) -> dict:
+    """Validation loss/perplexity (no smoothing) and greedy sacreBLEU on detokenized output."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for indices in sorted_batches(examples, config.decode.batch_size):
+        batch = make_batch(examples, indices).to(device)
+        total += float(_loss(model, batch, 0.0, 1.0, reduction="sum"))
+        tokens += batch.num_target_tokens
+    limit = config.train.valid_bleu_sentences or len(examples)
+    subset = Examples(examples.src[:limit], examples.tgt[:limit])
+    hyps = decode_examples(
+        model,
+        subset,
+        beam_size=1,
+        max_len_a=config.decode.max_len_a,
+        max_len_b=config.decode.max_len_b,
+        batch_size=config.decode.batch_size,
+        device=device,
+    )
+    bleu = sacre_bleu([tgt_tok.decode(h.tokens) for h in hyps], references[:limit])
+    model.train()
+    loss = total / max(tokens, 1)
+    return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}
+
+
+def plot_learning_curve(history: list[dict], path: Path) -> None:
+    """Training/validation loss against steps, and validation BLEU on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(steps, [h["train_loss"] for h in history], "o-", label="train loss (smoothed)")
+    ax.plot(steps, [h["valid_loss"] for h in history], "s-", label="valid loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy per token")
+    right = ax.twinx()
+    right.plot(steps, [h["valid_bleu"] for h in history], "^-", color="tab:green", label="BLEU")
+    right.set_ylabel("valid BLEU (greedy)")
+    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    labels = ax.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
+    ax.legend(lines, labels, loc="center right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _read_history(path: Path, up_to_step: int) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return [row for row in rows if row["step"] <= up_to_step]
+
+
+class _Trainer:
+    """State and steps of one training run (kept small: :func:`train` is the entry point)."""
+
+    def __init__(self, config: RunConfig, run_dir: Path, echo, progress_bar: bool) -> None:
+        self.config, self.run_dir, self.echo, self.bar = config, run_dir, echo, progress_bar
+        self.device = resolve_device(config.train.device)
+        self.progress = Progress()
+        self.history: list[dict] = []
+        self.started = time.monotonic()
+        self.generator = torch.Generator().manual_seed(config.train.seed)
+        self.epoch_state = self.generator.get_state()
+        self.pending_loss, self.pending_tokens = 0.0, 0  # training loss since last validation
+
+    def setup(self, src_vocab: int, tgt_vocab: int) -> None:
+        cfg = self.config.train
+        torch.manual_seed(cfg.seed)
+        self.model = Seq2Seq(self.config.model, src_vocab, tgt_vocab).to(self.device)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            self.optimizer,
+            mode="max",
+            factor=cfg.lr_decay,
+            patience=cfg.lr_patience,
+            min_lr=cfg.min_lr,
+        )
+
+    def resume(self) -> None:
+        ckpt = load_checkpoint(self.run_dir / "last.json")
+        self.model.load_state_dict(ckpt.model)
+        self.optimizer.load_state_dict(ckpt.optimizer)
+        self.scheduler.load_state_dict(ckpt.state["scheduler"])
+        self.progress = Progress(**ckpt.state["progress"])
+        self.epoch_state = ckpt.extra["epoch_generator"]
+        torch.set_rng_state(ckpt.extra["torch_rng"])
+        self.history = _read_history(self.run_dir / "metrics.jsonl", self.progress.step)
+        self.started -= self.progress.elapsed_s
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def out_of_budget(self) -> str:
+        cfg = self.config.train
+        if cfg.max_steps is not None and self.progress.step >= cfg.max_steps:
+            return f"max_steps={cfg.max_steps} reached"
+        if cfg.max_minutes is not None and self.elapsed() >= cfg.max_minutes * 60:
+            return f"max_minutes={cfg.max_minutes} reached"
+        return ""
+
+    def save(self, name: str) -> None:
+        self.progress.elapsed_s = self.elapsed()
+        state = {"progress": asdict(self.progress), "scheduler": self.scheduler.state_dict()}
+        extra = {"epoch_generator": self.epoch_state, "torch_rng": torch.get_rng_state()}
+        with_optim = self.optimizer if name == "last" else None
+        save_checkpoint(
+            self.run_dir, name, self.model.state_dict(), state, optimizer=with_optim, extra=extra
+        )
+
+    def run_validation(self, train_loss: float, data) -> None:
+        scores = validate(self.model, *data, self.config, self.device)
+        p = self.progress
+        improved = scores["valid_bleu"] > p.best_bleu
+        if improved:
+            p.best_bleu, p.best_step, p.bad_validations = scores["valid_bleu"], p.step, 0
+        else:
+            p.bad_validations += 1
+        self.scheduler.step(scores["valid_bleu"])
+        row = {
+            "epoch": p.epoch,
+            "step": p.step,
+            "train_loss": train_loss,
+            **scores,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "elapsed_s": round(self.elapsed(), 1),
+        }
+        patience = self.config.train.early_stopping
+        if patience is not None and p.bad_validations >= patience:
+            p.finished, p.stop_reason = True, f"no BLEU gain in {patience} validations"
+        if improved:
+            self.save("best")
+        self.save("last")
+        self.history.append(row)
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps(row) + "\n")
+        plot_learning_curve(self.history, self.run_dir / "learning_curve.png")
+        self.echo(
+            f"epoch {p.epoch} step {p.step}: train loss {train_loss:.3f}, valid loss "
+            f"{scores['valid_loss']:.3f}, ppl {scores['valid_ppl']:.2f}, BLEU "
+            f"{scores['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
+        )
+
+    def train_step(self, batch: Batch) -> float:
+        cfg = self.config.train
+        loss = _loss(self.model, batch, cfg.label_smoothing, cfg.teacher_forcing)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip)
+        self.optimizer.step()
+        self.progress.step += 1
+        self.progress.epoch_batches_done += 1
+        value = loss.item()
+        self.pending_loss += value * batch.num_target_tokens
+        self.pending_tokens += batch.num_target_tokens
+        return value
+
+    def validate_pending(self, valid_data) -> None:
+        """Validate if any step was taken since the last validation."""
+        if self.pending_tokens:
+            self.run_validation(self.pending_loss / self.pending_tokens, valid_data)
+            self.pending_loss, self.pending_tokens = 0.0, 0
+
+    def train_epoch(self, train_ex: Examples, valid_data) -> None:
+        """Train (the rest of) the current epoch; validate at its end or every ``valid_every``."""
+        cfg, p = self.config.train, self.progress
+        self.generator.set_state(self.epoch_state)
+        batches = bucket_batches(
+            train_ex, cfg.batch_size, generator=self.generator, pool_batches=cfg.pool_batches
+        )
+        bar = tqdm(
+            total=len(batches),
+            initial=p.epoch_batches_done,
+            desc=f"epoch {p.epoch}",
+            unit="batch",
+            disable=not self.bar,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
+        tick, tokens = time.monotonic(), 0
+        for indices in batches[p.epoch_batches_done :]:
+            if (reason := self.out_of_budget()) or p.finished:
+                p.stop_reason = p.stop_reason or reason
+                break
+            batch = make_batch(train_ex, indices).to(self.device)
+            value = self.train_step(batch)
+            tokens += batch.num_target_tokens
+            rate = tokens / max(time.monotonic() - tick, 1e-9)
+            bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{rate:.0f}", refresh=False)
+            bar.update(1)
+            if cfg.valid_every and p.step % cfg.valid_every == 0:
+                self.validate_pending(valid_data)
+        bar.close()
+        if p.epoch_batches_done == len(batches):
+            self.epoch_state = self.generator.get_state()
+            p.epoch_batches_done = 0
+            if not cfg.valid_every:
+                self.validate_pending(valid_data)
+
+
+def train(
+    config: RunConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress_bar: bool = True,
+    echo: Callable[[str], None] = print,
+) -> TrainSummary:
+    """Train ``config`` into ``run_dir``.
+
+    Args:
+        config: the validated run config.
+        run_dir: the run folder (created if needed).
+        resume: continue the run in ``run_dir`` from ``last.json``, or reuse it
+            as-is when it has finished (same config required).
+        overwrite: delete a previous run's files in ``run_dir`` first.
+        progress_bar: show a tqdm bar (loss, tokens/s, ETA).
+        echo: where one-line progress messages go.
+
+    Raises:
+        ValueError: ``run_dir`` holds another run, or the data/config is unusable.
+    """
+    run_dir = Path(run_dir)
+    if config.name is None:  # saved configs always carry a name
+        config = config.model_copy(update={"name": run_dir.name})
+    resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
+    if resuming:
+        state = json.loads((run_dir / "last.json").read_text(encoding="utf-8"))["state"]
+        if state["progress"]["finished"]:
+            echo(
+                f"{run_dir} holds a finished run with this config; reusing it "
+                "(--overwrite retrains)"
+            )
+            history = _read_history(run_dir / "metrics.jsonl", math.inf)
+            return TrainSummary(run_dir, Progress(**state["progress"]), True, history)
+    threads = set_threads(config.train.threads)
+    trainer = _Trainer(config, run_dir, echo, progress_bar)
+    echo(f"training {config.name} on {trainer.device} with {threads} thread(s) into {run_dir}")
+    src_tok, tgt_tok, train_ex, valid_ex, valid_refs = _tokenize(config, run_dir, resuming, echo)
+    trainer.setup(src_tok.vocab_size, tgt_tok.vocab_size)
+    if resuming:
+        trainer.resume()
+        echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
+    p = trainer.progress
+    valid_data = (valid_ex, valid_refs, tgt_tok)
+    while not (p.finished or p.stop_reason):
+        p.stop_reason = trainer.out_of_budget()
+        if p.epoch_batches_done == 0 and not p.stop_reason:
+            if p.epoch >= config.train.epochs:
+                p.stop_reason = f"epochs={config.train.epochs} done"
+                break
+            p.epoch += 1
+        if not p.stop_reason:
+            trainer.train_epoch(train_ex, valid_data)
+    trainer.validate_pending(valid_data)
+    p.finished = True
+    trainer.save("last")
+    echo(
+        f"stopped: {p.stop_reason}; best valid BLEU {p.best_bleu:.2f} at step {p.best_step} "
+        f"({trainer.elapsed() / 60:.1f} min)"
+    )
+    return TrainSummary(run_dir, p, False, trainer.history)

@@ -1,0 +1,206 @@
+"""Using a trained run: load it, translate text, show alignments, evaluate a split.
+
+A run folder (written by :func:`attnkit.nmt.train.train`) holds
+``config.yaml``, the tokenizer files and the ``best``/``last`` checkpoints.
+Search is greedy for ``beam_size == 1`` and beam search otherwise
+(:mod:`attnkit.nmt.search`); sentences are decoded in length-sorted batches
+and returned in input order. Empty input lines give empty translations, so
+output lines always stay aligned with input lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..config import RunConfig
+from .batching import Examples, make_batch, sorted_batches
+from .checkpoint import load_checkpoint
+from .corpus import load_split
+from .metrics import Score, chrf, sacre_bleu, tokenized_bleu
+from .model import Seq2Seq
+from .search import Hypothesis, beam_search, greedy_decode
+from .tokenizer import Tokenizer, load_tokenizers
+from .vocab_ids import EOS, SPECIAL_TOKENS
+
+__all__ = [
+    "Evaluation",
+    "LoadedRun",
+    "Translation",
+    "alignment_text",
+    "decode_examples",
+    "evaluate_run",
+    "load_run",
+    "translate_lines",
+]
+
+EOS_LABEL = SPECIAL_TOKENS[EOS]
+
+
+@torch.no_grad()
+def decode_examples(
+    model: Seq2Seq,
+    examples: Examples,
+    *,
+    beam_size: int = 1,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+) -> list[Hypothesis]:
+    """Translate every example's source; one :class:`Hypothesis` per example, in input order."""
+    was_training = model.training
+    model.eval()
+    results: list[Hypothesis | None] = [None] * len(examples)
+    for indices in sorted_batches(Examples(examples.src), batch_size):
+        batch = make_batch(Examples(examples.src), indices).to(device)
+        lengths = dict(max_len_a=max_len_a, max_len_b=max_len_b)
+        if beam_size == 1:
+            hyps = greedy_decode(model, batch.src, batch.src_lengths, **lengths)
+        else:
+            hyps = beam_search(
+                model,
+                batch.src,
+                batch.src_lengths,
+                beam_size=beam_size,
+                length_penalty=length_penalty,
+                **lengths,
+            )
+        for index, hyp in zip(indices, hyps, strict=True):
+            results[index] = hyp
+    model.train(was_training)
+    return results  # type: ignore[return-value]
+
+
+@dataclass
+class LoadedRun:
+    """A trained model with its config and tokenizers, ready to translate."""
+
+    folder: Path
+    config: RunConfig
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    model: Seq2Seq
+    device: torch.device
+
+
+def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu") -> LoadedRun:
+    """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``/``last``).
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
+        ValueError: a file in it is invalid (the message names it).
+    """
+    folder = Path(folder)
+    config_path = folder / "config.yaml"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} not found; is {folder} a training run folder?")
+    config = RunConfig.load(config_path)
+    src_tok, tgt_tok = load_tokenizers(folder)
+    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    ckpt = load_checkpoint(folder / f"{checkpoint}.json")
+    try:
+        model.load_state_dict(ckpt.model)
+    except RuntimeError as err:
+        raise ValueError(
+            f"{folder / checkpoint}.json does not fit the model in {config_path}: {err}"
+        ) from None
+    model.to(device).eval()
+    return LoadedRun(folder, config, src_tok, tgt_tok, model, torch.device(device))
+
+
+@dataclass
+class Translation:
+    """One translated sentence and the attention that produced it.
+
+    ``weights`` is (T, S): row t is the attention of output token t (the last
+    row is the EOS step when EOS was produced) over ``src_pieces`` (the source
+    subwords and EOS). Empty input gives an empty translation with no weights.
+    """
+
+    source: str
+    text: str
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    weights: Tensor | None
+    score: float = 0.0
+
+
+def translate_lines(
+    run: LoadedRun, lines: Sequence[str], *, beam_size: int | None = None
+) -> list[Translation]:
+    """Translate each line; blank lines translate to ``""``. One result per line, same order."""
+    decode = run.config.decode
+    wanted = [i for i, line in enumerate(lines) if line.strip()]
+    ids = [run.src_tok.encode(lines[i].strip()) for i in wanted]
+    hyps = decode_examples(
+        run.model,
+        Examples(ids),
+        beam_size=decode.beam_size if beam_size is None else beam_size,
+        length_penalty=decode.length_penalty,
+        max_len_a=decode.max_len_a,
+        max_len_b=decode.max_len_b,
+        batch_size=decode.batch_size,
+        device=run.device,
+    )
+    results = [Translation(line, "", [], [], None) for line in lines]
+    for i, src_ids, hyp in zip(wanted, ids, hyps, strict=True):
+        tgt_pieces = run.tgt_tok.pieces(hyp.tokens)
+        if hyp.weights.shape[0] > len(hyp.tokens):
+            tgt_pieces.append(EOS_LABEL)
+        results[i] = Translation(
+            source=lines[i],
+            text=run.tgt_tok.decode(hyp.tokens),
+            src_pieces=[*run.src_tok.pieces(src_ids), EOS_LABEL],
+            tgt_pieces=tgt_pieces,
+            weights=hyp.weights.detach().cpu().float(),
+            score=float(hyp.score),
+        )
+    return results
+
+
+def alignment_text(translation: Translation) -> str:
+    """For each output token, the source token with the largest weight, and that weight."""
+    if translation.weights is None:
+        return ""
+    best = translation.weights.max(dim=-1)  # values (T,), indices (T,)
+    rows = []
+    for piece, weight, j in zip(
+        translation.tgt_pieces, best.values.tolist(), best.indices.tolist(), strict=False
+    ):
+        rows.append(f"  {piece:>15} <- {translation.src_pieces[j]:<15} {weight:.2f}")
+    return "\n".join(rows)
+
+
+@dataclass
+class Evaluation:
+    """Scores of one split plus the hypotheses and references they came from."""
+
+    split: str
+    bleu: Score
+    chrf: Score
+    tokenized_bleu: Score
+    hypotheses: list[str]
+    references: list[str]
+
+
+def evaluate_run(
+    run: LoadedRun, split: str = "test", *, beam_size: int | None = None
+) -> Evaluation:
+    """Translate the config's ``split`` and score it against the references."""
+    corpus = load_split(run.config.data, split)
+    translations = translate_lines(run, corpus.src, beam_size=beam_size)
+    hyps = [t.text for t in translations]
+    return Evaluation(
+        split,
+        sacre_bleu(hyps, corpus.tgt),
+        chrf(hyps, corpus.tgt),
+        tokenized_bleu(hyps, corpus.tgt),
+        hyps,
+        corpus.tgt,
+    )
