@@ -23,10 +23,11 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/attnkit train configs/quick.yaml --out runs/quick --resume
 	$(VENV)/bin/attnkit evaluate runs/quick --split test
-	$(VENV)/bin/attnkit translate runs/quick --show-attention --plot runs/quick/heatmaps \
+	$(VENV)/bin/attnkit translate runs/quick \
 		"Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt." \
 		"Ein Boston Terrier läuft über saftig-grünes Gras vor einem weißen Zaun." \
-		"Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt."
+		"Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt." \
+		--show-attention --plot runs/quick/heatmaps
 
 test: $(STAMP)
 	$(PY) -m pytest
