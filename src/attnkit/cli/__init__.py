@@ -34,7 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills a nargs="*" positional only where it first meets it, so
+    # `translate RUN --beam 5 "a sentence"` would leave the sentence over;
+    # commands that declare `trailing_positionals` collect such leftovers.
+    trailing = getattr(args, "trailing_positionals", None)
+    if extra and trailing and not any(e.startswith("-") for e in extra):
+        setattr(args, trailing, [*getattr(args, trailing), *extra])
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2

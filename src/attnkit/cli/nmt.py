@@ -83,7 +83,8 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         "and its weight (indented lines)",
     )
     p.add_argument("--plot", metavar="DIR", help="write one attention heatmap PNG per sentence")
-    p.set_defaults(func=run_translate)
+    # sentences may also follow the options (see attnkit.cli.main)
+    p.set_defaults(func=run_translate, trailing_positionals="sentences")
 
 
 def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
