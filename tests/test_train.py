@@ -71,7 +71,7 @@ def test_run_folder_holds_every_artifact(finished_run):
         "learning_curve.png",
     ):
         assert (run_dir / name).is_file(), name
-    assert len(list(run_dir.glob("*.safetensors"))) == 2
+    assert len(list(run_dir.glob("*.safetensors"))) == 3  # best, last and last.prev
     assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [5, 10, 15, 20]

@@ -130,7 +130,12 @@ class TokenizerConfig(_Section):
 
 
 class TrainConfig(_Section):
-    """Optimisation: Adam, clipping, label smoothing, plateau decay, early stopping, budgets."""
+    """Optimisation: Adam, clipping, label smoothing, plateau decay, early stopping, budgets.
+
+    ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
+    steps between validations. A step whose loss or gradient is not finite is
+    skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
+    """
 
     batch_size: int = Field(64, gt=0)
     lr: float = Field(1e-3, gt=0)
@@ -144,6 +149,8 @@ class TrainConfig(_Section):
     min_lr: float = Field(1e-5, ge=0)
     early_stopping: int | None = Field(3, gt=0)
     valid_every: int | None = Field(None, gt=0)
+    checkpoint_every: int | None = Field(None, gt=0)
+    max_nonfinite: int = Field(5, gt=0)
     valid_bleu_sentences: int | None = Field(None, gt=0)
     max_steps: int | None = Field(None, gt=0)
     max_minutes: float | None = Field(None, gt=0)
@@ -154,13 +161,18 @@ class TrainConfig(_Section):
 
 
 class DecodeConfig(_Section):
-    """Search settings for validation BLEU (always greedy) and translate/evaluate."""
+    """Search settings for validation BLEU (always greedy) and translate/evaluate.
+
+    Inputs longer than ``max_input_len`` tokens are truncated with a warning;
+    ``None`` means the training limit ``data.max_src_len``, or 256 tokens.
+    """
 
     beam_size: int = Field(5, gt=0)
     length_penalty: float = Field(1.0, ge=0)
     max_len_a: float = Field(1.5, ge=0)
     max_len_b: int = Field(10, ge=0)
     batch_size: int = Field(64, gt=0)
+    max_input_len: int | None = Field(None, gt=0)
 
 
 class RunConfig(_Section):
@@ -203,6 +215,8 @@ class RunConfig(_Section):
             raise FileNotFoundError(f"config file not found: {path}")
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
         config = cls.from_dict(raw or {}, overrides, source=str(path))
@@ -307,7 +321,7 @@ def format_validation_error(err: ValidationError) -> str:
         if kind == "extra_forbidden":
             parent = _model_at(item["loc"][:-1])
             allowed = ", ".join(parent.model_fields) if parent else "?"
-            lines.append(f"{loc}: unknown key (allowed here: {allowed})")
+            lines.append(f"{loc}: unknown key (allowed here: {allowed}), got {item.get('input')!r}")
         elif kind == "missing":
             lines.append(f"{loc}: required key is missing")
         elif kind == "value_error":

@@ -10,8 +10,11 @@ A checkpoint named ``best`` is two files in one folder:
 
 Saving writes a fresh weights file, then atomically replaces the JSON record
 (temporary file in the same folder, fsync, ``os.replace``), then deletes the
-weights the old record named. A crash at any point leaves the previous
-checkpoint loadable. Nothing is pickled and ``torch.load`` is never called.
+weights no record names any more. A crash at any point leaves the previous
+checkpoint loadable. With ``keep_previous`` the record being replaced is kept
+as ``<name>.prev.json`` (with its weights), a fallback for when the newest
+checkpoint is damaged later (:func:`load_latest`). Nothing is pickled and
+``torch.load`` is never called.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from torch import Tensor
 __all__ = [
     "Checkpoint",
     "atomic_write_bytes",
+    "checkpoint_exists",
     "load_checkpoint",
+    "load_latest",
     "optimizer_from_parts",
     "optimizer_to_parts",
     "save_checkpoint",
@@ -126,6 +131,7 @@ def save_checkpoint(
     *,
     optimizer: torch.optim.Optimizer | None = None,
     extra: dict[str, Tensor] | None = None,
+    keep_previous: bool = False,
 ) -> Path:
     """Save a checkpoint as ``folder/name.json`` + a weights file; returns the JSON path.
 
@@ -136,10 +142,10 @@ def save_checkpoint(
         state: JSON-serialisable training state (epoch, step, metrics...).
         optimizer: whose state to include, for resuming.
         extra: more tensors to keep (e.g. RNG states), stored as ``extra.<key>``.
+        keep_previous: keep the checkpoint being replaced as ``name.prev.json``.
     """
     folder = Path(folder)
     record_path = folder / f"{name}.json"
-    old_weights = _weights_named_by(record_path)
     # Clone: safetensors refuses tensors that share storage (tied embeddings).
     tensors = {f"model.{k}": v.detach().cpu().clone().contiguous() for k, v in model_state.items()}
     record: dict[str, Any] = {"format": FORMAT, "version": VERSION, "state": state}
@@ -153,11 +159,58 @@ def save_checkpoint(
     atomic_write_bytes(folder / weights_name, data)
     record["weights"] = weights_name
     record["sha256"] = hashlib.sha256(data).hexdigest()
+    previous = _previous_path(record_path)
+    if keep_previous and _weights_named_by(record_path):
+        atomic_write_bytes(previous, record_path.read_bytes())
     atomic_write_bytes(record_path, json.dumps(record, indent=2).encode("utf-8"))
-    if old_weights and old_weights != weights_name:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(folder / old_weights)
+    _remove_unnamed_weights(folder, name, (record_path, previous))
     return record_path
+
+
+def _previous_path(record_path: Path) -> Path:
+    return record_path.with_name(f"{record_path.stem}.prev.json")
+
+
+def _remove_unnamed_weights(folder: Path, name: str, records: tuple[Path, ...]) -> None:
+    """Delete ``name.*.safetensors`` files no record names (old ones, crash leftovers)."""
+    named = {_weights_named_by(path) for path in records}
+    for path in folder.glob(f"{name}.*.safetensors"):
+        if path.name not in named and path.name.count(".") == 2:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def checkpoint_exists(path: str | Path) -> bool:
+    """Whether ``path`` (``run/last.json``) or its kept previous version exists."""
+    path = Path(path)
+    return path.is_file() or _previous_path(path).is_file()
+
+
+def load_latest(path: str | Path, warn=None) -> Checkpoint:
+    """Load ``path``, or, if it is missing or damaged, the previous version kept beside it.
+
+    Args:
+        path: the newest record, e.g. ``run/last.json``.
+        warn: called with a one-line message when falling back.
+
+    Raises:
+        FileNotFoundError: neither checkpoint exists.
+        ValueError: both are damaged (the message names both files and why).
+    """
+    path = Path(path)
+    try:
+        return load_checkpoint(path)
+    except (ValueError, FileNotFoundError) as err:
+        previous = _previous_path(path)
+        if not previous.is_file():
+            raise
+        try:
+            ckpt = load_checkpoint(previous)
+        except (ValueError, FileNotFoundError) as err2:
+            raise ValueError(f"no usable checkpoint: {err}; and the previous one: {err2}") from None
+        if warn is not None:
+            warn(f"warning: {err}; falling back to the previous checkpoint {previous}")
+        return ckpt
 
 
 def _weights_named_by(record_path: Path) -> str | None:
@@ -176,6 +229,11 @@ def _read_record(path: Path) -> dict:
         raise ValueError(f"{path}: not a valid checkpoint record ({err})") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise ValueError(f"{path}: not an attnkit checkpoint (format field missing or wrong)")
+    weights = record.get("weights")
+    if not isinstance(weights, str) or Path(weights).name != weights or not weights:
+        raise ValueError(f"{path}: the 'weights' field must name a file beside it, got {weights!r}")
+    if not isinstance(record.get("state"), dict) or not isinstance(record.get("sha256"), str):
+        raise ValueError(f"{path}: the record lacks its 'state' or 'sha256' field")
     return record
 
 
@@ -204,9 +262,14 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise ValueError(f"{weights_path}: not a readable safetensors file ({err})") from None
     groups: dict[str, dict[str, Tensor]] = {"model": {}, "optim": {}, "extra": {}}
     for key, value in tensors.items():
-        prefix, rest = key.split(".", 1)
+        prefix, _, rest = key.partition(".")
+        if prefix not in groups or not rest:
+            raise ValueError(f"{weights_path}: unexpected tensor name {key!r}")
         groups[prefix][rest if prefix != "optim" else key] = value
     optimizer = None
     if "optimizer" in record:
-        optimizer = optimizer_from_parts(groups["optim"], record["optimizer"])
+        try:
+            optimizer = optimizer_from_parts(groups["optim"], record["optimizer"])
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"{path}: malformed optimizer state ({err!r})") from None
     return Checkpoint(groups["model"], record["state"], optimizer, groups["extra"])

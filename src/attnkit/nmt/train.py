@@ -10,8 +10,19 @@ after ``early_stopping`` validations without a new best, or when the step or
 time budget runs out.
 
 A run folder holds ``config.yaml`` (the resolved config), the tokenizer
-files, ``best.json``/``last.json`` checkpoints (+ their safetensors), the
-metrics log ``metrics.jsonl`` and ``learning_curve.png``.
+files, ``best.json``/``last.json`` checkpoints (+ their safetensors, and
+``last.prev.json``, the checkpoint before ``last``), the metrics log
+``metrics.jsonl`` and ``learning_curve.png``.
+
+Reliability: ``last`` holds everything a resumed run needs (model, optimizer,
+scheduler, data order, RNG state, the training loss since the last
+validation), so a run stopped after any checkpoint and resumed gives the same
+losses and weights as one that never stopped (same machine, seed and thread
+count). SIGINT/SIGTERM ask the loop to stop after the current step and save
+``last``; a second SIGINT aborts at once. If ``last`` is damaged, resuming
+falls back to ``last.prev.json`` and says so. A step with a non-finite loss
+or gradient is skipped with a warning; ``train.max_nonfinite`` of them in a
+row raise :class:`TrainingError`, keeping the last good checkpoint.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import io
 import json
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,7 +43,13 @@ from tqdm.auto import tqdm
 
 from ..config import RunConfig
 from .batching import Batch, Examples, bucket_batches, encode_examples, make_batch, sorted_batches
-from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from .checkpoint import (
+    Checkpoint,
+    atomic_write_bytes,
+    checkpoint_exists,
+    load_latest,
+    save_checkpoint,
+)
 from .corpus import load_split
 from .metrics import perplexity, sacre_bleu
 from .model import Seq2Seq
@@ -39,7 +57,7 @@ from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
 from .translate import decode_examples
 from .vocab_ids import PAD
 
-__all__ = ["Progress", "TrainSummary", "resolve_device", "set_threads", "train"]
+__all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "set_threads", "train"]
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "learning_curve.png", "tokenizer.json")
 RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")
@@ -58,6 +76,14 @@ class Progress:
     elapsed_s: float = 0.0
     finished: bool = False
     stop_reason: str = ""
+    pending_loss: float = 0.0  # summed training loss since the last validation
+    pending_tokens: int = 0  # target tokens behind pending_loss
+    nonfinite_streak: int = 0  # skipped steps in a row
+    skipped_steps: int = 0  # all steps skipped for a non-finite loss or gradient
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. the loss stays non-finite); the last checkpoint is kept."""
 
 
 @dataclass
@@ -68,6 +94,7 @@ class TrainSummary:
     progress: Progress
     reused: bool = False
     history: list[dict] = field(default_factory=list)
+    interrupted: bool = False
 
 
 def set_threads(threads: int) -> int:
@@ -112,7 +139,7 @@ def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite
     run_dir.mkdir(parents=True, exist_ok=True)
     if not saved.is_file():
         atomic_write_bytes(saved, config.to_yaml().encode("utf-8"))
-    return (run_dir / "last.json").is_file()
+    return checkpoint_exists(run_dir / "last.json")
 
 
 def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[str], None]):
@@ -219,11 +246,53 @@ def plot_learning_curve(history: list[dict], path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def _read_history(path: Path, up_to_step: int) -> list[dict]:
+def _read_history(path: Path, up_to_step: float) -> list[dict]:
+    """Rows of ``metrics.jsonl`` up to a step; a torn last line (a crash mid-write) is dropped."""
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return [row for row in rows if row["step"] <= up_to_step]
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= up_to_step:
+            rows.append(row)
+    return rows
+
+
+def _write_history(path: Path, rows: list[dict]) -> None:
+    atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8"))
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM set a flag the loop checks between steps; a second SIGINT aborts.
+
+    Only the main thread may install signal handlers; elsewhere this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo, self.requested, self.previous = echo, "", {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in self.SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                break
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+        self.echo(f"{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)")
 
 
 class _Trainer:
@@ -237,7 +306,7 @@ class _Trainer:
         self.started = time.monotonic()
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.epoch_state = self.generator.get_state()
-        self.pending_loss, self.pending_tokens = 0.0, 0  # training loss since last validation
+        self.stop = _StopRequest(echo)
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
@@ -254,15 +323,21 @@ class _Trainer:
             min_lr=cfg.min_lr,
         )
 
-    def resume(self) -> None:
-        ckpt = load_checkpoint(self.run_dir / "last.json")
-        self.model.load_state_dict(ckpt.model)
-        self.optimizer.load_state_dict(ckpt.optimizer)
-        self.scheduler.load_state_dict(ckpt.state["scheduler"])
-        self.progress = Progress(**ckpt.state["progress"])
-        self.epoch_state = ckpt.extra["epoch_generator"]
-        torch.set_rng_state(ckpt.extra["torch_rng"])
-        self.history = _read_history(self.run_dir / "metrics.jsonl", self.progress.step)
+    def resume(self, ckpt: Checkpoint) -> None:
+        """Restore everything ``save("last")`` wrote; metrics after that step are dropped."""
+        where = self.run_dir / "last.json"
+        try:
+            self.model.load_state_dict(ckpt.model)
+            self.optimizer.load_state_dict(ckpt.optimizer)
+            self.scheduler.load_state_dict(ckpt.state["scheduler"])
+            self.progress = Progress(**ckpt.state["progress"])
+            self.epoch_state = ckpt.extra["epoch_generator"]
+            torch.set_rng_state(ckpt.extra["torch_rng"])
+        except (KeyError, TypeError, RuntimeError, ValueError) as err:
+            raise ValueError(f"{where}: cannot resume from this checkpoint ({err})") from None
+        metrics = self.run_dir / "metrics.jsonl"
+        self.history = _read_history(metrics, self.progress.step)
+        _write_history(metrics, self.history)
         self.started -= self.progress.elapsed_s
 
     def elapsed(self) -> float:
@@ -280,9 +355,15 @@ class _Trainer:
         self.progress.elapsed_s = self.elapsed()
         state = {"progress": asdict(self.progress), "scheduler": self.scheduler.state_dict()}
         extra = {"epoch_generator": self.epoch_state, "torch_rng": torch.get_rng_state()}
-        with_optim = self.optimizer if name == "last" else None
+        last = name == "last"
         save_checkpoint(
-            self.run_dir, name, self.model.state_dict(), state, optimizer=with_optim, extra=extra
+            self.run_dir,
+            name,
+            self.model.state_dict(),
+            state,
+            optimizer=self.optimizer if last else None,
+            extra=extra,
+            keep_previous=last,
         )
 
     def run_validation(self, train_loss: float, data) -> None:
@@ -305,12 +386,14 @@ class _Trainer:
         patience = self.config.train.early_stopping
         if patience is not None and p.bad_validations >= patience:
             p.finished, p.stop_reason = True, f"no BLEU gain in {patience} validations"
-        if improved:
-            self.save("best")
-        self.save("last")
+        p.pending_loss, p.pending_tokens = 0.0, 0
+        # The row goes first: resuming drops rows past the checkpoint's step and redoes them.
         self.history.append(row)
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps(row) + "\n")
+        if improved:
+            self.save("best")
+        self.save("last")
         plot_learning_curve(self.history, self.run_dir / "learning_curve.png")
         self.echo(
             f"epoch {p.epoch} step {p.step}: train loss {train_loss:.3f}, valid loss "
@@ -318,26 +401,55 @@ class _Trainer:
             f"{scores['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
         )
 
-    def train_step(self, batch: Batch) -> float:
-        cfg = self.config.train
+    def train_step(self, batch: Batch) -> float | None:
+        """One optimizer step; None when skipped for a non-finite loss or gradient."""
+        cfg, p = self.config.train, self.progress
         loss = _loss(self.model, batch, cfg.label_smoothing, cfg.teacher_forcing)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip)
-        self.optimizer.step()
-        self.progress.step += 1
-        self.progress.epoch_batches_done += 1
+        p.epoch_batches_done += 1
         value = loss.item()
-        self.pending_loss += value * batch.num_target_tokens
-        self.pending_tokens += batch.num_target_tokens
+        if math.isfinite(value):
+            loss.backward()
+            norm = self._grad_norm(cfg.clip)
+            if not math.isfinite(norm):
+                self.optimizer.zero_grad(set_to_none=True)
+                return self._skip(f"gradient norm is {norm}")
+        else:
+            return self._skip(f"loss is {value}")
+        self.optimizer.step()
+        p.step += 1
+        p.nonfinite_streak = 0
+        p.pending_loss += value * batch.num_target_tokens
+        p.pending_tokens += batch.num_target_tokens
         return value
+
+    def _grad_norm(self, clip: float | None) -> float:
+        params = [q for q in self.model.parameters() if q.grad is not None]
+        if clip is not None:
+            return float(torch.nn.utils.clip_grad_norm_(params, clip))
+        return float(torch.nn.utils.get_total_norm([q.grad for q in params]))
+
+    def _skip(self, why: str) -> None:
+        p, limit = self.progress, self.config.train.max_nonfinite
+        p.nonfinite_streak += 1
+        p.skipped_steps += 1
+        self.echo(
+            f"warning: epoch {p.epoch} batch {p.epoch_batches_done}: {why}; step skipped "
+            f"({p.nonfinite_streak} in a row, {limit} stop training)"
+        )
+        if p.nonfinite_streak >= limit:
+            raise TrainingError(
+                f"{limit} non-finite losses/gradients in a row at step {p.step}: training "
+                f"stopped. The last good checkpoint is kept in {self.run_dir / 'last.json'}; "
+                "lower train.lr, set train.clip, or check the data"
+            )
+        return None
 
     def validate_pending(self, valid_data) -> None:
         """Validate if any step was taken since the last validation."""
-        if self.pending_tokens:
-            self.run_validation(self.pending_loss / self.pending_tokens, valid_data)
-            self.pending_loss, self.pending_tokens = 0.0, 0
+        p = self.progress
+        if p.pending_tokens:
+            self.run_validation(p.pending_loss / p.pending_tokens, valid_data)
 
     def train_epoch(self, train_ex: Examples, valid_data) -> None:
         """Train (the rest of) the current epoch; validate at its end or every ``valid_every``."""
@@ -357,17 +469,21 @@ class _Trainer:
         )
         tick, tokens = time.monotonic(), 0
         for indices in batches[p.epoch_batches_done :]:
-            if (reason := self.out_of_budget()) or p.finished:
+            if (reason := self.out_of_budget()) or p.finished or self.stop.requested:
                 p.stop_reason = p.stop_reason or reason
                 break
             batch = make_batch(train_ex, indices).to(self.device)
             value = self.train_step(batch)
+            bar.update(1)
+            if value is None:
+                continue
             tokens += batch.num_target_tokens
             rate = tokens / max(time.monotonic() - tick, 1e-9)
             bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{rate:.0f}", refresh=False)
-            bar.update(1)
             if cfg.valid_every and p.step % cfg.valid_every == 0:
                 self.validate_pending(valid_data)
+            elif cfg.checkpoint_every and p.step % cfg.checkpoint_every == 0:
+                self.save("last")
         bar.close()
         if p.epoch_batches_done == len(batches):
             self.epoch_state = self.generator.get_state()
@@ -403,26 +519,32 @@ def train(
     if config.name is None:  # saved configs always carry a name
         config = config.model_copy(update={"name": run_dir.name})
     resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
-    if resuming:
-        state = json.loads((run_dir / "last.json").read_text(encoding="utf-8"))["state"]
-        if state["progress"]["finished"]:
-            echo(
-                f"{run_dir} holds a finished run with this config; reusing it "
-                "(--overwrite retrains)"
-            )
-            history = _read_history(run_dir / "metrics.jsonl", math.inf)
-            return TrainSummary(run_dir, Progress(**state["progress"]), True, history)
+    ckpt = load_latest(run_dir / "last.json", warn=echo) if resuming else None
+    if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
+        echo(f"{run_dir} holds a finished run with this config; reusing it (--overwrite retrains)")
+        history = _read_history(run_dir / "metrics.jsonl", math.inf)
+        return TrainSummary(run_dir, Progress(**ckpt.state["progress"]), True, history)
+    if not resuming:
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # rows of a run killed before saving
     threads = set_threads(config.train.threads)
     trainer = _Trainer(config, run_dir, echo, progress_bar)
     echo(f"training {config.name} on {trainer.device} with {threads} thread(s) into {run_dir}")
-    src_tok, tgt_tok, train_ex, valid_ex, valid_refs = _tokenize(config, run_dir, resuming, echo)
+    with trainer.stop:
+        return _run(trainer, ckpt)
+
+
+def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
+    config, run_dir, echo = trainer.config, trainer.run_dir, trainer.echo
+    src_tok, tgt_tok, train_ex, valid_ex, valid_refs = _tokenize(
+        config, run_dir, ckpt is not None, echo
+    )
     trainer.setup(src_tok.vocab_size, tgt_tok.vocab_size)
-    if resuming:
-        trainer.resume()
+    if ckpt is not None:
+        trainer.resume(ckpt)
         echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
     p = trainer.progress
     valid_data = (valid_ex, valid_refs, tgt_tok)
-    while not (p.finished or p.stop_reason):
+    while not (p.finished or p.stop_reason or trainer.stop.requested):
         p.stop_reason = trainer.out_of_budget()
         if p.epoch_batches_done == 0 and not p.stop_reason:
             if p.epoch >= config.train.epochs:
@@ -431,11 +553,20 @@ def train(
             p.epoch += 1
         if not p.stop_reason:
             trainer.train_epoch(train_ex, valid_data)
+    if trainer.stop.requested and not p.finished:
+        p.stop_reason = ""  # the run goes on when resumed
+        trainer.save("last")
+        echo(
+            f"interrupted ({trainer.stop.requested}) at epoch {p.epoch}, step {p.step}; "
+            f"checkpoint saved; continue with: attnkit train --resume {run_dir}"
+        )
+        return TrainSummary(run_dir, p, False, trainer.history, interrupted=True)
     trainer.validate_pending(valid_data)
     p.finished = True
     trainer.save("last")
+    skipped = f"; {p.skipped_steps} step(s) skipped as non-finite" if p.skipped_steps else ""
     echo(
         f"stopped: {p.stop_reason}; best valid BLEU {p.best_bleu:.2f} at step {p.best_step} "
-        f"({trainer.elapsed() / 60:.1f} min)"
+        f"({trainer.elapsed() / 60:.1f} min){skipped}"
     )
     return TrainSummary(run_dir, p, False, trainer.history)
