@@ -1,6 +1,7 @@
 """CLI commands: train, translate, evaluate (registered by attnkit.cli.build_parser).
 
 ``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
+``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
 ``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]``
 ``attnkit evaluate RUN_DIR [--split test] [--beam K]``
 """
@@ -34,7 +35,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
         ),
     )
-    p.add_argument("config", help="YAML run config, e.g. configs/quick.yaml")
+    p.add_argument(
+        "config",
+        nargs="?",
+        help="YAML run config, e.g. configs/quick.yaml; with --resume, a run folder instead "
+        "(its saved config.yaml is used)",
+    )
     p.add_argument("--out", help="run folder (default: runs/<config name>)")
     p.add_argument(
         "--set",
@@ -48,7 +54,8 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out from last.json, or reuse it if it has finished",
+        help="continue the run in --out (or the RUN_DIR given instead of CONFIG) from its last "
+        "checkpoint, with the same results as an uninterrupted run; reuse it if finished",
     )
     mode.add_argument(
         "--overwrite", action="store_true", help="delete a previous run in --out and start over"
@@ -116,23 +123,58 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, *dotted]
 
 
-def run_train(args: argparse.Namespace) -> int:
+def _config_and_folder(args: argparse.Namespace):
+    """The config to train and the run folder: from CONFIG (+ --out), or from a RUN_DIR."""
     from ..config import RunConfig
-    from ..nmt.train import train
 
-    config = RunConfig.load(args.config, _overrides(args))
-    out = Path(args.out) if args.out else Path("runs") / (config.name or Path(args.config).stem)
-    summary = train(
-        config,
-        out,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress_bar=not args.no_progress,
-        echo=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    if args.config is None:
+        if not (args.resume and args.out):
+            raise UsageError("give a CONFIG.yaml, or --resume RUN_DIR to continue a run")
+        args.config = args.out
+    source = Path(args.config)
+    if source.is_dir():
+        if not args.resume:
+            raise UsageError(f"{source} is a folder; to continue that run pass --resume")
+        if args.out and Path(args.out).resolve() != source.resolve():
+            raise UsageError(f"--out {args.out} differs from the run folder {source}")
+        saved = source / "config.yaml"
+        if not saved.is_file():
+            raise UsageError(f"{saved} not found; is {source} a training run folder?")
+        return RunConfig.load(saved, _overrides(args)), source
+    config = RunConfig.load(source, _overrides(args))
+    out = Path(args.out) if args.out else Path("runs") / (config.name or source.stem)
+    return config, out
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from ..nmt.train import TrainingError, train
+
+    config, out = _config_and_folder(args)
+    try:
+        summary = train(
+            config,
+            out,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress_bar=not args.no_progress,
+            echo=_stderr,
+        )
+    except TrainingError as err:
+        _stderr(f"attnkit train: error: {err}")
+        return 1
+    if summary.interrupted:
+        return 130
     p = summary.progress
     print(f"run folder: {out}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
     return 0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _warn(line: str) -> None:
+    _stderr(f"attnkit: warning: {line}")
 
 
 def _load(args: argparse.Namespace):
@@ -147,8 +189,8 @@ def run_translate(args: argparse.Namespace) -> int:
     from ..nmt.translate import alignment_text, translate_lines
 
     run = _load(args)
-    lines = args.sentences or [line.rstrip("\r\n") for line in sys.stdin]
-    translations = translate_lines(run, lines, beam_size=args.beam)
+    lines = args.sentences or _stdin_lines()
+    translations = translate_lines(run, lines, beam_size=args.beam, warn=_warn)
     for t in translations:
         print(t.text)
         if args.show_attention and t.weights is not None:
@@ -156,6 +198,19 @@ def run_translate(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(translations, Path(args.plot))
     return 0
+
+
+def _stdin_lines() -> list[str]:
+    """Lines of stdin, split at "\\n" only; bad UTF-8 is replaced (with a warning), not fatal."""
+    from ..nmt.translate import split_input
+
+    binary = getattr(sys.stdin, "buffer", None)
+    data = binary.read() if binary is not None else sys.stdin.read().encode("utf-8", "replace")
+    return split_input(data, warn=_warn)
+
+
+def _mathtext_safe(text: str) -> str:
+    return text.replace("$", r"\$")  # matplotlib reads $...$ as math and may fail to parse it
 
 
 def _plot(translations, folder: Path) -> None:
@@ -171,9 +226,9 @@ def _plot(translations, folder: Path) -> None:
         title = t.source if len(t.source) <= 70 else t.source[:67] + "..."
         figure = heatmap(
             t.weights.numpy(),
-            row_labels=t.tgt_pieces,
-            col_labels=t.src_pieces,
-            title=title,
+            row_labels=[_mathtext_safe(x) for x in t.tgt_pieces],
+            col_labels=[_mathtext_safe(x) for x in t.src_pieces],
+            title=_mathtext_safe(title),
             path=str(path),
         )
         plt.close(figure)

@@ -6,11 +6,18 @@ Search is greedy for ``beam_size == 1`` and beam search otherwise
 (:mod:`attnkit.nmt.search`); sentences are decoded in length-sorted batches
 and returned in input order. Empty input lines give empty translations, so
 output lines always stay aligned with input lines.
+
+Odd input never crashes translation: bytes that are not UTF-8 are replaced
+by U+FFFD (:func:`split_input`, with a warning), unseen characters and other
+scripts become ``<unk>``, inputs longer than the model's limit
+(:func:`input_limit`) are truncated with a warning, and a translation never
+contains a line break.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +41,16 @@ __all__ = [
     "alignment_text",
     "decode_examples",
     "evaluate_run",
+    "input_limit",
     "load_run",
+    "split_input",
     "translate_lines",
 ]
 
 EOS_LABEL = SPECIAL_TOKENS[EOS]
+DEFAULT_INPUT_LIMIT = 256
+# What str.splitlines() breaks on besides "\n"; none may appear inside an output line.
+_LINE_BREAKS = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 @torch.no_grad()
@@ -129,15 +141,67 @@ class Translation:
     tgt_pieces: list[str]
     weights: Tensor | None
     score: float = 0.0
+    truncated_from: int | None = None  # source length in tokens before truncation
+
+
+def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[str]:
+    """Split raw input (e.g. stdin) into lines at ``\\n`` only; invalid UTF-8 becomes U+FFFD.
+
+    A final line without ``\\n`` counts; a trailing ``\\r`` (CRLF files) is dropped.
+    ``warn`` is told the 1-based number of each line that was not valid UTF-8.
+    """
+    rows = data.split(b"\n")
+    if rows and rows[-1] == b"":
+        rows.pop()
+    lines = []
+    for number, raw in enumerate(rows, start=1):
+        raw = raw.removesuffix(b"\r")
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            lines.append(raw.decode("utf-8", errors="replace"))
+            if warn is not None:
+                warn(
+                    f"line {number}: invalid UTF-8 at byte {err.start} ({err.reason}); "
+                    "undecodable bytes replaced by U+FFFD"
+                )
+    return lines
+
+
+def input_limit(config: RunConfig) -> int:
+    """Longest source (tokens, without EOS) translated: ``decode.max_input_len``, else
+    ``data.max_src_len`` (what the model was trained on), else 256."""
+    return config.decode.max_input_len or config.data.max_src_len or DEFAULT_INPUT_LIMIT
+
+
+def _clean(text: str) -> str:
+    """Valid Unicode on one line: lone surrogates (from undecodable argv bytes) -> U+FFFD."""
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return _LINE_BREAKS.sub(" ", text)
 
 
 def translate_lines(
-    run: LoadedRun, lines: Sequence[str], *, beam_size: int | None = None
+    run: LoadedRun,
+    lines: Sequence[str],
+    *,
+    beam_size: int | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Translation]:
-    """Translate each line; blank lines translate to ``""``. One result per line, same order."""
+    """Translate each line; blank lines translate to ``""``. One result per line, same order.
+
+    Sources longer than :func:`input_limit` tokens are cut to it; ``warn`` is
+    told which line (1-based) and how long it was.
+    """
     decode = run.config.decode
+    limit = input_limit(run.config)
+    lines = [_clean(line) for line in lines]
     wanted = [i for i, line in enumerate(lines) if line.strip()]
     ids = [run.src_tok.encode(lines[i].strip()) for i in wanted]
+    lengths = [len(x) for x in ids]
+    for i, n in zip(wanted, lengths, strict=True):
+        if n > limit and warn is not None:
+            warn(f"line {i + 1}: {n} tokens, truncated to the model's limit of {limit}")
+    ids = [x[:limit] for x in ids]
     hyps = decode_examples(
         run.model,
         Examples(ids),
@@ -155,12 +219,15 @@ def translate_lines(
             tgt_pieces.append(EOS_LABEL)
         results[i] = Translation(
             source=lines[i],
-            text=run.tgt_tok.decode(hyp.tokens),
+            text=_clean(run.tgt_tok.decode(hyp.tokens)),
             src_pieces=[*run.src_tok.pieces(src_ids), EOS_LABEL],
             tgt_pieces=tgt_pieces,
             weights=hyp.weights.detach().cpu().float(),
             score=float(hyp.score),
         )
+    for i, n in zip(wanted, lengths, strict=True):
+        if n > limit:
+            results[i].truncated_from = n
     return results
 
 
