@@ -36,7 +36,7 @@ __all__ = [
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class SplitFiles(_Section):
@@ -196,11 +196,13 @@ class RunConfig(_Section):
         """
         if not isinstance(raw, dict):
             raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
-        raw = apply_overrides(raw, overrides)
         try:
+            raw = apply_overrides(raw, overrides)
             return cls.model_validate(raw)
         except ValidationError as err:
             raise ValueError(f"invalid {source}:\n{format_validation_error(err)}") from None
+        except RecursionError:
+            raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
 
     @classmethod
     def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
@@ -312,11 +314,18 @@ _COMPARISONS = (
 )
 
 
+def _key_text(part: Any) -> str:
+    """A key as written in a message: quoted when empty or holding odd characters."""
+    if isinstance(part, int) or (isinstance(part, str) and part.isprintable() and part.strip()):
+        return str(part)
+    return repr(part)
+
+
 def format_validation_error(err: ValidationError) -> str:
     """One line per error: ``key.path: what is allowed, got VALUE``."""
     lines = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        loc = ".".join(_key_text(p) for p in item["loc"]) or "(top level)"
         kind, message = item["type"], item["msg"]
         if kind == "extra_forbidden":
             parent = _model_at(item["loc"][:-1])
