@@ -133,6 +133,14 @@ def test_dot_score_projects_encoder_states_to_the_decoder_width(batch) -> None:
     assert tiny_model(score="general").decoder.key_proj is None
 
 
+def test_projected_dot_score_equals_general_score_with_copied_weights(batch) -> None:
+    dot, general = tiny_model(score="dot"), tiny_model(score="general", seed=1)
+    weights = dict(dot.state_dict())
+    weights["decoder.attention.score.weight.weight"] = weights.pop("decoder.key_proj.weight")
+    general.load_state_dict(weights)
+    torch.testing.assert_close(general(*batch)[0], dot(*batch)[0])
+
+
 def test_index_select_expands_encoder_output_for_beams(batch) -> None:
     model = tiny_model(rnn="lstm", query_timing="current", input_feeding=True)
     src, src_lengths, tgt_in = batch

@@ -123,9 +123,13 @@ class AttentionDecoder(nn.Module):
     one ``D``-slice per decoder layer; an LSTM's initial cell comes the same way
     from the final encoder cells through its own Linear.
 
-    Dot score: it needs ``Dk == D``, so when ``Dv != D`` the encoder states are
-    projected once per sentence, ``k_j = W_k h_j`` (no bias), and the values stay
-    the unprojected ``h_j``. The other scores take ``Dv``-wide keys directly.
+    Dot score: it needs ``Dk == D``, so when ``Dv != D`` (always here, since the
+    bidirectional encoder gives ``Dv = 2D``) the encoder states are projected
+    once per sentence, ``k_j = W_k h_j`` (no bias), and the values stay the
+    unprojected ``h_j``. The score is then ``s^T W_k h_j``, the same function
+    as Luong's general score (a test checks they agree with copied weights);
+    Luong's parameter-free dot presumes equal widths. The other scores take
+    ``Dv``-wide keys directly.
 
     Tied output embeddings: the logits use the target embedding matrix,
     ``W_s = E`` (Press & Wolf 2017), so ``Do = E``. No weight is shared between
