@@ -26,6 +26,7 @@ length, ``t`` steps so far, ``V`` target vocabulary size.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -108,16 +109,6 @@ def _next_log_probs(
     return log_probs, weights, state
 
 
-def _hypothesis(
-    tokens: Tensor, weights: Tensor, log_prob: float, src_len: int, score: float
-) -> Hypothesis:
-    """Build a Hypothesis from one row's step tokens ``(n,)`` and weights ``(n, S)``."""
-    steps = tokens.tolist()
-    if steps and steps[-1] == EOS:
-        steps = steps[:-1]
-    return Hypothesis(steps, weights[:, :src_len].float().cpu(), score, log_prob)
-
-
 # ---------------------------------------------------------------- greedy
 
 
@@ -170,13 +161,16 @@ def _greedy_hypotheses(
     steps: Tensor, weights: Tensor, log_probs: Tensor, enc: EncoderOutput, limits: Tensor
 ) -> list[Hypothesis]:
     """Cut each row of steps ``(B, t)``, weights ``(B, t, S)`` at its first EOS or limit."""
+    weights = weights.float().cpu()  # (B, t, S)
+    log_probs = log_probs.cpu()  # (B, t)
     hypotheses = []
-    for b, row in enumerate(steps.tolist()):
-        n = min(int(limits[b]), row.index(EOS) + 1 if EOS in row else len(row))
+    for b, (row, limit, src_len) in enumerate(
+        zip(steps.tolist(), limits.tolist(), enc.lengths.tolist(), strict=True)
+    ):
+        n = min(limit, row.index(EOS) + 1 if EOS in row else len(row))
         log_prob = float(log_probs[b, :n].sum())
-        hypotheses.append(
-            _hypothesis(steps[b, :n], weights[b, :n], log_prob, int(enc.lengths[b]), log_prob)
-        )
+        tokens = row[: n - 1] if row[n - 1] == EOS else row[:n]
+        hypotheses.append(Hypothesis(tokens, weights[b, :n, :src_len].clone(), log_prob, log_prob))
     return hypotheses
 
 
@@ -319,19 +313,30 @@ def _finish_eos(
     is_final = (token == EOS) & (rank < k) & torch.isfinite(scores)  # (n, 2K)
     if not bool(is_final.any()):
         return
-    penalty = length_penalty(step, alpha)
-    for i, j in is_final.nonzero().tolist():
-        row = i * k + int(beam[i, j])
-        log_prob = float(scores[i, j])
-        sentence = int(beams.sentence[i])
-        hyp = _hypothesis(
-            beams.tokens[row, 1:],  # drop BOS; the EOS itself is not a token
-            beams.weights[row],
-            log_prob,
-            int(beams.enc.lengths[row]),
-            log_prob / penalty,
+    score_rows, beam_rows = scores.tolist(), beam.tolist()
+    picks = [(i, i * k + beam_rows[i][j], score_rows[i][j]) for i, j in is_final.nonzero().tolist()]
+    _record(beams, picks, length_penalty(step, alpha), finished)
+
+
+def _record(
+    beams: _Beams,
+    picks: list[tuple[int, int, float]],
+    penalty: float,
+    finished: list[list[Hypothesis]],
+) -> None:
+    """Store finished hypotheses; ``picks`` holds (live sentence, row, log-probability)."""
+    if not picks:
+        return
+    rows = torch.tensor([row for _, row, _ in picks], device=beams.tokens.device)  # (P,)
+    tokens = beams.tokens[rows, 1:].tolist()  # drop BOS; an ending EOS is not stored
+    weights = beams.weights[rows].float().cpu()  # (P, t, S)
+    lengths = beams.enc.lengths[rows].tolist()
+    sentences = beams.sentence.tolist()
+    for p, (i, _, log_prob) in enumerate(picks):
+        hyp = Hypothesis(
+            tokens[p], weights[p, :, : lengths[p]].clone(), log_prob / penalty, log_prob
         )
-        finished[sentence].append(hyp)
+        finished[sentences[i]].append(hyp)
 
 
 def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -> _Beams:
@@ -361,23 +366,16 @@ def _finish_at_limit(
 ) -> None:
     """Finish, without EOS, the live beams of sentences that reached their length limit."""
     k = beams.scores.shape[1]
-    penalty = length_penalty(step, alpha)
-    for i, sentence in enumerate(beams.sentence.tolist()):
-        if step < limits[sentence] or len(finished[sentence]) >= k:
-            continue
-        for j in range(k):
-            log_prob = float(beams.scores[i, j])
-            if log_prob == -torch.inf:
-                continue
-            row = i * k + j
-            hyp = _hypothesis(
-                beams.tokens[row, 1:],
-                beams.weights[row],
-                log_prob,
-                int(beams.enc.lengths[row]),
-                log_prob / penalty,
-            )
-            finished[sentence].append(hyp)
+    picks = [
+        (i, i * k + j, log_prob)
+        for i, (sentence, row_scores) in enumerate(
+            zip(beams.sentence.tolist(), beams.scores.tolist(), strict=True)
+        )
+        if step >= limits[sentence] and len(finished[sentence]) < k
+        for j, log_prob in enumerate(row_scores)
+        if log_prob != -math.inf
+    ]
+    _record(beams, picks, length_penalty(step, alpha), finished)
 
 
 def _drop_done(
