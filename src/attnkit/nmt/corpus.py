@@ -1,7 +1,8 @@
 """Reading parallel text: two line-aligned files, a TSV, or the bundled Multi30k.
 
 A parallel corpus is a list of (source, target) sentence pairs. Files may be
-gzipped (``.gz``); text must be UTF-8. Errors name the file and the 1-based line.
+gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped).
+Errors name the file and the 1-based line.
 Pairs where either side is empty (after stripping whitespace) are skipped and
 counted, never silently dropped.
 """
@@ -83,6 +84,8 @@ def read_lines(path: str | Path) -> list[str]:
                     raise ValueError(
                         f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason})"
                     ) from None
+                if number == 1:
+                    text = text.removeprefix("\ufeff")  # byte order mark of some editors
                 lines.append(text.rstrip("\r\n"))
     except (OSError, EOFError, gzip.BadGzipFile) as err:
         raise ValueError(f"{path}: cannot read after line {len(lines)}: {err}") from None

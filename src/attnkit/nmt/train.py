@@ -145,6 +145,13 @@ def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite
 def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[str], None]):
     train_corpus = load_split(config.data, "train")
     valid_corpus = load_split(config.data, "valid")
+    for split, corpus in (("train", train_corpus), ("valid", valid_corpus)):
+        if not len(corpus):
+            files = getattr(config.data, split) if config.data.train is not None else None
+            where = "" if files is None else f" in {files.tsv or f'{files.src} / {files.tgt}'}"
+            raise ValueError(
+                f"no {split} sentence pairs{where} ({corpus.skipped} skipped for an empty side)"
+            )
     if resuming:
         src_tok, tgt_tok = load_tokenizers(run_dir)
     else:
