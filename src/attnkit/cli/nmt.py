@@ -190,6 +190,8 @@ def run_translate(args: argparse.Namespace) -> int:
 
     run = _load(args)
     lines = args.sentences or _stdin_lines()
+    if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
+        sys.stdout.reconfigure(errors="replace")
     translations = translate_lines(run, lines, beam_size=args.beam, warn=_warn)
     for t in translations:
         print(t.text)
