@@ -93,3 +93,18 @@ def test_resume_with_both_checkpoints_damaged_is_one_error(run_dir, capsys, tmp_
         (run / name).write_bytes(b"\x00" * 10)
     message = error_of(["train", "--resume", str(run), "--no-progress"], capsys)
     assert "no usable checkpoint" in message and "last.prev.json" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("tokenizer.json", "{}", "tokenizer.json: not a valid tokenizer manifest"),
+        ("tokenizer.json", '{"kind": "word", "joint": true, "src": "/etc/passwd", "tgt": "x"}',
+         "tokenizer.json: unknown kind 'word' or bad file names"),
+        ("vocab.json", '{"a": 1}', "vocab.json: not a JSON list of words"),
+    ],
+)  # fmt: skip
+def test_damaged_tokenizer_files_are_named(run_dir, capsys, tmp_path, name, text, expected):
+    run = copy_run(run_dir, tmp_path)
+    (run / name).write_text(text)
+    assert expected in error_of(["translate", str(run), "s1"], capsys)

@@ -144,6 +144,8 @@ class WordTokenizer:
             words = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not a JSON word list ({err})") from None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{path}: not a JSON list of words")
         return cls(words)
 
     def save(self, path: str | Path) -> None:
@@ -222,8 +224,16 @@ def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
     manifest_path = run_dir / MANIFEST
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{manifest_path} not found; is {run_dir} a training run folder?")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    loader = WordTokenizer.load if manifest["kind"] == "word" else SentencePieceTokenizer.load
-    src = loader(run_dir / manifest["src"])
-    tgt = src if manifest["joint"] else loader(run_dir / manifest["tgt"])
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        kind, joint, names = manifest["kind"], manifest["joint"], (manifest["src"], manifest["tgt"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{manifest_path}: not a valid tokenizer manifest ({err!r})") from None
+    if kind not in ("word", "sentencepiece") or not all(
+        isinstance(n, str) and n and Path(n).name == n for n in names
+    ):
+        raise ValueError(f"{manifest_path}: unknown kind {kind!r} or bad file names {names!r}")
+    loader = WordTokenizer.load if kind == "word" else SentencePieceTokenizer.load
+    src = loader(run_dir / names[0])
+    tgt = src if joint else loader(run_dir / names[1])
     return src, tgt
