@@ -4,6 +4,8 @@ a clean stop that keeps the last good checkpoint."""
 
 import json
 import math
+import os
+import signal
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ import attnkit.nmt.train as train_module
 from attnkit.cli import main
 from attnkit.config import RunConfig
 from attnkit.nmt.checkpoint import load_checkpoint, load_latest, save_checkpoint
-from attnkit.nmt.train import TrainingError, train
+from attnkit.nmt.train import TrainingError, _StopRequest, train
 
 TINY = {
     "data": {
@@ -166,3 +168,33 @@ def test_cli_reports_divergence_with_exit_1_and_no_traceback(tmp_path, monkeypat
     assert "Traceback" not in err
     assert "attnkit train: error: 2 non-finite losses/gradients in a row at step 0" in err
     assert err.count("warning:") == 2
+
+
+def test_sigterm_saves_and_stops_then_resume_matches_an_unbroken_run(reference, tmp_path):
+    messages = []
+
+    def terminate_after_step_5(line):
+        messages.append(line)
+        if line.startswith("epoch 1 step 5:"):
+            os.kill(os.getpid(), signal.SIGTERM)  # as when the machine shuts down
+
+    before = signal.getsignal(signal.SIGTERM)
+    summary = train(config(), tmp_path, progress_bar=False, echo=terminate_after_step_5)
+    assert summary.interrupted and not summary.progress.finished
+    assert summary.progress.step == 5
+    assert any(m.startswith("SIGTERM: saving a checkpoint after this step") for m in messages)
+    assert "continue with: attnkit train --resume" in messages[-1]
+    assert signal.getsignal(signal.SIGTERM) is before  # handler restored
+    train(config(), tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert rows(tmp_path) == rows(reference)
+    assert_same_weights(tmp_path, reference)
+
+
+def test_second_sigint_aborts_at_once():
+    messages, before = [], signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), _StopRequest(messages.append) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested == "SIGINT"
+        os.kill(os.getpid(), signal.SIGINT)
+    assert len(messages) == 1
+    assert signal.getsignal(signal.SIGINT) is before
