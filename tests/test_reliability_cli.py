@@ -108,3 +108,28 @@ def test_damaged_tokenizer_files_are_named(run_dir, capsys, tmp_path, name, text
     run = copy_run(run_dir, tmp_path)
     (run / name).write_text(text)
     assert expected in error_of(["translate", str(run), "s1"], capsys)
+
+
+def test_evaluate_warns_about_truncated_sources(run_dir, capsys, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    config = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(config.replace("max_input_len: null", "max_input_len: 3"))
+    assert main(["evaluate", str(run), "--split", "valid"]) == 0
+    captured = capsys.readouterr()
+    assert "valid: 8 sentences" in captured.out
+    assert "tokens, truncated to the model's limit of 3" in captured.err
+
+
+def test_nothing_is_unpickled_when_reading_a_run(run_dir, capsys, monkeypatch):
+    import pickle
+
+    import torch
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a user file was unpickled")
+
+    for module, name in [(torch, "load"), (pickle, "load"), (pickle, "loads")]:
+        monkeypatch.setattr(module, name, forbidden)
+    assert main(["translate", str(run_dir), "s1 s2", "--checkpoint", "last"]) == 0
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -243,7 +243,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     run = _load(args)
     beam = run.config.decode.beam_size if args.beam is None else args.beam
-    result = evaluate_run(run, args.split, beam_size=beam)
+    result = evaluate_run(run, args.split, beam_size=beam, warn=_warn)
     print(f"{args.split}: {len(result.hypotheses)} sentences, beam {beam}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):
         print(score)

@@ -340,6 +340,8 @@ class _Trainer:
             self.progress = Progress(**ckpt.state["progress"])
             self.epoch_state = ckpt.extra["epoch_generator"]
             torch.set_rng_state(ckpt.extra["torch_rng"])
+            if self.device.type == "cuda" and "cuda_rng" in ckpt.extra:
+                torch.cuda.set_rng_state(ckpt.extra["cuda_rng"], self.device)
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
             raise ValueError(f"{where}: cannot resume from this checkpoint ({err})") from None
         metrics = self.run_dir / "metrics.jsonl"
@@ -362,6 +364,8 @@ class _Trainer:
         self.progress.elapsed_s = self.elapsed()
         state = {"progress": asdict(self.progress), "scheduler": self.scheduler.state_dict()}
         extra = {"epoch_generator": self.epoch_state, "torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":  # dropout on the GPU draws from its own generator
+            extra["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         last = name == "last"
         save_checkpoint(
             self.run_dir,

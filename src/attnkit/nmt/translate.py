@@ -257,11 +257,19 @@ class Evaluation:
 
 
 def evaluate_run(
-    run: LoadedRun, split: str = "test", *, beam_size: int | None = None
+    run: LoadedRun,
+    split: str = "test",
+    *,
+    beam_size: int | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Evaluation:
-    """Translate the config's ``split`` and score it against the references."""
+    """Translate the config's ``split`` and score it against the references.
+
+    ``warn`` hears of sources truncated to :func:`input_limit` (the score then
+    covers truncated inputs).
+    """
     corpus = load_split(run.config.data, split)
-    translations = translate_lines(run, corpus.src, beam_size=beam_size)
+    translations = translate_lines(run, corpus.src, beam_size=beam_size, warn=warn)
     hyps = [t.text for t in translations]
     return Evaluation(
         split,
