@@ -8,19 +8,14 @@ import pytest
 import torch
 
 from attnkit import MultiHeadAttention, causal_mask, padding_mask
+from mha_helpers import seeded_mha
 
 B, T, E, H = 2, 4, 8, 2
 PATHS = pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
 
 
 def make(**kwargs):
-    """A seeded module with random (not the initial zero) biases, in eval mode."""
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(E, H, **kwargs).eval()
-    with torch.no_grad():
-        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
-            proj.bias.normal_()
-    return mha
+    return seeded_mha(E, H, **kwargs)
 
 
 def reference(mha, x, allowed):

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from attnkit import MultiHeadAttention, causal_mask, padding_mask
+from mha_helpers import seeded_mha
 
 B, T, E, H = 2, 5, 8, 2
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -41,13 +42,7 @@ MASKS = {
 
 
 def attnkit_module(**kwargs):
-    """A seeded attnkit module with random biases, in eval mode."""
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(E, H, **kwargs).eval()
-    with torch.no_grad():
-        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
-            proj.bias.normal_()
-    return mha
+    return seeded_mha(E, H, **kwargs)
 
 
 def compare(ours, theirs, need_weights):
