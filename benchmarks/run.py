@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from . import bench_attention, bench_decode, bench_train
-from .report import Result
+from .report import Result, Table
 
 SUITES = {"attention": bench_attention, "train": bench_train, "decode": bench_decode}
 
@@ -45,8 +45,8 @@ def machine() -> dict[str, object]:
 
 def run(quick: bool, only: Sequence[str] | None = None) -> dict:
     info = machine()
-    print(f"# attnkit benchmarks ({'quick' if quick else 'full'})")
-    print(json.dumps(info))
+    print(f"## attnkit benchmarks ({'quick' if quick else 'full'})\n")
+    print(", ".join(f"{k}: {v}" for k, v in info.items()))
     tables, ratios = [], {}
     for name, suite in SUITES.items():
         if only and name not in only:
@@ -56,9 +56,10 @@ def run(quick: bool, only: Sequence[str] | None = None) -> dict:
             print("\n" + table.to_markdown(), flush=True)
             tables.append(table.to_dict())
         ratios.update(result.ratios)
-    print("\n### ratios\n")
+    summary = Table("ratios", ["key", "value"])
     for key, value in ratios.items():
-        print(f"{key:45s} {value:8.3f}")
+        summary.add(key, value)
+    print("\n" + summary.to_markdown())
     return {"machine": info, "quick": quick, "tables": tables, "ratios": ratios}
 
 
