@@ -27,6 +27,7 @@ row raise :class:`TrainingError`, keeping the last good checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -280,8 +281,8 @@ class _StopRequest:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, echo: Callable[[str], None]) -> None:
-        self.echo, self.requested, self.previous = echo, "", {}
+    def __init__(self) -> None:
+        self.requested, self.previous = "", {}
 
     def __enter__(self) -> _StopRequest:
         for sig in self.SIGNALS:
@@ -299,7 +300,11 @@ class _StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = signal.Signals(signum).name
-        self.echo(f"{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)")
+        note = f"\n{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)\n"
+        # os.write, not print: printing here while the interrupted code prints raises
+        # "reentrant call" on the buffered stream.
+        with contextlib.suppress(OSError):
+            os.write(2, note.encode())
 
 
 class _Trainer:
@@ -313,7 +318,7 @@ class _Trainer:
         self.started = time.monotonic()
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.epoch_state = self.generator.get_state()
-        self.stop = _StopRequest(echo)
+        self.stop = _StopRequest()
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
