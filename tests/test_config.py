@@ -52,7 +52,9 @@ def test_several_errors_are_all_reported():
 
 
 def test_cross_field_rules():
-    assert "exactly one data source" in error_of({"data": {}})
+    assert "no data source: set data.bundled, data.toy or data.train" in error_of({"data": {}})
+    two = error_of({"data": {"bundled": "multi30k", "train": {"tsv": "pairs.tsv"}}})
+    assert "got both data.bundled and data.train (set only one data source)" in two
     message = error_of({"data": {"train": {"src": "a.de"}}})
     assert "data.train: give either both 'src' and 'tgt' files or one 'tsv' file" in message
     message = error_of({"data": {"bundled": "multi30k", "src_lang": "fr"}})

@@ -103,9 +103,11 @@ class DataConfig(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:
-        chosen = [self.bundled is not None, self.toy is not None, self.train is not None]
-        if sum(chosen) != 1:
-            raise ValueError("give exactly one data source: 'bundled', 'toy' or 'train' files")
+        chosen = [f"data.{k}" for k in ("bundled", "toy", "train") if getattr(self, k) is not None]
+        if not chosen:
+            raise ValueError("no data source: set data.bundled, data.toy or data.train")
+        if len(chosen) > 1:
+            raise ValueError(f"got both {' and '.join(chosen)} (set only one data source)")
         if self.train is not None and self.valid is None:
             raise ValueError("'valid' files are required with 'train' files")
         if self.bundled == "multi30k" and {self.src_lang, self.tgt_lang} != {"de", "en"}:
