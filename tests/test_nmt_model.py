@@ -14,7 +14,7 @@ from attnkit.nmt.model import ModelConfig, Seq2Seq
 from attnkit.nmt.vocab_ids import BOS, EOS
 from conftest_nmt import TOY_VOCAB, pad, tiny_model
 
-SCORES = ("dot", "general", "concat", "additive")
+SCORES = ("dot", "scaled_dot", "general", "concat", "additive")
 TIMINGS = (("previous", False), ("current", False), ("current", True))
 
 
@@ -139,6 +139,15 @@ def test_projected_dot_score_equals_general_score_with_copied_weights(batch) -> 
     weights["decoder.attention.score.weight.weight"] = weights.pop("decoder.key_proj.weight")
     general.load_state_dict(weights)
     torch.testing.assert_close(general(*batch)[0], dot(*batch)[0])
+
+
+def test_scaled_dot_score_divides_the_projected_dot_by_sqrt_d(batch) -> None:
+    dot, scaled = tiny_model(score="dot"), tiny_model(score="scaled_dot", seed=1)
+    scaled.load_state_dict(dot.state_dict())
+    enc = dot.encode(*batch[:2])
+    query = torch.randn(3, 4, 6)  # (B, Tq, D)
+    raw = dot.decoder.attention.score(query, enc.keys)
+    torch.testing.assert_close(scaled.decoder.attention.score(query, enc.keys), raw / 6**0.5)
 
 
 def test_index_select_expands_encoder_output_for_beams(batch) -> None:

@@ -77,7 +77,7 @@ class EncoderOutput(NamedTuple):
 
     Attributes:
         states: encoder annotations, the attention values ``(B, S, Dv)``, float.
-        keys: attention keys ``(B, S, Dk)``: ``states``, or for the dot score
+        keys: attention keys ``(B, S, Dk)``: ``states``, or for the (scaled) dot score
             ``states`` projected once to the decoder width ``D``.
         prepared_keys: ``score.prepare_keys(keys)`` (e.g. ``U_a h_j`` of
             Bahdanau et al. 2015, A.1.2), ``(B, S, *)``.
@@ -123,13 +123,15 @@ class AttentionDecoder(nn.Module):
     one ``D``-slice per decoder layer; an LSTM's initial cell comes the same way
     from the final encoder cells through its own Linear.
 
-    Dot score: it needs ``Dk == D``, so when ``Dv != D`` (always here, since the
-    bidirectional encoder gives ``Dv = 2D``) the encoder states are projected
-    once per sentence, ``k_j = W_k h_j`` (no bias), and the values stay the
-    unprojected ``h_j``. The score is then ``s^T W_k h_j``, the same function
-    as Luong's general score (a test checks they agree with copied weights);
-    Luong's parameter-free dot presumes equal widths. The other scores take
-    ``Dv``-wide keys directly.
+    Dot and scaled dot scores: they need ``Dk == D``, so when ``Dv != D``
+    (always here, since the bidirectional encoder gives ``Dv = 2D``) the
+    encoder states are projected once per sentence, ``k_j = W_k h_j`` (no
+    bias), and the values stay the unprojected ``h_j``. The dot score is then
+    ``s^T W_k h_j``, the same function as Luong's general score (a test checks
+    they agree with copied weights); Luong's parameter-free dot presumes equal
+    widths. ``scaled_dot`` divides that by ``sqrt(D)`` (Vaswani et al. 2017,
+    eq. 1), which keeps the softmax from saturating early in training. The
+    other scores take ``Dv``-wide keys directly.
 
     Tied output embeddings: the logits use the target embedding matrix,
     ``W_s = E`` (Press & Wolf 2017), so ``Do = E``. No weight is shared between
@@ -145,7 +147,7 @@ class AttentionDecoder(nn.Module):
         num_layers: L.
         rnn: ``"gru"`` or ``"lstm"``.
         dropout: on embeddings, output vectors, and between stacked layers.
-        score: ``"dot"``, ``"general"``, ``"concat"`` or ``"additive"``.
+        score: ``"dot"``, ``"scaled_dot"``, ``"general"``, ``"concat"`` or ``"additive"``.
         attention_hidden: A for concat/additive (defaults to D).
         query_timing: ``"previous"`` (Bahdanau) or ``"current"`` (Luong).
         input_feeding: feed ``h~_{t-1}`` into the RNN (current timing only).
@@ -179,7 +181,7 @@ class AttentionDecoder(nn.Module):
 
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
         self.dropout = nn.Dropout(dropout)
-        needs_key_proj = score == "dot" and memory_size != hidden_size
+        needs_key_proj = score in ("dot", "scaled_dot") and memory_size != hidden_size
         self.key_proj = nn.Linear(memory_size, hidden_size, bias=False) if needs_key_proj else None
         key_size = hidden_size if needs_key_proj else memory_size
         self.attention = Attention(make_score(score, hidden_size, key_size, attention_hidden))

@@ -2,7 +2,7 @@
 
 Bahdanau, Cho & Bengio 2015 (query timing ``"previous"``) and Luong, Pham &
 Manning 2015 (query timing ``"current"``, with or without input feeding), with
-any of the dot / general / concat / additive scores. See
+any of the dot / scaled dot / general / concat / additive scores. See
 :mod:`attnkit.nmt.encoder` and :mod:`attnkit.nmt.decoder` for the equations.
 
 Notation: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` target
@@ -35,7 +35,7 @@ class ModelConfig(BaseModel):
         decoder_layers: stacked decoder layers; the query is the top layer.
         rnn: ``"gru"`` or ``"lstm"``, for both encoder and decoder.
         dropout: in [0, 1): embeddings, output vectors, between stacked layers.
-        score: alignment score, ``dot | general | concat | additive``.
+        score: alignment score, ``dot | scaled_dot | general | concat | additive``.
         attention_hidden: A, the hidden width of concat/additive (default D);
             an error for the other scores, which have no such layer.
         query_timing: ``"previous"`` (Bahdanau: attend with ``s_{t-1}`` and
@@ -55,7 +55,7 @@ class ModelConfig(BaseModel):
     decoder_layers: PositiveInt = 1
     rnn: Literal["gru", "lstm"] = "gru"
     dropout: float = Field(0.2, ge=0.0, lt=1.0)
-    score: Literal["dot", "general", "concat", "additive"] = "additive"
+    score: Literal["dot", "scaled_dot", "general", "concat", "additive"] = "additive"
     attention_hidden: PositiveInt | None = None
     query_timing: Literal["previous", "current"] = "previous"
     input_feeding: bool = False
