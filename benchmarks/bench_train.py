@@ -19,7 +19,11 @@ checks that both reach a similar loss after the same number of steps.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,9 +82,9 @@ def _stream(examples: Examples, batch_lists: Callable[[], list[list[int]]]):
     return next_batch
 
 
-def bucketed(examples: Examples, seed: int):
+def bucketed(examples: Examples, seed: int, batch_size: int = BATCH):
     generator = torch.Generator().manual_seed(seed)
-    return _stream(examples, lambda: bucket_batches(examples, BATCH, generator=generator))
+    return _stream(examples, lambda: bucket_batches(examples, batch_size, generator=generator))
 
 
 def random_order(examples: Examples, seed: int):
@@ -102,7 +106,7 @@ def _optimise(model: torch.nn.Module, loss_of: Callable[[Batch], torch.Tensor]):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
     return step
 
@@ -118,7 +122,9 @@ def attnkit_model(kind: str, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     return Seq2Seq(config, src_vocab, tgt_vocab)
 
 
-def attnkit_trainer(kind: str, examples: Examples, vocab: tuple[int, int], seed: int) -> Trainer:
+def attnkit_trainer(
+    kind: str, examples: Examples, vocab: tuple[int, int], seed: int, batch_size: int = BATCH
+) -> Trainer:
     torch.manual_seed(seed)
     model = attnkit_model(kind, *vocab).train()
 
@@ -126,7 +132,8 @@ def attnkit_trainer(kind: str, examples: Examples, vocab: tuple[int, int], seed:
         logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, V)
         return _cross_entropy(logits, batch.tgt_out)
 
-    return Trainer(f"attnkit {kind}", model, _optimise(model, loss_of), bucketed(examples, seed))
+    batches = bucketed(examples, seed, batch_size)
+    return Trainer(f"attnkit {kind}", model, _optimise(model, loss_of), batches)
 
 
 def tutorial_trainer(examples: Examples, vocab: tuple[int, int], seed: int) -> Trainer:
@@ -238,6 +245,26 @@ def loss_after(steps: int, examples: Examples, vocab, table: Table) -> None:
         table.add(trainer.name, steps, statistics.mean(losses[-10:]))
 
 
+def memory(steps: int) -> Table:
+    """Peak and per-quarter resident memory of training at batch 128 (a fresh process)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_memory", str(steps)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    table = Table(
+        f"Training memory, attnkit Luong, batch {figures['batch_size']}, Multi30k "
+        f"({figures['steps']} steps, fresh process)",
+        ["RSS before training MiB", "peak RSS MiB", "max RSS per quarter of the run MiB"],
+    )
+    quarters = ", ".join(f"{q:.0f}" for q in figures["quarter_max_rss_mb"])
+    table.add(figures["rss_before_training_mb"], figures["peak_mb"], quarters)
+    return table
+
+
 def run(quick: bool) -> Result:
     torch.manual_seed(0)
     rounds, steps = (2, 2) if quick else (5, 10)
@@ -276,7 +303,8 @@ def run(quick: bool) -> Result:
 
     tutorial = rates["tutorial"]["all_tok_s"]
     return Result(
-        tables=[speed, peak, losses],
+        # one epoch at batch 128; too long for --quick
+        tables=[speed, peak, losses] + ([] if quick else [memory(227)]),
         ratios={
             "train_bahdanau_vs_tutorial": rates["attnkit bahdanau"]["all_tok_s"] / tutorial,
             "train_luong_vs_tutorial": rates["attnkit luong"]["all_tok_s"] / tutorial,
