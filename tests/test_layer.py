@@ -3,20 +3,13 @@
 import pytest
 import torch
 
-from attnkit import SCORES, Attention, ScaledDotScore, make_score, padding_mask
-
-WIDTHS = {
-    "dot": (6, 6),
-    "scaled_dot": (6, 6),
-    "general": (6, 4),
-    "concat": (6, 4),
-    "additive": (6, 4),
-}
+from attnkit import SCORES, Attention, ScaledDotScore, padding_mask
+from score_helpers import WIDTHS, build_score
 
 
 def attention(name):
     dq, dk = WIDTHS[name]
-    return Attention(make_score(name, query_dim=dq, key_dim=dk, hidden_dim=5)), dq, dk
+    return Attention(build_score(name, dq, dk)), dq, dk
 
 
 def test_worked_example_through_the_layer():

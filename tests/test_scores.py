@@ -14,6 +14,7 @@ from attnkit import (
     ScaledDotScore,
     make_score,
 )
+from score_helpers import WIDTHS, build_score
 
 B, TQ, TK = 2, 3, 4
 
@@ -43,26 +44,11 @@ def formula_of(score):
     )
 
 
-def build(name, dq, dk, dtype=torch.float32):
-    score = make_score(name, query_dim=dq, key_dim=dk, hidden_dim=5)
-    return score.to(dtype)
-
-
-# dot products need equal widths; the learned scores may mix them
-WIDTHS = {
-    "dot": (6, 6),
-    "scaled_dot": (6, 6),
-    "general": (6, 4),
-    "concat": (6, 4),
-    "additive": (6, 4),
-}
-
-
 @pytest.mark.parametrize("name", list(SCORES))
 def test_score_equals_per_pair_formula(name):
     torch.manual_seed(0)
     dq, dk = WIDTHS[name]
-    score = build(name, dq, dk)
+    score = build_score(name, dq, dk)
     query, keys = torch.randn(B, TQ, dq), torch.randn(B, TK, dk)
     with torch.no_grad():
         got = score(query, keys)
@@ -75,7 +61,7 @@ def test_score_equals_per_pair_formula(name):
 def test_prepared_keys_give_the_same_scores(name):
     torch.manual_seed(1)
     dq, dk = WIDTHS[name]
-    score = build(name, dq, dk)
+    score = build_score(name, dq, dk)
     query, keys = torch.randn(B, TQ, dq), torch.randn(B, TK, dk)
     prepared = score.prepare_keys(keys)
     # a decoder asks one step at a time with the prepared keys
@@ -88,7 +74,7 @@ def test_prepared_keys_give_the_same_scores(name):
 def test_score_gradcheck_float64(name):
     torch.manual_seed(2)
     dq, dk = (3, 3) if name in ("dot", "scaled_dot") else (3, 2)
-    score = build(name, dq, dk, dtype=torch.float64)
+    score = build_score(name, dq, dk, dtype=torch.float64)
     query = torch.randn(2, 2, dq, dtype=torch.float64, requires_grad=True)
     keys = torch.randn(2, 3, dk, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(score, (query, keys))
@@ -116,7 +102,7 @@ def test_dot_scores_reject_different_widths(name):
 
 @pytest.mark.parametrize("name", ["general", "concat", "additive"])
 def test_learned_scores_reject_widths_they_were_not_built_for(name):
-    score = build(name, 6, 4)
+    score = build_score(name, 6, 4)
     with pytest.raises(ValueError, match=r"keys has width 5 but score .* built for 4"):
         score(torch.randn(B, TQ, 6), torch.randn(B, TK, 5))
     with pytest.raises(ValueError, match=r"query has width 3"):
@@ -140,7 +126,7 @@ def test_make_score_errors():
 
 
 def test_scores_keep_nothing_per_batch_on_the_module():
-    score = build("additive", 6, 4)
+    score = build_score("additive", 6, 4)
     before = set(vars(score))
     score(torch.randn(B, TQ, 6), torch.randn(B, TK, 4))
     assert set(vars(score)) == before
