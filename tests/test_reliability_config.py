@@ -28,7 +28,8 @@ KEYS = sorted(leaf_keys())
         (
             "--model.score",
             "cosine",
-            "model.score: must be 'dot', 'general', 'concat' or 'additive', got 'cosine'",
+            "model.score: must be 'dot', 'scaled_dot', 'general', 'concat' or 'additive', "
+            "got 'cosine'",
         ),
         ("--train.lr", ".inf", "train.lr: must be a finite number, got inf"),
         ("--train.batch_size", "many", "train.batch_size: must be a valid integer"),
