@@ -5,7 +5,7 @@ size (E=128, D=256 per direction, batch 64) on the same token ids:
 
 - ``train_bahdanau_vs_tutorial``: previous-state timing + additive score (the
   tutorial's own architecture), attnkit tokens/s / tutorial tokens/s;
-- ``train_luong_vs_tutorial``: current-state timing, general score, no input
+- ``train_luong_vs_tutorial``: current-state timing, scaled dot score, no input
   feeding (whole-target RNN pass, one batched attention product);
 - ``train_fraction_of_matmul_peak``: FLOPs of attnkit's Luong training step
   (counted by ``torch.utils.flop_counter``, forward + backward) per second,
@@ -45,7 +45,7 @@ from .tutorial_seq2seq import TutorialSeq2Seq
 EMB, HIDDEN, BATCH, DROPOUT = 128, 256, 64, 0.1
 ATTNKIT_SETTINGS = {
     "bahdanau": dict(query_timing="previous", score="additive"),
-    "luong": dict(query_timing="current", score="general", input_feeding=False),
+    "luong": dict(query_timing="current", score="scaled_dot", input_feeding=False),
 }
 
 
