@@ -24,16 +24,17 @@ BATCH = 64
 LR = 0.01
 
 
-def _train(task: str, query_timing: str, seed: int = 0) -> Seq2Seq:
+def _train(
+    task: str, query_timing: str, seed: int = 0, steps: int = STEPS, **model: object
+) -> Seq2Seq:
     torch.manual_seed(seed)
-    config = ModelConfig(
-        embed_dim=32, hidden_size=64, rnn="lstm", dropout=0.3, query_timing=query_timing
-    )
+    settings = {"rnn": "lstm", "dropout": 0.3, **model}
+    config = ModelConfig(embed_dim=32, hidden_size=64, query_timing=query_timing, **settings)
     model = Seq2Seq(config, TOY_VOCAB, TOY_VOCAB).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / STEPS)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
     data = torch.Generator().manual_seed(seed)
-    for _ in range(STEPS):
+    for _ in range(steps):
         src, src_lengths, tgt_in, tgt_out = toy_batch(task, BATCH, data)
         logits, _ = model(src, src_lengths, tgt_in)
         loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
@@ -76,3 +77,20 @@ def test_toy_task_is_learned_with_diagonal_attention(task: str, query_timing: st
     beam = beam_search(model, src[:60], src_lengths[:60], beam_size=4)
     assert _exact_match(beam, golds[:60]) >= 0.95
     assert _on_diagonal(beam, lengths[:60], task) >= 0.90
+
+
+@pytest.mark.parametrize("steps", [40, 80])
+def test_beam_search_never_ends_below_greedy_on_a_half_trained_model(steps: int) -> None:
+    # Half-trained, the model offers early <eos> candidates: a beam that stopped
+    # at the first K finished hypotheses used to return them while the greedy
+    # path, a better hypothesis, was one step from finishing.
+    model = _train("reverse", "current", steps=steps, rnn="gru", score="scaled_dot")
+    src, src_lengths, _, _ = toy_batch("reverse", 200, torch.Generator().manual_seed(99))
+    greedy = greedy_decode(model, src, src_lengths)
+    beam = beam_search(model, src, src_lengths, beam_size=4, length_penalty=0.0)
+    below = [
+        i
+        for i, (b, g) in enumerate(zip(beam, greedy, strict=True))
+        if b.log_prob < g.log_prob - 1e-5
+    ]
+    assert below == []

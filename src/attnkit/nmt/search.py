@@ -11,8 +11,10 @@ paper) keeps ``K`` live hypotheses per sentence, all sentences in one batch of
 ``B*K`` rows. At each step it takes the ``2K`` best extensions of each
 sentence's beams; those ending in ``<eos>`` that rank in the top ``K`` are
 finished, and the best ``K`` others stay alive, so a sentence always has ``K``
-live beams. A sentence stops once it has ``K`` finished hypotheses or reaches
-its length limit (then its live beams are finished as they stand). Finished
+live beams. A sentence stops at its length limit (its live beams are then
+finished as they stand), or once it has ``K`` finished hypotheses and no live
+beam could still reach a better score (log-probabilities only fall as tokens
+are added; the bound uses the largest length penalty still reachable). Finished
 hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
@@ -252,8 +254,8 @@ def beam_search_n_best(
 ) -> list[list[Hypothesis]]:
     """Like :func:`beam_search`, but every finished hypothesis per sentence, best first.
 
-    Each sentence gets at most ``2K - 1`` hypotheses (usually ``K`` or more),
-    each with its own attention weights.
+    Each sentence gets at least ``K`` hypotheses (fewer only when it reached
+    its length limit first), each with its own attention weights.
     """
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
@@ -274,7 +276,7 @@ def beam_search_n_best(
             _finish_eos(beams, candidates, step, beam_size, length_penalty, finished)
             beams = _advance(beams, candidates, beam_size)
             _finish_at_limit(beams, step, limits, length_penalty, finished)
-            beams = _drop_done(beams, step, limits, beam_size, finished)
+            beams = _drop_done(beams, step, limits, length_penalty, finished)
     return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
 
 
@@ -371,7 +373,7 @@ def _finish_at_limit(
         for i, (sentence, row_scores) in enumerate(
             zip(beams.sentence.tolist(), beams.scores.tolist(), strict=True)
         )
-        if step >= limits[sentence] and len(finished[sentence]) < k
+        if step >= limits[sentence]
         for j, log_prob in enumerate(row_scores)
         if log_prob != -math.inf
     ]
@@ -379,13 +381,24 @@ def _finish_at_limit(
 
 
 def _drop_done(
-    beams: _Beams, step: int, limits: list[int], k: int, finished: list[list[Hypothesis]]
+    beams: _Beams, step: int, limits: list[int], alpha: float, finished: list[list[Hypothesis]]
 ) -> _Beams:
-    """Remove the sentences with K finished hypotheses or at their length limit."""
+    """Remove the sentences that are at their length limit or can no longer improve.
+
+    A sentence is done once it has K finished hypotheses and the best of them
+    scores at least as well as any live beam still could: live log-probabilities
+    only fall as tokens are added, so a live beam's best possible final score
+    is its log-probability over the largest length penalty it can still reach.
+    Stopping at K finished hypotheses alone would end a sentence on K early,
+    poor ``<eos>`` candidates while a far better beam is still one step short.
+    """
+    k = beams.scores.shape[1]
+    best_live = beams.scores.max(dim=1).values.tolist()  # (n,)
     keep = [
         i
         for i, sentence in enumerate(beams.sentence.tolist())
-        if len(finished[sentence]) < k and step < limits[sentence]
+        if step < limits[sentence]
+        and not _settled(finished[sentence], best_live[i], k, alpha, step, limits[sentence])
     ]
     if len(keep) == beams.sentence.numel():
         return beams
@@ -393,3 +406,14 @@ def _drop_done(
     sentences = torch.tensor(keep, dtype=torch.long, device=device)  # (n',)
     rows = (sentences[:, None] * k + torch.arange(k, device=device)).view(-1)  # (n'*K,)
     return beams.index_select(sentences, rows)
+
+
+def _settled(
+    done: list[Hypothesis], best_live: float, k: int, alpha: float, step: int, limit: int
+) -> bool:
+    """Whether no live beam of a sentence can beat its best finished hypothesis."""
+    if len(done) < k:
+        return False
+    # lp grows with length for alpha > 0 and shrinks for alpha < 0; logp <= 0
+    largest_penalty = max(length_penalty(step + 1, alpha), length_penalty(limit, alpha))
+    return max(h.score for h in done) >= best_live / largest_penalty
