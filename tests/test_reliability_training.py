@@ -14,7 +14,8 @@ import attnkit.nmt.train as train_module
 from attnkit.cli import main
 from attnkit.config import RunConfig
 from attnkit.nmt.checkpoint import load_checkpoint, load_latest, save_checkpoint
-from attnkit.nmt.train import TrainingError, _StopRequest, train
+from attnkit.nmt.interrupt import StopRequest
+from attnkit.nmt.train import TrainingError, train
 
 TINY = {
     "data": {
@@ -192,7 +193,7 @@ def test_sigterm_saves_and_stops_then_resume_matches_an_unbroken_run(reference, 
 
 def test_second_sigint_aborts_at_once(capfd):
     before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), _StopRequest() as stop:
+    with pytest.raises(KeyboardInterrupt), StopRequest() as stop:
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.requested == "SIGINT"
         os.kill(os.getpid(), signal.SIGINT)

@@ -184,6 +184,33 @@ def saturation_plot(result: Any, *, path: str | os.PathLike | None = None) -> Fi
     return _finish(fig, path)
 
 
+def learning_curve(history: Sequence[dict], *, path: str | os.PathLike | None = None) -> Figure:
+    """Draw a training run: train and validation loss per step, validation BLEU on a second axis.
+
+    Args:
+        history: validation records with keys ``step``, ``train_loss``,
+            ``valid_loss`` and ``valid_bleu`` (the rows of a run's ``metrics.jsonl``).
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure.
+    """
+    steps = [h["step"] for h in history]
+    fig = _figure((6.0, 4.0))
+    ax = fig.add_subplot()
+    ax.plot(steps, [h["train_loss"] for h in history], "o-", label="train loss (smoothed)")
+    ax.plot(steps, [h["valid_loss"] for h in history], "s-", label="valid loss")
+    ax.set_xlabel("step", fontsize=FONT_SIZE)
+    ax.set_ylabel("cross-entropy per token", fontsize=FONT_SIZE)
+    right = ax.twinx()
+    right.plot(steps, [h["valid_bleu"] for h in history], "^-", color="tab:green", label="BLEU")
+    right.set_ylabel("valid BLEU (greedy)", fontsize=FONT_SIZE)
+    handles, labels = ax.get_legend_handles_labels()
+    more_handles, more_labels = right.get_legend_handles_labels()
+    ax.legend(handles + more_handles, labels + more_labels, loc="center right")
+    return _finish(fig, path)
+
+
 def read_weights(
     path: str | os.PathLike,
 ) -> tuple[list[list[float]], list[str] | None, list[str] | None]:

@@ -27,12 +27,9 @@ row raise :class:`TrainingError`, keeping the last good checkpoint.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -43,6 +40,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..config import RunConfig
+from ..plot import learning_curve
 from .batching import Batch, Examples, bucket_batches, encode_examples, make_batch, sorted_batches
 from .checkpoint import (
     Checkpoint,
@@ -52,6 +50,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .corpus import load_split
+from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
 from .model import Seq2Seq
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
@@ -228,32 +227,6 @@ def validate(model, examples: Examples, references, tgt_tok, config: RunConfig, 
     return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}
 
 
-def plot_learning_curve(history: list[dict], path: Path) -> None:
-    """Training/validation loss against steps, and validation BLEU on a second axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [h["step"] for h in history]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(steps, [h["train_loss"] for h in history], "o-", label="train loss (smoothed)")
-    ax.plot(steps, [h["valid_loss"] for h in history], "s-", label="valid loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy per token")
-    right = ax.twinx()
-    right.plot(steps, [h["valid_bleu"] for h in history], "^-", color="tab:green", label="BLEU")
-    right.set_ylabel("valid BLEU (greedy)")
-    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    labels = ax.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
-    ax.legend(lines, labels, loc="center right")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 def _read_history(path: Path, up_to_step: float) -> list[dict]:
     """Rows of ``metrics.jsonl`` up to a step; a torn last line (a crash mid-write) is dropped."""
     if not path.is_file():
@@ -273,40 +246,6 @@ def _write_history(path: Path, rows: list[dict]) -> None:
     atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8"))
 
 
-class _StopRequest:
-    """SIGINT/SIGTERM set a flag the loop checks between steps; a second SIGINT aborts.
-
-    Only the main thread may install signal handlers; elsewhere this does nothing.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.requested, self.previous = "", {}
-
-    def __enter__(self) -> _StopRequest:
-        for sig in self.SIGNALS:
-            try:
-                self.previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                break
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum: int, frame) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = signal.Signals(signum).name
-        note = f"\n{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)\n"
-        # os.write, not print: printing here while the interrupted code prints raises
-        # "reentrant call" on the buffered stream.
-        with contextlib.suppress(OSError):
-            os.write(2, note.encode())
-
-
 class _Trainer:
     """State and steps of one training run (kept small: :func:`train` is the entry point)."""
 
@@ -318,7 +257,7 @@ class _Trainer:
         self.started = time.monotonic()
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.epoch_state = self.generator.get_state()
-        self.stop = _StopRequest()
+        self.stop = StopRequest()
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
@@ -410,7 +349,7 @@ class _Trainer:
         if improved:
             self.save("best")
         self.save("last")
-        plot_learning_curve(self.history, self.run_dir / "learning_curve.png")
+        learning_curve(self.history, path=self.run_dir / "learning_curve.png")
         self.echo(
             f"epoch {p.epoch} step {p.step}: train loss {train_loss:.3f}, valid loss "
             f"{scores['valid_loss']:.3f}, ppl {scores['valid_ppl']:.2f}, BLEU "

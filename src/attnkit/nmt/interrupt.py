@@ -1,0 +1,43 @@
+"""Stopping training cleanly: SIGINT/SIGTERM become a request the loop honours between steps."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+__all__ = ["StopRequest"]
+
+
+class StopRequest:
+    """SIGINT/SIGTERM set a flag the loop checks between steps; a second SIGINT aborts.
+
+    Only the main thread may install signal handlers; elsewhere this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested, self.previous = "", {}
+
+    def __enter__(self) -> StopRequest:
+        for sig in self.SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                break
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+        note = f"\n{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)\n"
+        # os.write, not print: printing here while the interrupted code prints raises
+        # "reentrant call" on the buffered stream.
+        with contextlib.suppress(OSError):
+            os.write(2, note.encode())
