@@ -1,4 +1,4 @@
-"""Translator training: attnkit's Seq2Seq against the tutorial-style trainer.
+"""Translator training: attnkit's RNNTranslator against the tutorial-style trainer.
 
 Measured in one process, alternating rounds of training steps, at equal model
 size (E=128, D=256 per direction, batch 64) on the same token ids:
@@ -34,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attnkit.nmt.batching import Batch, Examples, bucket_batches, encode_examples, make_batch
 from attnkit.nmt.corpus import bundled_multi30k
-from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.tokenizer import train_tokenizers
 from attnkit.nmt.toy import toy_corpus
 from attnkit.nmt.vocab_ids import PAD
@@ -115,11 +115,9 @@ def _cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD)
 
 
-def attnkit_model(kind: str, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    config = ModelConfig(
-        embed_dim=EMB, hidden_size=HIDDEN, dropout=DROPOUT, **ATTNKIT_SETTINGS[kind]
-    )
-    return Seq2Seq(config, src_vocab, tgt_vocab)
+def attnkit_model(kind: str, src_vocab: int, tgt_vocab: int) -> RNNTranslator:
+    config = RNNConfig(embed_dim=EMB, hidden_size=HIDDEN, dropout=DROPOUT, **ATTNKIT_SETTINGS[kind])
+    return RNNTranslator(config, src_vocab, tgt_vocab)
 
 
 def attnkit_trainer(
@@ -183,7 +181,7 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def training_flops(model: Seq2Seq, batch: Batch) -> int:
+def training_flops(model: RNNTranslator, batch: Batch) -> int:
     """FLOPs of one forward + backward pass on ``batch`` (matmuls, RNN gates included)."""
     with FlopCounterMode(display=False) as counter:
         logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)

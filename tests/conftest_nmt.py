@@ -9,18 +9,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.vocab_ids import BOS, EOS, NUM_SPECIAL, PAD
 
 TOY_VOCAB = 12  # 4 special tokens + 8 symbols
 
 
-def tiny_model(vocab: int = TOY_VOCAB, seed: int = 0, **overrides: object) -> Seq2Seq:
+def tiny_model(vocab: int = TOY_VOCAB, seed: int = 0, **overrides: object) -> RNNTranslator:
     """A small model in eval mode (dropout off), seeded."""
     torch.manual_seed(seed)
     fields = {"embed_dim": 8, "hidden_size": 6, "dropout": 0.0}
     fields.update(overrides)
-    return Seq2Seq(ModelConfig(**fields), vocab, vocab + 1).eval()
+    return RNNTranslator(RNNConfig(**fields), vocab, vocab + 1).eval()
 
 
 def pad(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:

@@ -67,12 +67,11 @@ def test_bucketing_cuts_padding_compared_with_random_batches():
     assert padding(epoch(examples, seed=0)) < 0.8 * padding(random_batches)
 
 
-def test_make_batch_layout_and_mask():
+def test_make_batch_layout():
     examples = Examples([[10, 11, 12], [13]], [[20], [21, 22]])
     batch = make_batch(examples, [0, 1])
     assert batch.src.tolist() == [[10, 11, 12, EOS], [13, EOS, PAD, PAD]]
     assert batch.src_lengths.tolist() == [4, 2]
-    assert batch.src_mask.tolist() == [[True] * 4, [True, True, False, False]]
     assert batch.tgt_in.tolist() == [[BOS, 20, PAD], [BOS, 21, 22]]
     assert batch.tgt_out.tolist() == [[20, EOS, PAD], [21, 22, EOS]]
     assert batch.indices.tolist() == [0, 1]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnkit.config import RunConfig, apply_overrides, leaf_keys
+from attnkit.nmt.config import RunConfig, apply_overrides, leaf_keys
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TOY = {"data": {"toy": {"task": "reverse"}}}

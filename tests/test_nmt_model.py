@@ -1,4 +1,4 @@
-"""Seq2Seq: config validation, packing, teacher-forced == step-by-step, gradients, errors."""
+"""RNNTranslator: config validation, packing, teacher-forced == step-by-step, gradients, errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
-from attnkit.nmt.encoder import RNNEncoder
-from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.rnn.encoder import RNNEncoder
+from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.vocab_ids import BOS, EOS
 from conftest_nmt import TOY_VOCAB, pad, tiny_model
 
@@ -30,10 +30,10 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 def test_config_defaults_and_unknown_key() -> None:
-    config = ModelConfig()
+    config = RNNConfig()
     assert (config.query_timing, config.score, config.rnn) == ("previous", "additive", "gru")
     with pytest.raises(ValidationError, match="hiden_size"):
-        ModelConfig(hiden_size=3)
+        RNNConfig(hiden_size=3)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_config_defaults_and_unknown_key() -> None:
 )
 def test_config_rejects_bad_values(fields: dict, needle: str) -> None:
     with pytest.raises(ValidationError, match=needle):
-        ModelConfig(**fields)
+        RNNConfig(**fields)
 
 
 # ---------------------------------------------------------------- encoder
@@ -95,7 +95,7 @@ def test_teacher_forced_pass_equals_step_by_step_decoding(rnn, timing, score, ba
     assert logits.shape == (3, 6, TOY_VOCAB + 1) and weights.shape == (3, 6, 5)
 
     enc = model.encode(src, src_lengths)
-    state, step_logits, step_weights = enc.initial_state, [], []
+    state, step_logits, step_weights = model.initial_state(enc), [], []
     for t in range(tgt_in.shape[1]):
         out, w, state = model.step(tgt_in[:, t], state, enc)
         step_logits.append(out)
@@ -156,8 +156,8 @@ def test_index_select_expands_encoder_output_for_beams(batch) -> None:
     enc = model.encode(src, src_lengths)
     index = torch.tensor([2, 2, 0])
     picked = enc.index_select(index)
-    logits, weights, _ = model.step(tgt_in[index, 0], picked.initial_state, picked)
-    full_logits, full_weights, _ = model.step(tgt_in[:, 0], enc.initial_state, enc)
+    logits, weights, _ = model.step(tgt_in[index, 0], model.initial_state(picked), picked)
+    full_logits, full_weights, _ = model.step(tgt_in[:, 0], model.initial_state(enc), enc)
     torch.testing.assert_close(logits, full_logits[index])
     torch.testing.assert_close(weights, full_weights[index])
 
@@ -238,11 +238,11 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(batch) -> None:
         model(src, src_lengths, tgt_in, teacher_forcing=1.5)
     enc = model.encode(src, src_lengths)
     with pytest.raises(ValueError, match="prev_tokens"):
-        model.step(tgt_in[:2, 0], enc.initial_state, enc)
+        model.step(tgt_in[:2, 0], model.initial_state(enc), enc)
     with pytest.raises(ValueError, match="state has B=2"):
-        model.step(tgt_in[:, 0], enc.initial_state.index_select(torch.tensor([0, 1])), enc)
+        model.step(tgt_in[:, 0], model.initial_state(enc).index_select(torch.tensor([0, 1])), enc)
 
 
 def test_vocabulary_too_small_is_rejected() -> None:
     with pytest.raises(ValueError, match="tgt_vocab_size"):
-        Seq2Seq(ModelConfig(), 10, 4)
+        RNNTranslator(RNNConfig(), 10, 4)

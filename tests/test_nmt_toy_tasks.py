@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from attnkit.nmt.model import ModelConfig, Seq2Seq
+from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.search import Hypothesis, beam_search, greedy_decode
 from attnkit.nmt.vocab_ids import PAD
 from conftest_nmt import TOY_VOCAB, toy_batch
@@ -26,11 +26,11 @@ LR = 0.01
 
 def _train(
     task: str, query_timing: str, seed: int = 0, steps: int = STEPS, **model: object
-) -> Seq2Seq:
+) -> RNNTranslator:
     torch.manual_seed(seed)
     settings = {"rnn": "lstm", "dropout": 0.3, **model}
-    config = ModelConfig(embed_dim=32, hidden_size=64, query_timing=query_timing, **settings)
-    model = Seq2Seq(config, TOY_VOCAB, TOY_VOCAB).train()
+    config = RNNConfig(embed_dim=32, hidden_size=64, query_timing=query_timing, **settings)
+    model = RNNTranslator(config, TOY_VOCAB, TOY_VOCAB).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
     data = torch.Generator().manual_seed(seed)

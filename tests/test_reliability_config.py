@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnkit.cli import main
-from attnkit.config import RunConfig, leaf_keys
+from attnkit.nmt.config import RunConfig, leaf_keys
 
 REVERSE = str(Path(__file__).resolve().parents[1] / "configs" / "reverse.yaml")
 BASE = {"data": {"toy": {"task": "copy", "train_size": 10}}, "tokenizer": {"kind": "word"}}

@@ -12,8 +12,8 @@ import torch
 
 import attnkit.nmt.train as train_module
 from attnkit.cli import main
-from attnkit.config import RunConfig
 from attnkit.nmt.checkpoint import load_checkpoint, load_latest, save_checkpoint
+from attnkit.nmt.config import RunConfig
 from attnkit.nmt.interrupt import StopRequest
 from attnkit.nmt.train import TrainingError, train
 

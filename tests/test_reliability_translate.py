@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit.cli import main
-from attnkit.config import RunConfig
 from attnkit.nmt.checkpoint import save_checkpoint
-from attnkit.nmt.model import Seq2Seq
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.rnn import RNNTranslator
 from attnkit.nmt.tokenizer import SentencePieceTokenizer, WordTokenizer, save_tokenizers
 from attnkit.nmt.translate import load_run, split_input, translate_lines
 
@@ -41,7 +41,7 @@ def make_run(folder, tokenizer, **sections):
         raw.setdefault(section, {}).update(values)
     config = RunConfig.from_dict(raw)
     torch.manual_seed(0)
-    model = Seq2Seq(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
+    model = RNNTranslator(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
     (folder / "config.yaml").write_text(config.to_yaml())
     save_tokenizers(folder, tokenizer, tokenizer)
     save_checkpoint(folder, "best", model.state_dict(), {})

@@ -5,13 +5,14 @@ import json
 import pytest
 import torch
 
-from attnkit.config import RunConfig
 from attnkit.nmt.batching import Examples
 from attnkit.nmt.checkpoint import load_checkpoint, save_checkpoint
-from attnkit.nmt.model import Seq2Seq
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.rnn import RNNTranslator
+from attnkit.nmt.search import decode_examples
 from attnkit.nmt.tokenizer import WordTokenizer, save_tokenizers
 from attnkit.nmt.train import train
-from attnkit.nmt.translate import decode_examples, load_run, translate_lines
+from attnkit.nmt.translate import load_run, translate_lines
 
 TINY = {
     "data": {
@@ -137,7 +138,7 @@ def test_saved_model_translates_exactly_like_the_original(tmp_path):
     cfg = config()
     tok = WordTokenizer.train(["s0 s1 s2 s3 s4 s5"])
     torch.manual_seed(0)
-    model = Seq2Seq(cfg.model, tok.vocab_size, tok.vocab_size).eval()
+    model = RNNTranslator(cfg.model, tok.vocab_size, tok.vocab_size).eval()
     (tmp_path / "config.yaml").write_text(cfg.to_yaml())
     save_tokenizers(tmp_path, tok, tok)
     save_checkpoint(tmp_path, "best", model.state_dict(), {})

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
-    from ..config import leaf_keys
+    from ..nmt.config import leaf_keys
 
     p = subparsers.add_parser(
         "train",
@@ -125,7 +125,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 def _config_and_folder(args: argparse.Namespace):
     """The config to train and the run folder: from CONFIG (+ --out), or from a RUN_DIR."""
-    from ..config import RunConfig
+    from ..nmt.config import RunConfig
 
     if args.config is None:
         if not (args.resume and args.out):

@@ -1,11 +1,26 @@
-"""The RNN encoder-decoder translator with attention (Bahdanau et al. 2015; Luong et al. 2015).
+"""The translator: architectures behind one interface, and the pipeline around them.
 
-Submodules: ``vocab_ids`` (special token ids), ``encoder``, ``decoder``, ``model``
-(``Seq2Seq``, ``ModelConfig``), ``search`` (greedy and beam search), and the
-pipeline modules (corpus, tokenizer, batching, training, checkpoints).
+``model`` (the :class:`Translator` interface every architecture implements),
+``rnn`` (the RNN encoder-decoder with attention), ``architectures`` (the one
+place that builds a translator from ``model.arch``), ``search`` (greedy and
+beam search, batch decoding), and the pipeline modules: ``config``, ``corpus``,
+``tokenizer``, ``batching``, ``train``, ``checkpoint``, ``translate``,
+``metrics``.
 """
 
-from .model import EncoderOutput, ModelConfig, Seq2Seq
-from .search import Hypothesis, beam_search, greedy_decode
+from .architectures import ModelConfig, build_translator
+from .model import Translator
+from .rnn import RNNConfig, RNNTranslator
+from .search import Hypothesis, beam_search, decode_examples, greedy_decode
 
-__all__ = ["EncoderOutput", "Hypothesis", "ModelConfig", "Seq2Seq", "beam_search", "greedy_decode"]
+__all__ = [
+    "Hypothesis",
+    "ModelConfig",
+    "RNNConfig",
+    "RNNTranslator",
+    "Translator",
+    "beam_search",
+    "build_translator",
+    "decode_examples",
+    "greedy_decode",
+]

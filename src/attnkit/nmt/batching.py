@@ -3,8 +3,8 @@
 An example is a source id list and a target id list (no specials). A batch
 holds ``src = [x1..xn EOS]`` padded with PAD, ``tgt_in = [BOS y1..ym]`` and
 ``tgt_out = [y1..ym EOS]`` (teacher forcing: the decoder reads ``tgt_in`` and
-is trained to predict ``tgt_out``), plus the source mask from
-:func:`attnkit.attention.padding_mask` (True = real token, may be attended).
+is trained to predict ``tgt_out``). The source padding mask is built once, by
+the translator's ``encode``, from ``src_lengths``.
 
 Bucketing (as in Sennrich et al. 2017's Nematus / torchtext's BucketIterator):
 shuffle all examples, cut the shuffled list into pools of ``pool_batches``
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..attention import padding_mask
 from .vocab_ids import BOS, EOS, PAD
 
 __all__ = ["Batch", "Examples", "bucket_batches", "encode_examples", "make_batch", "sorted_batches"]
@@ -45,7 +44,6 @@ class Batch:
     Attributes:
         src: source ids ``[x.. EOS]`` padded with PAD, (B, S), long.
         src_lengths: real source lengths including EOS, (B,), long.
-        src_mask: True at real source positions, (B, S), bool.
         tgt_in: decoder input ``[BOS y..]``, (B, T), long; None without targets.
         tgt_out: decoder target ``[y.. EOS]``, (B, T), long; None without targets.
         indices: each row's position in the :class:`Examples`, (B,), long.
@@ -53,7 +51,6 @@ class Batch:
 
     src: Tensor
     src_lengths: Tensor
-    src_mask: Tensor
     tgt_in: Tensor | None
     tgt_out: Tensor | None
     indices: Tensor
@@ -86,8 +83,7 @@ def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
     if examples.tgt is not None:
         tgt_in = _pad([[BOS, *examples.tgt[i]] for i in indices])  # (B, T)
         tgt_out = _pad([[*examples.tgt[i], EOS] for i in indices])  # (B, T)
-    mask = padding_mask(src_lengths, src.shape[1])  # (B, S)
-    return Batch(src, src_lengths, mask, tgt_in, tgt_out, torch.as_tensor(list(indices)))
+    return Batch(src, src_lengths, tgt_in, tgt_out, torch.as_tensor(list(indices)))
 
 
 def _length_key(examples: Examples):

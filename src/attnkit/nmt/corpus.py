@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .config import DataConfig, SplitFiles
+
 __all__ = [
     "MULTI30K_SPLITS",
     "ParallelCorpus",
@@ -171,14 +173,14 @@ def bundled_multi30k(split: str, src_lang: str = "de", tgt_lang: str = "en") -> 
     return read_parallel(multi30k_path(split, src_lang), multi30k_path(split, tgt_lang))
 
 
-def _read_split_files(files) -> ParallelCorpus:
+def _read_split_files(files: SplitFiles) -> ParallelCorpus:
     if files.tsv is not None:
         return read_tsv(files.tsv, files.src_column, files.tgt_column)
     return read_parallel(files.src, files.tgt)
 
 
-def load_split(data, split: str) -> ParallelCorpus:
-    """The ``split`` ('train', 'valid' or 'test') described by a :class:`attnkit.config.DataConfig`.
+def load_split(data: DataConfig, split: str) -> ParallelCorpus:
+    """The ``split`` ('train', 'valid' or 'test') of the corpus that ``data`` describes.
 
     Raises:
         ValueError: the config has no such split (user corpora without ``test``).

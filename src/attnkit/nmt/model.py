@@ -1,87 +1,86 @@
-"""``Seq2Seq``: the RNN encoder-decoder with attention, and its validated config.
+"""The translator interface that every architecture implements, and its input checks.
 
-Bahdanau, Cho & Bengio 2015 (query timing ``"previous"``) and Luong, Pham &
-Manning 2015 (query timing ``"current"``, with or without input feeding), with
-any of the dot / scaled dot / general / concat / additive scores. See
-:mod:`attnkit.nmt.encoder` and :mod:`attnkit.nmt.decoder` for the equations.
+Search, training, translation, alignment and the explorer talk to a
+:class:`Translator`, never to one architecture's classes. Decoding is split
+into work done once per source sentence and work done once per output step:
 
-Notation: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` target
-vocabulary size, ``D`` hidden size.
+* ``memory = model.encode(src, src_lengths)`` runs the encoder and every
+  per-source precomputation (padding mask, projected attention keys, the
+  cross-attention keys/values of each layer) once. The result is a
+  :class:`SourceMemory`.
+* ``state = model.initial_state(memory)`` is the decoder state before the
+  first output token (a :class:`DecoderState`).
+* ``logits, weights, state = model.step(prev_tokens, state, memory)`` emits
+  one output step: unnormalised scores over the target vocabulary and the
+  attention weights over the source.
+* ``logits, weights = model(src, src_lengths, tgt_in)`` is the teacher-forced
+  pass used for training; it equals running :meth:`Translator.step` over
+  ``tgt_in`` one token at a time.
+
+Beam search reorders the two parts separately: the decoder state after every
+step (``state.index_select(rows)``), the memory only when sentences are
+expanded to beams or leave the batch, so per-source tensors are never copied
+once per step.
+
+Notation: ``B`` batch (or ``N`` beam rows), ``S`` source length, ``T``
+target length, ``V`` target vocabulary size.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from abc import ABC, abstractmethod
+from typing import Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from torch import Tensor, nn
 
-from .decoder import AttentionDecoder, DecoderState, EncoderOutput
-from .encoder import RNNEncoder, check_source, describe_tensor
 from .vocab_ids import NUM_SPECIAL
 
-__all__ = ["DecoderState", "EncoderOutput", "ModelConfig", "Seq2Seq"]
+__all__ = [
+    "DecoderState",
+    "SourceMemory",
+    "Translator",
+    "check_ids",
+    "check_source",
+    "describe_tensor",
+]
+
+_Self = TypeVar("_Self")
 
 
-class ModelConfig(BaseModel):
-    """Architecture of a :class:`Seq2Seq` translator. Unknown keys are errors.
+class SourceMemory(Protocol):
+    """What the decoder reads from a source batch, computed once per sentence.
+
+    Every architecture's memory carries at least these fields.
 
     Attributes:
-        embed_dim: E, source and target embedding size.
-        hidden_size: D, the decoder's hidden size and the encoder's size per
-            direction (the encoder states are ``2D`` wide, as in Bahdanau et
-            al. 2015, A.2.1-A.2.2).
-        encoder_layers: stacked bidirectional encoder layers.
-        decoder_layers: stacked decoder layers; the query is the top layer.
-        rnn: ``"gru"`` or ``"lstm"``, for both encoder and decoder.
-        dropout: in [0, 1): embeddings, output vectors, between stacked layers.
-        score: alignment score, ``dot | scaled_dot | general | concat | additive``.
-        attention_hidden: A, the hidden width of concat/additive (default D);
-            an error for the other scores, which have no such layer.
-        query_timing: ``"previous"`` (Bahdanau: attend with ``s_{t-1}`` and
-            feed ``c_t`` into the RNN) or ``"current"`` (Luong: attend with
-            ``h_t`` after the RNN step, ``h~_t = tanh(W_c [c_t; h_t])``).
-        input_feeding: feed ``h~_{t-1}`` into the next RNN step (Luong et al.
-            2015, sec. 3.3); requires ``query_timing="current"``.
-        tie_output_embeddings: use the target embedding matrix as the output
-            layer (the output vector is then E wide).
+        mask: ``(B, S)`` bool, True at real source tokens (may be attended).
+        lengths: real source lengths ``(B,)``, long.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    mask: Tensor
+    lengths: Tensor
 
-    embed_dim: PositiveInt = 256
-    hidden_size: PositiveInt = 512
-    encoder_layers: PositiveInt = 1
-    decoder_layers: PositiveInt = 1
-    rnn: Literal["gru", "lstm"] = "gru"
-    dropout: float = Field(0.2, ge=0.0, lt=1.0)
-    score: Literal["dot", "scaled_dot", "general", "concat", "additive"] = "additive"
-    attention_hidden: PositiveInt | None = None
-    query_timing: Literal["previous", "current"] = "previous"
-    input_feeding: bool = False
-    tie_output_embeddings: bool = False
-
-    @model_validator(mode="after")
-    def _check_combinations(self) -> ModelConfig:
-        if self.input_feeding and self.query_timing != "current":
-            raise ValueError(
-                "input_feeding=True needs query_timing='current' (Luong et al. 2015, "
-                "sec. 3.3); with query_timing='previous' the context is already fed "
-                "into the RNN"
-            )
-        if self.attention_hidden is not None and self.score not in ("concat", "additive"):
-            raise ValueError(
-                f"attention_hidden is only used by the concat and additive scores, "
-                f"got score={self.score!r} with attention_hidden={self.attention_hidden}"
-            )
-        return self
+    def index_select(self: _Self, index: Tensor) -> _Self:
+        """Pick, repeat or reorder sentences: ``index`` ``(B',)`` long -> batch ``B'``."""
+        ...
 
 
-class Seq2Seq(nn.Module):
-    """Encoder-decoder translator with attention.
+class DecoderState(Protocol):
+    """What one decoder step hands to the next (recurrent state, KV caches)."""
+
+    def index_select(self: _Self, index: Tensor) -> _Self:
+        """Pick, repeat or reorder rows: ``index`` ``(B',)`` long -> batch ``B'``."""
+        ...
+
+
+class Translator(nn.Module, ABC):
+    """An encoder-decoder translator with attention (see the module docstring).
+
+    Subclasses implement the architecture in :meth:`_encode`, :meth:`_step`
+    and :meth:`_teacher_forced`; the public methods here check their inputs
+    first, so every architecture rejects bad input with the same messages.
 
     Args:
-        config: the architecture.
         src_vocab_size: source vocabulary size, including the special tokens.
         tgt_vocab_size: V, target vocabulary size, including the special tokens.
 
@@ -89,7 +88,7 @@ class Seq2Seq(nn.Module):
         ValueError: a vocabulary smaller than the special tokens plus one symbol.
     """
 
-    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
         for arg, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
             if not isinstance(size, int) or size <= NUM_SPECIAL:
@@ -97,50 +96,61 @@ class Seq2Seq(nn.Module):
                     f"{arg} must be an int > {NUM_SPECIAL} (the special tokens plus at "
                     f"least one symbol), got {size!r}"
                 )
-        self.config = config
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size
-        self.encoder = RNNEncoder(
-            src_vocab_size,
-            config.embed_dim,
-            config.hidden_size,
-            num_layers=config.encoder_layers,
-            rnn=config.rnn,
-            dropout=config.dropout,
-        )
-        self.decoder = AttentionDecoder(
-            tgt_vocab_size,
-            config.embed_dim,
-            config.hidden_size,
-            self.encoder.output_size,
-            num_layers=config.decoder_layers,
-            rnn=config.rnn,
-            dropout=config.dropout,
-            score=config.score,
-            attention_hidden=config.attention_hidden,
-            query_timing=config.query_timing,
-            input_feeding=config.input_feeding,
-            tie_output_embeddings=config.tie_output_embeddings,
-        )
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
-        """Encode a source batch and do the decoder's per-source work once.
+    # ------------------------------------------------------------ public API
+    def encode(self, src: Tensor, src_lengths: Tensor) -> SourceMemory:
+        """Encode a source batch and do all per-source work once.
 
         Args:
             src: ``(B, S)`` long, padded with PAD.
             src_lengths: ``(B,)`` integer, each in ``[1, S]``, any order.
 
         Returns:
-            :class:`EncoderOutput`: states ``(B, S, 2D)``, keys, prepared keys,
-            mask ``(B, S)`` (True = real token), lengths, initial decoder state.
+            the architecture's :class:`SourceMemory` for batch ``B``.
 
         Raises:
             ValueError: bad shapes or dtypes, lengths outside ``[1, S]``, or token
                 ids outside the source vocabulary.
         """
         check_source(src, src_lengths)
-        _check_ids("src", src, self.src_vocab_size)
-        return self.decoder.prepare(self.encoder(src, src_lengths), src_lengths)
+        check_ids("src", src, self.src_vocab_size)
+        return self._encode(src, src_lengths)
+
+    @abstractmethod
+    def initial_state(self, memory: SourceMemory) -> DecoderState:
+        """The decoder state before the first output token, for ``memory``'s batch."""
+
+    def step(
+        self, prev_tokens: Tensor, state: DecoderState, memory: SourceMemory
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        """One output step (greedy and beam search).
+
+        Args:
+            prev_tokens: ``y_{t-1}`` ``(B,)`` long; BOS at the first step.
+            state: :meth:`initial_state` at the first step, then the returned state.
+            memory: from :meth:`encode` (possibly reordered with ``index_select``).
+
+        Returns:
+            ``(logits (B, V), weights (B, S), new_state)``: unnormalised scores
+            (apply ``log_softmax`` for log-probabilities) and the attention
+            weights over the source (the architecture's alignment view).
+
+        Raises:
+            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of ``memory``.
+        """
+        batch = memory.lengths.shape[0]
+        if (
+            not isinstance(prev_tokens, Tensor)
+            or prev_tokens.shape != (batch,)
+            or prev_tokens.is_floating_point()
+        ):
+            raise ValueError(
+                f"prev_tokens must be a 1-D integer tensor (B={batch},) matching memory, "
+                f"got {describe_tensor(prev_tokens)}"
+            )
+        return self._step(prev_tokens, state, memory)
 
     def forward(
         self,
@@ -158,7 +168,7 @@ class Seq2Seq(nn.Module):
             tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
             teacher_forcing: probability in [0, 1] of feeding the gold token at
                 each step; below 1 the model's own argmax is fed otherwise, on
-                the (slower) step-by-step path.
+                the step-by-step path.
 
         Returns:
             ``(logits (B, T, V), weights (B, T, S))``, float. Positions past a
@@ -170,7 +180,7 @@ class Seq2Seq(nn.Module):
         """
         if not 0.0 <= teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
-        enc = self.encode(src, src_lengths)  # checks src and src_lengths first
+        memory = self.encode(src, src_lengths)  # checks src and src_lengths first
         if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.is_floating_point():
             raise ValueError(
                 f"tgt_in must be a 2-D integer tensor (B, T), got {describe_tensor(tgt_in)}"
@@ -180,48 +190,70 @@ class Seq2Seq(nn.Module):
                 f"tgt_in must be (B={src.shape[0]}, T>=1) to match src {tuple(src.shape)}, "
                 f"got {tuple(tgt_in.shape)}"
             )
-        _check_ids("tgt_in", tgt_in, self.tgt_vocab_size)
-        return self.decoder(tgt_in, enc, teacher_forcing=teacher_forcing)
+        check_ids("tgt_in", tgt_in, self.tgt_vocab_size)
+        return self._teacher_forced(tgt_in, memory, teacher_forcing)
 
-    def step(
-        self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput
+    # ------------------------------------------------------- per architecture
+    @abstractmethod
+    def _encode(self, src: Tensor, src_lengths: Tensor) -> SourceMemory:
+        """:meth:`encode` on checked input."""
+
+    @abstractmethod
+    def _step(
+        self, prev_tokens: Tensor, state: DecoderState, memory: SourceMemory
     ) -> tuple[Tensor, Tensor, DecoderState]:
-        """One decoder step (for greedy and beam search).
+        """:meth:`step` on checked input."""
 
-        Args:
-            prev_tokens: ``y_{t-1}`` ``(B,)`` long; BOS at the first step.
-            state: ``enc.initial_state`` at the first step, then the returned state.
-            enc: from :meth:`encode` (possibly expanded with ``index_select``).
-
-        Returns:
-            ``(logits (B, V), weights (B, S), new_state)``; logits are
-            unnormalised (apply ``log_softmax`` for scores).
-
-        Raises:
-            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of ``enc``.
-        """
-        batch = enc.batch_size
-        if (
-            not isinstance(prev_tokens, Tensor)
-            or prev_tokens.shape != (batch,)
-            or prev_tokens.is_floating_point()
-        ):
-            raise ValueError(
-                f"prev_tokens must be a 1-D integer tensor (B={batch},) matching enc, "
-                f"got {describe_tensor(prev_tokens)}"
-            )
-        if state.hidden.shape[1] != batch:
-            raise ValueError(
-                f"state has B={state.hidden.shape[1]} but enc has B={batch}; "
-                "reorder both with index_select"
-            )
-        return self.decoder.step(prev_tokens, state, enc)
+    @abstractmethod
+    def _teacher_forced(
+        self, tgt_in: Tensor, memory: SourceMemory, teacher_forcing: float
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` on checked input."""
 
 
-def _check_ids(arg: str, ids: Tensor, vocab_size: int) -> None:
+def check_ids(arg: str, ids: Tensor, vocab_size: int) -> None:
+    """Raise a ValueError naming ``arg`` if a token id lies outside ``[0, vocab_size)``."""
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:
         raise ValueError(
             f"{arg} holds token ids in [{low}, {high}] but the vocabulary has {vocab_size} "
             f"symbols (ids 0..{vocab_size - 1})"
         )
+
+
+def check_source(src: Tensor, src_lengths: Tensor) -> None:
+    """Check a padded source batch and its lengths; raise a ValueError naming the argument.
+
+    Raises:
+        ValueError: ``src`` is not a 2-D integer tensor ``(B, S)``, ``src_lengths``
+            is not 1-D integer ``(B,)``, or a length is outside ``[1, S]``.
+    """
+    if not isinstance(src, Tensor) or src.dim() != 2 or src.is_floating_point():
+        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {describe_tensor(src)}")
+    if (
+        not isinstance(src_lengths, Tensor)
+        or src_lengths.dim() != 1
+        or src_lengths.is_floating_point()
+    ):
+        raise ValueError(
+            f"src_lengths must be a 1-D integer tensor (B,), got {describe_tensor(src_lengths)}"
+        )
+    if src_lengths.shape[0] != src.shape[0]:
+        raise ValueError(
+            f"src_lengths has B={src_lengths.shape[0]} but src has B={src.shape[0]} "
+            f"(src {tuple(src.shape)}, src_lengths {tuple(src_lengths.shape)})"
+        )
+    if src.shape[0] == 0:
+        raise ValueError("src is an empty batch (B=0)")
+    low, high = int(src_lengths.min()), int(src_lengths.max())
+    if low < 1 or high > src.shape[1]:
+        raise ValueError(
+            f"src_lengths must lie in [1, S={src.shape[1]}], got min {low} and max {high}"
+        )
+
+
+def describe_tensor(t: object) -> str:
+    """``shape (…) dtype …`` for a tensor, else the type name (for error messages)."""
+    if isinstance(t, Tensor):
+        return f"shape {tuple(t.shape)} dtype {t.dtype}"
+    return type(t).__name__

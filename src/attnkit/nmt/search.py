@@ -1,4 +1,4 @@
-"""Greedy and beam search for :class:`~attnkit.nmt.model.Seq2Seq`, returning alignments.
+"""Greedy and beam search for any :class:`~attnkit.nmt.model.Translator`, returning alignments.
 
 Both decode a batch of sentences together and return, per sentence, the
 output tokens and the attention weights of every output step, trimmed to the
@@ -19,7 +19,10 @@ hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
 plain log-probability. Finished sentences leave the batch (``index_select``
-on the encoder output and the decoder state).
+on the source memory and the decoder state).
+
+:func:`decode_examples` drives either search over a whole tokenized corpus in
+length-sorted batches and returns the hypotheses in input order.
 
 Notation: ``B`` sentences, ``K`` beam size, ``N = B*K`` rows, ``S`` source
 length, ``t`` steps so far, ``V`` target vocabulary size.
@@ -35,11 +38,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .decoder import DecoderState, EncoderOutput
-from .model import Seq2Seq
+from .batching import Examples, make_batch, sorted_batches
+from .model import DecoderState, SourceMemory, Translator
 from .vocab_ids import BOS, EOS, PAD
 
-__all__ = ["Hypothesis", "beam_search", "beam_search_n_best", "greedy_decode", "length_penalty"]
+__all__ = [
+    "Hypothesis",
+    "beam_search",
+    "beam_search_n_best",
+    "decode_examples",
+    "greedy_decode",
+    "length_penalty",
+]
 
 
 @dataclass
@@ -101,10 +111,10 @@ def _max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: float) -> Ten
 
 
 def _next_log_probs(
-    model: Seq2Seq, tokens: Tensor, state: DecoderState, enc: EncoderOutput
+    model: Translator, tokens: Tensor, state: DecoderState, memory: SourceMemory
 ) -> tuple[Tensor, Tensor, DecoderState]:
     """One step: log-probabilities ``(N, V)`` with PAD and BOS ruled out, weights ``(N, S)``."""
-    logits, weights, state = model.step(tokens, state, enc)
+    logits, weights, state = model.step(tokens, state, memory)
     log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
     log_probs[:, PAD] = -torch.inf
     log_probs[:, BOS] = -torch.inf
@@ -115,7 +125,7 @@ def _next_log_probs(
 
 
 def greedy_decode(
-    model: Seq2Seq,
+    model: Translator,
     src: Tensor,
     src_lengths: Tensor,
     *,
@@ -137,16 +147,16 @@ def greedy_decode(
         log-probability.
 
     Raises:
-        ValueError: bad source tensors (see ``Seq2Seq.encode``) or a length limit < 1.
+        ValueError: bad source tensors (see ``Translator.encode``) or a length limit < 1.
     """
     with _inference(model):
-        enc = model.encode(src, src_lengths)
-        limits = _max_lengths(enc.lengths, max_len_a, max_len_b)
-        tokens = torch.full((enc.batch_size,), BOS, dtype=torch.long, device=enc.mask.device)
-        state, done = enc.initial_state, torch.zeros_like(enc.mask[:, 0])
+        memory = model.encode(src, src_lengths)
+        limits = _max_lengths(memory.lengths, max_len_a, max_len_b)
+        tokens = torch.full_like(memory.lengths, BOS)  # (B,)
+        state, done = model.initial_state(memory), torch.zeros_like(memory.mask[:, 0])
         steps, weights, log_probs = [], [], []
         for t in range(int(limits.max())):
-            step_log_probs, step_weights, state = _next_log_probs(model, tokens, state, enc)
+            step_log_probs, step_weights, state = _next_log_probs(model, tokens, state, memory)
             best, tokens = step_log_probs.max(dim=-1)  # (B,), (B,)
             steps.append(tokens)
             weights.append(step_weights)
@@ -155,19 +165,23 @@ def greedy_decode(
             if bool(done.all()):
                 break
         return _greedy_hypotheses(
-            torch.stack(steps, 1), torch.stack(weights, 1), torch.stack(log_probs, 1), enc, limits
+            torch.stack(steps, 1),
+            torch.stack(weights, 1),
+            torch.stack(log_probs, 1),
+            memory.lengths,
+            limits,
         )
 
 
 def _greedy_hypotheses(
-    steps: Tensor, weights: Tensor, log_probs: Tensor, enc: EncoderOutput, limits: Tensor
+    steps: Tensor, weights: Tensor, log_probs: Tensor, src_lengths: Tensor, limits: Tensor
 ) -> list[Hypothesis]:
     """Cut each row of steps ``(B, t)``, weights ``(B, t, S)`` at its first EOS or limit."""
     weights = weights.float().cpu()  # (B, t, S)
     log_probs = log_probs.cpu()  # (B, t)
     hypotheses = []
     for b, (row, limit, src_len) in enumerate(
-        zip(steps.tolist(), limits.tolist(), enc.lengths.tolist(), strict=True)
+        zip(steps.tolist(), limits.tolist(), src_lengths.tolist(), strict=True)
     ):
         n = min(limit, row.index(EOS) + 1 if EOS in row else len(row))
         log_prob = float(log_probs[b, :n].sum())
@@ -188,7 +202,7 @@ class _Beams:
     tokens: Tensor  # (N, t) long, emitted tokens
     weights: Tensor  # (N, t, S) attention weights
     state: DecoderState  # batch N
-    enc: EncoderOutput  # batch N
+    memory: SourceMemory  # batch N
 
     def index_select(self, sentences: Tensor, rows: Tensor) -> _Beams:
         """Keep/reorder sentences ``(n',)`` and rows ``(N',)`` (both long indices)."""
@@ -198,12 +212,12 @@ class _Beams:
             self.tokens[rows],
             self.weights[rows],
             self.state.index_select(rows),
-            self.enc.index_select(rows),
+            self.memory.index_select(rows),
         )
 
 
 def beam_search(
-    model: Seq2Seq,
+    model: Translator,
     src: Tensor,
     src_lengths: Tensor,
     *,
@@ -243,7 +257,7 @@ def beam_search(
 
 
 def beam_search_n_best(
-    model: Seq2Seq,
+    model: Translator,
     src: Tensor,
     src_lengths: Tensor,
     *,
@@ -260,15 +274,15 @@ def beam_search_n_best(
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
     with _inference(model):
-        enc = model.encode(src, src_lengths)
-        limits = _max_lengths(enc.lengths, max_len_a, max_len_b).tolist()
-        finished: list[list[Hypothesis]] = [[] for _ in range(enc.batch_size)]
-        beams = _initial_beams(enc, beam_size)
+        memory = model.encode(src, src_lengths)
+        limits = _max_lengths(memory.lengths, max_len_a, max_len_b).tolist()
+        finished: list[list[Hypothesis]] = [[] for _ in limits]
+        beams = _initial_beams(model, memory, beam_size)
         step = 0
         while beams.sentence.numel():
             step += 1
             log_probs, weights, state = _next_log_probs(
-                model, beams.tokens[:, -1], beams.state, beams.enc
+                model, beams.tokens[:, -1], beams.state, beams.memory
             )
             beams.weights = torch.cat([beams.weights, weights[:, None]], dim=1)  # (N, t, S)
             beams.state = state
@@ -280,17 +294,17 @@ def beam_search_n_best(
     return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
 
 
-def _initial_beams(enc: EncoderOutput, k: int) -> _Beams:
+def _initial_beams(model: Translator, memory: SourceMemory, k: int) -> _Beams:
     """Expand every sentence to K rows; only beam 0 is live at the first step."""
-    batch, device = enc.batch_size, enc.mask.device
+    (batch, src_len), device = memory.mask.shape, memory.mask.device
     rows = torch.arange(batch, device=device).repeat_interleave(k)  # (N,)
     scores = torch.full((batch, k), -torch.inf, device=device)
     scores[:, 0] = 0.0  # the other K-1 copies would only duplicate beam 0
     tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
-    weights = enc.states.new_zeros(batch * k, 0, enc.states.shape[1])  # (N, 0, S)
-    expanded = enc.index_select(rows)
+    weights = torch.zeros(batch * k, 0, src_len, device=device)  # (N, 0, S)
+    expanded = memory.index_select(rows)
     sentences = torch.arange(batch, device=device)
-    return _Beams(sentences, scores, tokens, weights, expanded.initial_state, expanded)
+    return _Beams(sentences, scores, tokens, weights, model.initial_state(expanded), expanded)
 
 
 def _top_candidates(scores: Tensor, log_probs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -332,7 +346,7 @@ def _record(
     rows = torch.tensor([row for _, row, _ in picks], device=beams.tokens.device)  # (P,)
     tokens = beams.tokens[rows, 1:].tolist()  # drop BOS; an ending EOS is not stored
     weights = beams.weights[rows].float().cpu()  # (P, t, S)
-    lengths = beams.enc.lengths[rows].tolist()
+    lengths = beams.memory.lengths[rows].tolist()
     sentences = beams.sentence.tolist()
     for p, (i, _, log_prob) in enumerate(picks):
         hyp = Hypothesis(
@@ -357,7 +371,7 @@ def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -
         beams.tokens[rows],
         beams.weights[rows],
         beams.state.index_select(rows),
-        beams.enc,  # rows of one sentence share its source, no reorder needed
+        beams.memory,  # rows of one sentence share its source, no reorder needed
     )
     kept.tokens = torch.cat([kept.tokens, token.gather(1, order).view(-1, 1)], dim=1)  # (N, t+1)
     return kept
@@ -417,3 +431,63 @@ def _settled(
     # lp grows with length for alpha > 0 and shrinks for alpha < 0; logp <= 0
     largest_penalty = max(length_penalty(step + 1, alpha), length_penalty(limit, alpha))
     return max(h.score for h in done) >= best_live / largest_penalty
+
+
+# ---------------------------------------------------------------- a whole corpus
+
+
+@torch.no_grad()
+def decode_examples(
+    model: Translator,
+    examples: Examples,
+    *,
+    beam_size: int = 1,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+) -> list[Hypothesis]:
+    """Translate every example's source in length-sorted batches.
+
+    Greedy search for ``beam_size == 1``, beam search otherwise. Sentences are
+    sorted by length so each batch carries little padding; the results come
+    back in input order.
+
+    Args:
+        model: the translator (run in eval mode without gradients; its mode is
+            restored afterwards).
+        examples: tokenized sources (``examples.tgt`` is ignored), ids without
+            specials; the batches append ``</s>``.
+        beam_size: K >= 1.
+        length_penalty: alpha of the GNMT length penalty (beam search only).
+        max_len_a: length limit slope (times the source length).
+        max_len_b: length limit intercept.
+        batch_size: sentences per batch.
+        device: where the batches go (the model's device).
+
+    Returns:
+        one :class:`Hypothesis` per example, in input order.
+
+    Raises:
+        ValueError: ``beam_size`` or ``batch_size`` < 1, or a length limit < 1.
+    """
+    sources = Examples(examples.src)
+    results: list[Hypothesis | None] = [None] * len(sources)
+    limits = {"max_len_a": max_len_a, "max_len_b": max_len_b}
+    for indices in sorted_batches(sources, batch_size):
+        batch = make_batch(sources, indices).to(device)
+        if beam_size == 1:
+            hyps = greedy_decode(model, batch.src, batch.src_lengths, **limits)
+        else:
+            hyps = beam_search(
+                model,
+                batch.src,
+                batch.src_lengths,
+                beam_size=beam_size,
+                length_penalty=length_penalty,
+                **limits,
+            )
+        for index, hyp in zip(indices, hyps, strict=True):
+            results[index] = hyp
+    return results  # type: ignore[return-value]

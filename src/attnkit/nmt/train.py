@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..config import RunConfig
 from ..plot import learning_curve
+from .architectures import build_translator
 from .batching import Batch, Examples, bucket_batches, encode_examples, make_batch, sorted_batches
 from .checkpoint import (
     Checkpoint,
@@ -49,12 +49,13 @@ from .checkpoint import (
     load_latest,
     save_checkpoint,
 )
+from .config import RunConfig
 from .corpus import load_split
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
-from .model import Seq2Seq
+from .model import Translator
+from .search import decode_examples
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
-from .translate import decode_examples
 from .vocab_ids import PAD
 
 __all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "set_threads", "train"]
@@ -189,7 +190,9 @@ def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[
     return src_tok, tgt_tok, train_ex, valid_ex, valid_corpus.tgt
 
 
-def _loss(model: Seq2Seq, batch: Batch, smoothing: float, teacher_forcing: float, reduction="mean"):
+def _loss(
+    model: Translator, batch: Batch, smoothing: float, teacher_forcing: float, reduction="mean"
+):
     kwargs = {} if teacher_forcing >= 1.0 else {"teacher_forcing": teacher_forcing}
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, **kwargs)  # (B, T, V)
     return F.cross_entropy(
@@ -262,7 +265,7 @@ class _Trainer:
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
         torch.manual_seed(cfg.seed)
-        self.model = Seq2Seq(self.config.model, src_vocab, tgt_vocab).to(self.device)
+        self.model = build_translator(self.config.model, src_vocab, tgt_vocab).to(self.device)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )

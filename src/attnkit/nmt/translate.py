@@ -24,13 +24,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..config import RunConfig
-from .batching import Examples, make_batch, sorted_batches
+from .architectures import build_translator
+from .batching import Examples
 from .checkpoint import load_checkpoint
+from .config import RunConfig
 from .corpus import load_split
 from .metrics import Score, chrf, sacre_bleu, tokenized_bleu
-from .model import Seq2Seq
-from .search import Hypothesis, beam_search, greedy_decode
+from .model import Translator
+from .search import decode_examples
 from .tokenizer import Tokenizer, load_tokenizers
 from .vocab_ids import EOS, SPECIAL_TOKENS
 
@@ -39,7 +40,6 @@ __all__ = [
     "LoadedRun",
     "Translation",
     "alignment_text",
-    "decode_examples",
     "evaluate_run",
     "input_limit",
     "load_run",
@@ -53,42 +53,6 @@ DEFAULT_INPUT_LIMIT = 256
 _LINE_BREAKS = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
-@torch.no_grad()
-def decode_examples(
-    model: Seq2Seq,
-    examples: Examples,
-    *,
-    beam_size: int = 1,
-    length_penalty: float = 1.0,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    batch_size: int = 64,
-    device: torch.device | str = "cpu",
-) -> list[Hypothesis]:
-    """Translate every example's source; one :class:`Hypothesis` per example, in input order."""
-    was_training = model.training
-    model.eval()
-    results: list[Hypothesis | None] = [None] * len(examples)
-    for indices in sorted_batches(Examples(examples.src), batch_size):
-        batch = make_batch(Examples(examples.src), indices).to(device)
-        lengths = dict(max_len_a=max_len_a, max_len_b=max_len_b)
-        if beam_size == 1:
-            hyps = greedy_decode(model, batch.src, batch.src_lengths, **lengths)
-        else:
-            hyps = beam_search(
-                model,
-                batch.src,
-                batch.src_lengths,
-                beam_size=beam_size,
-                length_penalty=length_penalty,
-                **lengths,
-            )
-        for index, hyp in zip(indices, hyps, strict=True):
-            results[index] = hyp
-    model.train(was_training)
-    return results  # type: ignore[return-value]
-
-
 @dataclass
 class LoadedRun:
     """A trained model with its config and tokenizers, ready to translate."""
@@ -97,7 +61,7 @@ class LoadedRun:
     config: RunConfig
     src_tok: Tokenizer
     tgt_tok: Tokenizer
-    model: Seq2Seq
+    model: Translator
     device: torch.device
 
 
@@ -114,7 +78,7 @@ def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu
         raise FileNotFoundError(f"{config_path} not found; is {folder} a training run folder?")
     config = RunConfig.load(config_path)
     src_tok, tgt_tok = load_tokenizers(folder)
-    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    model = build_translator(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
     ckpt = load_checkpoint(folder / f"{checkpoint}.json")
     try:
         model.load_state_dict(ckpt.model)
@@ -215,7 +179,7 @@ def translate_lines(
     results = [Translation(line, "", [], [], None) for line in lines]
     for i, src_ids, hyp in zip(wanted, ids, hyps, strict=True):
         tgt_pieces = run.tgt_tok.pieces(hyp.tokens)
-        if hyp.weights.shape[0] > len(hyp.tokens):
+        if hyp.ended:
             tgt_pieces.append(EOS_LABEL)
         results[i] = Translation(
             source=lines[i],

@@ -39,14 +39,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..attention import Attention, make_score, padding_mask
+from ...attention import Attention, make_score, padding_mask
+from ..vocab_ids import PAD
 from .encoder import RNN_TYPES, EncodedSource
-from .vocab_ids import PAD
 
-__all__ = ["AttentionDecoder", "DecoderState", "EncoderOutput"]
+__all__ = ["AttentionDecoder", "RNNState", "RNNMemory"]
 
 
-class DecoderState(NamedTuple):
+class RNNState(NamedTuple):
     """The recurrent state carried from one decoder step to the next.
 
     Attributes:
@@ -59,9 +59,9 @@ class DecoderState(NamedTuple):
     cell: Tensor | None = None
     feed: Tensor | None = None
 
-    def index_select(self, index: Tensor) -> DecoderState:
+    def index_select(self, index: Tensor) -> RNNState:
         """Pick/repeat batch rows (beam search): ``index`` ``(B',)`` long -> batch ``B'``."""
-        return DecoderState(
+        return RNNState(
             self.hidden.index_select(1, index),
             None if self.cell is None else self.cell.index_select(1, index),
             None if self.feed is None else self.feed.index_select(0, index),
@@ -72,7 +72,7 @@ class DecoderState(NamedTuple):
         return self.hidden if self.cell is None else (self.hidden, self.cell)
 
 
-class EncoderOutput(NamedTuple):
+class RNNMemory(NamedTuple):
     """Everything the decoder needs from one source batch, computed once per sentence.
 
     Attributes:
@@ -83,7 +83,7 @@ class EncoderOutput(NamedTuple):
             Bahdanau et al. 2015, A.1.2), ``(B, S, *)``.
         mask: ``(B, S)`` bool, True at real source tokens.
         lengths: source lengths ``(B,)``, long.
-        initial_state: the decoder state ``s_0`` from the bridge.
+        initial: the decoder state ``s_0`` from the bridge.
     """
 
     states: Tensor
@@ -91,27 +91,26 @@ class EncoderOutput(NamedTuple):
     prepared_keys: Tensor
     mask: Tensor
     lengths: Tensor
-    initial_state: DecoderState
+    initial: RNNState
 
-    def index_select(self, index: Tensor) -> EncoderOutput:
+    def index_select(self, index: Tensor) -> RNNMemory:
         """Pick, repeat or reorder sentences: ``index`` ``(B',)`` long -> batch ``B'``.
 
         Beam search expands each sentence to ``K`` rows with
         ``index = arange(B).repeat_interleave(K)``.
         """
-        return EncoderOutput(
+        return RNNMemory(
             self.states.index_select(0, index),
             self.keys.index_select(0, index),
             self.prepared_keys.index_select(0, index),
             self.mask.index_select(0, index),
             self.lengths.index_select(0, index),
-            self.initial_state.index_select(index),
+            self.initial.index_select(index),
         )
-
-    reorder = index_select
 
     @property
     def batch_size(self) -> int:
+        """B, the number of source sentences (or beam rows)."""
         return self.states.shape[0]
 
 
@@ -211,7 +210,7 @@ class AttentionDecoder(nn.Module):
             self.output = nn.Linear(self.output_size, vocab_size)  # W_s
 
     # ----------------------------------------------------------- per source
-    def prepare(self, encoded: EncodedSource, src_lengths: Tensor) -> EncoderOutput:
+    def prepare(self, encoded: EncodedSource, src_lengths: Tensor) -> RNNMemory:
         """Per-source work, once per sentence: mask, keys, prepared keys, ``s_0``.
 
         Args:
@@ -224,9 +223,9 @@ class AttentionDecoder(nn.Module):
         prepared = self.attention.score.prepare_keys(keys)  # (B, S, *)
         lengths = src_lengths.to(device=states.device, dtype=torch.long)
         initial = self._initial_state(encoded)
-        return EncoderOutput(states, keys, prepared, mask, lengths, initial)
+        return RNNMemory(states, keys, prepared, mask, lengths, initial)
 
-    def _initial_state(self, encoded: EncodedSource) -> DecoderState:
+    def _initial_state(self, encoded: EncodedSource) -> RNNState:
         hidden = self._bridge(self.bridge, encoded.final_hidden)
         cell = None
         if self.cell_bridge is not None:
@@ -234,7 +233,7 @@ class AttentionDecoder(nn.Module):
         feed = None
         if self.input_feeding:
             feed = encoded.states.new_zeros(encoded.states.shape[0], self.output_size)  # h~_0
-        return DecoderState(hidden, cell, feed)
+        return RNNState(hidden, cell, feed)
 
     def _bridge(self, layer: nn.Linear, final: Tensor) -> Tensor:
         batch = final.shape[0]
@@ -243,53 +242,53 @@ class AttentionDecoder(nn.Module):
 
     # ----------------------------------------------------------- decoding
     def forward(
-        self, tgt_in: Tensor, enc: EncoderOutput, *, teacher_forcing: float = 1.0
+        self, tgt_in: Tensor, memory: RNNMemory, *, teacher_forcing: float = 1.0
     ) -> tuple[Tensor, Tensor]:
         """Decode a whole target: logits ``(B, T, V)`` and weights ``(B, T, S)``.
 
         Args:
             tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
-            enc: from :meth:`prepare`.
+            memory: from :meth:`prepare`.
             teacher_forcing: probability of feeding the gold token at each step
                 (per sentence); otherwise the model's own argmax is fed. Below 1
                 the step-by-step path is used whatever the configuration.
         """
         if teacher_forcing < 1.0:
-            return self._free_running(tgt_in, enc, teacher_forcing)
+            return self._free_running(tgt_in, memory, teacher_forcing)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if self.query_timing == "current" and not self.input_feeding:
-            out, weights = self._parallel(embedded, enc)
+            out, weights = self._parallel(embedded, memory)
         else:
-            out, weights = self._loop(embedded, enc)
+            out, weights = self._loop(embedded, memory)
         return self._logits(out), weights
 
     def step(
-        self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+        self, prev_tokens: Tensor, state: RNNState, memory: RNNMemory
+    ) -> tuple[Tensor, Tensor, RNNState]:
         """One decoder step: logits ``(B, V)``, weights ``(B, S)``, the next state.
 
         Args:
             prev_tokens: ``y_{t-1}`` ``(B,)`` long (BOS at the first step).
-            state: the state after step ``t-1`` (``enc.initial_state`` at first).
-            enc: from :meth:`prepare`.
+            state: the state after step ``t-1`` (``memory.initial`` at first).
+            memory: from :meth:`prepare`.
         """
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
-        out, context, weights, state = self._recur(embedded, state, enc)
+        out, context, weights, state = self._recur(embedded, state, memory)
         vector = state.feed if self.input_feeding else self._combine(out, context, embedded)
         return self._logits(vector), weights, state
 
-    def _parallel(self, embedded: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+    def _parallel(self, embedded: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Current timing, no input feeding: all target positions at once (Luong eq. 5)."""
-        out, _ = self.rnn(embedded, enc.initial_state.rnn_state())  # (B, T, D)
-        context, weights = self._attend(out, enc)  # (B, T, Dv), (B, T, S)
+        out, _ = self.rnn(embedded, memory.initial.rnn_state())  # (B, T, D)
+        context, weights = self._attend(out, memory)  # (B, T, Dv), (B, T, S)
         return self._combine(out, context, embedded), weights  # (B, T, Do)
 
-    def _loop(self, embedded: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+    def _loop(self, embedded: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Teacher-forced step loop; the output vectors are batched after it where possible."""
-        state = enc.initial_state
+        state = memory.initial
         outs, contexts, weights, feeds = [], [], [], []
         for t in range(embedded.shape[1]):
-            out, context, step_weights, state = self._recur(embedded[:, t], state, enc)
+            out, context, step_weights, state = self._recur(embedded[:, t], state, memory)
             outs.append(out)
             contexts.append(context)
             weights.append(step_weights)
@@ -302,13 +301,13 @@ class AttentionDecoder(nn.Module):
         return vectors, torch.stack(weights, dim=1)  # (B, T, Do), (B, T, S)
 
     def _free_running(
-        self, tgt_in: Tensor, enc: EncoderOutput, teacher_forcing: float
+        self, tgt_in: Tensor, memory: RNNMemory, teacher_forcing: float
     ) -> tuple[Tensor, Tensor]:
         """Step loop that feeds the model's own argmax with probability 1 - teacher_forcing."""
-        state, tokens = enc.initial_state, tgt_in[:, 0]
+        state, tokens = memory.initial, tgt_in[:, 0]
         logits, weights = [], []
         for t in range(tgt_in.shape[1]):
-            step_logits, step_weights, state = self.step(tokens, state, enc)
+            step_logits, step_weights, state = self.step(tokens, state, memory)
             logits.append(step_logits)
             weights.append(step_weights)
             if t + 1 < tgt_in.shape[1]:
@@ -317,29 +316,31 @@ class AttentionDecoder(nn.Module):
         return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
 
     def _recur(
-        self, embedded: Tensor, state: DecoderState, enc: EncoderOutput
-    ) -> tuple[Tensor, Tensor, Tensor, DecoderState]:
+        self, embedded: Tensor, state: RNNState, memory: RNNMemory
+    ) -> tuple[Tensor, Tensor, Tensor, RNNState]:
         """Recurrent part of one step -> ``out (B, D), context (B, Dv), weights (B, S), state``."""
         if self.query_timing == "previous":
-            context, weights = self._attend(state.hidden[-1], enc)  # query s_{t-1}
+            context, weights = self._attend(state.hidden[-1], memory)  # query s_{t-1}
             out, state = self._rnn_step(torch.cat([embedded, context], dim=-1), state)
             return out, context, weights, state
         rnn_input = torch.cat([embedded, state.feed], dim=-1) if self.input_feeding else embedded
         out, state = self._rnn_step(rnn_input, state)
-        context, weights = self._attend(out, enc)  # query h_t
+        context, weights = self._attend(out, memory)  # query h_t
         if self.input_feeding:
             state = state._replace(feed=self._combine(out, context, embedded))
         return out, context, weights, state
 
-    def _rnn_step(self, rnn_input: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+    def _rnn_step(self, rnn_input: Tensor, state: RNNState) -> tuple[Tensor, RNNState]:
         out, final = self.rnn(rnn_input.unsqueeze(1), state.rnn_state())  # (B, 1, D)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
-        return out.squeeze(1), DecoderState(hidden, cell, state.feed)
+        return out.squeeze(1), RNNState(hidden, cell, state.feed)
 
-    def _attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+    def _attend(self, query: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Context and weights for a step query ``(B, D)`` or all steps ``(B, T, D)``."""
-        mask = enc.mask if query.dim() == 2 else enc.mask[:, None, :]  # (B, S) or (B, 1, S)
-        return self.attention(query, enc.keys, enc.states, mask, prepared_keys=enc.prepared_keys)
+        mask = memory.mask if query.dim() == 2 else memory.mask[:, None, :]  # (B, S) or (B, 1, S)
+        return self.attention(
+            query, memory.keys, memory.states, mask, prepared_keys=memory.prepared_keys
+        )
 
     def _combine(self, out: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
         """The output vector ``o_t`` (Bahdanau A.2.2 deep output / Luong eq. 5), ``(..., Do)``."""

@@ -1,7 +1,7 @@
 """Validated run configurations (pydantic v2) for training and translating.
 
 A run config is YAML with five sections — ``data``, ``tokenizer``, ``model``
-(:class:`attnkit.nmt.model.ModelConfig`), ``train``, ``decode`` — plus an
+(:data:`attnkit.nmt.architectures.ModelConfig`), ``train``, ``decode`` — plus an
 optional ``name``. Every section forbids unknown keys. :meth:`RunConfig.load`
 turns any validation failure into one ``ValueError`` whose lines read
 ``section.key: what is allowed, got VALUE``, and applies dotted overrides
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .nmt.model import ModelConfig
+from .architectures import ModelConfig
 
 __all__ = [
     "DataConfig",

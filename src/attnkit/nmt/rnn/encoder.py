@@ -22,9 +22,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .vocab_ids import PAD
+from ..model import check_source
+from ..vocab_ids import PAD
 
-__all__ = ["EncodedSource", "RNNEncoder", "check_source"]
+__all__ = ["EncodedSource", "RNNEncoder"]
 
 RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -118,40 +119,3 @@ class RNNEncoder(nn.Module):
             return None
         top = final.view(self.num_layers, 2, batch, self.hidden_size)[-1]  # (2, B, D)
         return torch.cat([top[0], top[1]], dim=-1)  # (B, 2D)
-
-
-def check_source(src: Tensor, src_lengths: Tensor) -> None:
-    """Check a padded source batch and its lengths; raise a ValueError naming the argument.
-
-    Raises:
-        ValueError: ``src`` is not a 2-D integer tensor ``(B, S)``, ``src_lengths``
-            is not 1-D integer ``(B,)``, or a length is outside ``[1, S]``.
-    """
-    if not isinstance(src, Tensor) or src.dim() != 2 or src.is_floating_point():
-        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {describe_tensor(src)}")
-    if (
-        not isinstance(src_lengths, Tensor)
-        or src_lengths.dim() != 1
-        or src_lengths.is_floating_point()
-    ):
-        raise ValueError(
-            f"src_lengths must be a 1-D integer tensor (B,), got {describe_tensor(src_lengths)}"
-        )
-    if src_lengths.shape[0] != src.shape[0]:
-        raise ValueError(
-            f"src_lengths has B={src_lengths.shape[0]} but src has B={src.shape[0]} "
-            f"(src {tuple(src.shape)}, src_lengths {tuple(src_lengths.shape)})"
-        )
-    if src.shape[0] == 0:
-        raise ValueError("src is an empty batch (B=0)")
-    low, high = int(src_lengths.min()), int(src_lengths.max())
-    if low < 1 or high > src.shape[1]:
-        raise ValueError(
-            f"src_lengths must lie in [1, S={src.shape[1]}], got min {low} and max {high}"
-        )
-
-
-def describe_tensor(t: object) -> str:
-    if isinstance(t, Tensor):
-        return f"shape {tuple(t.shape)} dtype {t.dtype}"
-    return type(t).__name__

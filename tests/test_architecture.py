@@ -1,0 +1,109 @@
+"""The walls between attnkit's rooms (docs/architecture.md), checked on the source's imports.
+
+Every ``import``/``from … import`` in ``src/attnkit`` is resolved to a module
+name (relative imports included, at any depth, also inside functions) and
+checked against the rules below.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "attnkit"
+
+# The architectures: only nmt.architectures (the factory) and each architecture's own
+# package may import them; everything else talks to the Translator interface.
+ARCHITECTURES = ("attnkit.nmt.rnn", "attnkit.nmt.transformer")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Fully qualified attnkit modules (or names inside them) imported by ``path``."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "attnkit" or name.startswith("attnkit.")}
+
+
+def _inside(name: str, room: str) -> bool:
+    return name == room or name.startswith(room + ".")
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+EDGES = [(_module_name(p), target) for p in SOURCES for target in sorted(_imports(p))]
+
+
+def _violations(rule) -> list[str]:
+    return [f"{source} imports {target}" for source, target in EDGES if rule(source, target)]
+
+
+def test_the_source_tree_was_found_and_parsed():
+    modules = {source for source, _ in EDGES}
+    assert {"attnkit.nmt.search", "attnkit.attention.multihead", "attnkit.cli"} <= modules
+
+
+def test_attention_core_imports_nothing_above_it():
+    assert (
+        _violations(
+            lambda s, t: _inside(s, "attnkit.attention") and not _inside(t, "attnkit.attention")
+        )
+        == []
+    )
+
+
+def test_nothing_imports_the_cli_or_the_server():
+    def rule(source: str, target: str) -> bool:
+        upper = ("attnkit.cli", "attnkit.serve")
+        return any(_inside(target, room) for room in upper) and not any(
+            _inside(source, room) for room in upper
+        )
+
+    assert _violations(rule) == []
+
+
+def test_plot_draws_and_never_imports_attention_or_the_translator():
+    def rule(source: str, target: str) -> bool:
+        return _inside(source, "attnkit.plot") and (
+            _inside(target, "attnkit.attention") or _inside(target, "attnkit.nmt")
+        )
+
+    assert _violations(rule) == []
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_only_the_factory_imports_an_architecture(arch):
+    def rule(source: str, target: str) -> bool:
+        allowed = source == "attnkit.nmt.architectures" or _inside(source, arch)
+        return _inside(target, arch) and not allowed and source != "attnkit.nmt"
+
+    assert _violations(rule) == []
+
+
+def test_the_translator_imports_no_lessons():
+    def rule(source: str, target: str) -> bool:
+        lessons = ("attnkit.lessons", "attnkit.explain", "attnkit.saturation")
+        return _inside(source, "attnkit.nmt") and any(_inside(target, r) for r in lessons)
+
+    assert _violations(rule) == []
