@@ -9,8 +9,8 @@ import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
-from attnkit.nmt.rnn.encoder import RNNEncoder
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.rnn.encoder import RNNEncoder
 from attnkit.nmt.vocab_ids import BOS, EOS
 from conftest_nmt import TOY_VOCAB, pad, tiny_model
 
