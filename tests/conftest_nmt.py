@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.vocab_ids import BOS, EOS, NUM_SPECIAL, PAD
 
 TOY_VOCAB = 12  # 4 special tokens + 8 symbols
@@ -21,6 +22,25 @@ def tiny_model(vocab: int = TOY_VOCAB, seed: int = 0, **overrides: object) -> RN
     fields = {"embed_dim": 8, "hidden_size": 6, "dropout": 0.0}
     fields.update(overrides)
     return RNNTranslator(RNNConfig(**fields), vocab, vocab + 1).eval()
+
+
+def tiny_transformer(
+    vocab: int = TOY_VOCAB, seed: int = 0, **overrides: object
+) -> TransformerTranslator:
+    """A small Transformer in eval mode (dropout off), seeded; separate vocabularies."""
+    torch.manual_seed(seed)
+    fields = {
+        "d_model": 16,
+        "heads": 4,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "ff_dim": 32,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "share_embeddings": False,
+    }
+    fields.update(overrides)
+    return TransformerTranslator(TransformerConfig(**fields), vocab, vocab + 1).eval()
 
 
 def pad(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:

@@ -15,17 +15,21 @@ from attnkit.nmt.search import (
     length_penalty,
 )
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
-from conftest_nmt import pad, random_sequences, tiny_model
+from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
 
 VARIANTS = [
     {"rnn": "gru", "query_timing": "previous", "score": "additive"},
     {"rnn": "lstm", "query_timing": "current", "input_feeding": True, "score": "general"},
     {"rnn": "gru", "query_timing": "current", "score": "dot", "decoder_layers": 2},
+    {"arch": "transformer"},
+    {"arch": "transformer", "norm_first": False, "positions": "learned"},
 ]
 
 
 def _model(variant: dict, **extra: object):
     # Wider than the model tests' default so that translations vary in length.
+    if variant.get("arch") == "transformer":
+        return tiny_transformer(**{k: v for k, v in variant.items() if k != "arch"}, **extra)
     return tiny_model(embed_dim=16, hidden_size=16, **variant, **extra)
 
 

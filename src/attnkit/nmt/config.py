@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .architectures import ModelConfig
+from .architectures import ARCHITECTURES, ModelConfig, default_model_config
 
 __all__ = [
     "DataConfig",
@@ -132,7 +132,13 @@ class TokenizerConfig(_Section):
 
 
 class TrainConfig(_Section):
-    """Optimisation: Adam, clipping, label smoothing, plateau decay, early stopping, budgets.
+    """Optimisation: Adam, clipping, label smoothing, lr schedule, early stopping, budgets.
+
+    ``lr_schedule: plateau`` multiplies the learning rate by ``lr_decay`` when
+    validation BLEU has not improved for ``lr_patience`` validations;
+    ``inverse_sqrt`` (Vaswani et al. 2017, eq. 3, with the peak set by ``lr``)
+    raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
+    ``lr * sqrt(warmup_steps / step)``.
 
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
@@ -146,6 +152,9 @@ class TrainConfig(_Section):
     clip: float | None = Field(1.0, gt=0)
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     teacher_forcing: float = Field(1.0, ge=0, le=1)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    lr_schedule: Literal["plateau", "inverse_sqrt"] = "plateau"
+    warmup_steps: int = Field(4000, gt=0)
     lr_decay: float = Field(0.5, gt=0, lt=1)
     lr_patience: int = Field(1, ge=0)
     min_lr: float = Field(1e-5, ge=0)
@@ -183,9 +192,18 @@ class RunConfig(_Section):
     name: str | None = None
     data: DataConfig
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    model: ModelConfig = Field(default_factory=default_model_config)
     train: TrainConfig = Field(default_factory=TrainConfig)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+    @model_validator(mode="after")
+    def _shared_vocabulary(self) -> RunConfig:
+        if getattr(self.model, "share_embeddings", False) and not self.tokenizer.joint:
+            raise ValueError(
+                "model.share_embeddings: true needs one joint vocabulary; set "
+                "tokenizer.joint: true or model.share_embeddings: false"
+            )
+        return self
 
     @classmethod
     def from_dict(
@@ -278,34 +296,52 @@ def _deep_copy(raw: Any) -> Any:
     return raw
 
 
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    """The BaseModel inside ``annotation`` (``Model`` or ``Model | None``), if any."""
+def _section_models(annotation: Any) -> list[type[BaseModel]]:
+    """The BaseModels inside ``annotation``: ``Model``, ``Model | None``, a tagged union."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            found = _section_model(arg)
-            if found is not None:
-                return found
-    return None
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _section_models(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _section_models(arg)]
+    return []
 
 
-def _model_at(path: Sequence[Any]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = RunConfig
-    for part in path:
-        field = model.model_fields.get(str(part)) if model else None
-        model = _section_model(field.annotation) if field else None
-    return model
+def _arch_tag(loc: Sequence[Any]) -> bool:
+    """Whether ``loc`` starts ``model.<arch tag>`` (pydantic names the union member chosen)."""
+    return len(loc) > 1 and loc[0] == "model" and loc[1] in ARCHITECTURES
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The section model at an error location (architecture tags resolved)."""
+    if _arch_tag(loc):
+        return _model_at(loc[2:]) if len(loc) > 2 else ARCHITECTURES[loc[1]][0]
+    models: list[type[BaseModel]] = [RunConfig]
+    for part in loc:
+        field = models[0].model_fields.get(str(part)) if len(models) == 1 else None
+        models = _section_models(field.annotation) if field else []
+    return models[0] if len(models) == 1 else None
 
 
 def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> Iterator[str]:
-    """Dotted names of every settable value, e.g. ``model.hidden_size``."""
+    """Dotted names of every settable value, e.g. ``model.hidden_size``.
+
+    A section that is a union (``model``: one config per architecture) lists
+    the keys of every member once.
+    """
+    seen: set[str] = set()
     for name, field in model.model_fields.items():
-        nested = _section_model(field.annotation)
-        if nested is None:
-            yield f"{prefix}{name}"
-        else:
-            yield from leaf_keys(nested, f"{prefix}{name}.")
+        nested = _section_models(field.annotation)
+        keys = (
+            [f"{prefix}{name}"]
+            if not nested
+            else [k for member in nested for k in leaf_keys(member, f"{prefix}{name}.")]
+        )
+        for key in keys:
+            if key not in seen:
+                seen.add(key)
+                yield key
 
 
 _COMPARISONS = (
@@ -327,9 +363,14 @@ def format_validation_error(err: ValidationError) -> str:
     """One line per error: ``key.path: what is allowed, got VALUE``."""
     lines = []
     for item in err.errors():
-        loc = ".".join(_key_text(p) for p in item["loc"]) or "(top level)"
+        shown = item["loc"][:1] + item["loc"][2:] if _arch_tag(item["loc"]) else item["loc"]
+        loc = ".".join(_key_text(p) for p in shown) or "(top level)"
         kind, message = item["type"], item["msg"]
-        if kind == "extra_forbidden":
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            tag = item["input"].get("arch") if isinstance(item["input"], dict) else None
+            allowed = " | ".join(ARCHITECTURES)
+            lines.append(f"{loc}.arch: must be {allowed}, got {tag!r}")
+        elif kind == "extra_forbidden":
             parent = _model_at(item["loc"][:-1])
             allowed = ", ".join(parent.model_fields) if parent else "?"
             lines.append(f"{loc}: unknown key (allowed here: {allowed}), got {item.get('input')!r}")

@@ -16,6 +16,9 @@ into work done once per source sentence and work done once per output step:
 * ``logits, weights = model(src, src_lengths, tgt_in)`` is the teacher-forced
   pass used for training; it equals running :meth:`Translator.step` over
   ``tgt_in`` one token at a time.
+* ``model.attention_maps(src, src_lengths, tgt_in)`` is the same forced pass
+  returning every attention weight, per layer and head (:class:`AttentionMaps`):
+  cross-attention for every architecture, self-attention where there is some.
 
 Beam search reorders the two parts separately: the decoder state after every
 step (``state.index_select(rows)``), the memory only when sentences are
@@ -29,13 +32,16 @@ target length, ``V`` target vocabulary size.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+import torch
 from torch import Tensor, nn
 
 from .vocab_ids import NUM_SPECIAL
 
 __all__ = [
+    "AttentionMaps",
     "DecoderState",
     "SourceMemory",
     "Translator",
@@ -71,6 +77,24 @@ class DecoderState(Protocol):
     def index_select(self: _Self, index: Tensor) -> _Self:
         """Pick, repeat or reorder rows: ``index`` ``(B',)`` long -> batch ``B'``."""
         ...
+
+
+@dataclass
+class AttentionMaps:
+    """Every attention weight of one forced-decoding pass, per layer and head.
+
+    Attributes:
+        cross: decoder-to-source attention ``(B, L, H, T, S)``, float; an RNN
+            decoder has one layer and one head.
+        encoder: source self-attention ``(B, Le, H, S, S)``, or None (an RNN
+            encoder has no attention).
+        decoder: causal target self-attention ``(B, Ld, H, T, T)`` (exactly 0
+            above the diagonal), or None.
+    """
+
+    cross: Tensor
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
 
 
 class Translator(nn.Module, ABC):
@@ -159,7 +183,8 @@ class Translator(nn.Module, ABC):
         tgt_in: Tensor,
         *,
         teacher_forcing: float = 1.0,
-    ) -> tuple[Tensor, Tensor]:
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced decoding of the target: logits and attention weights.
 
         Args:
@@ -169,10 +194,13 @@ class Translator(nn.Module, ABC):
             teacher_forcing: probability in [0, 1] of feeding the gold token at
                 each step; below 1 the model's own argmax is fed otherwise, on
                 the step-by-step path.
+            need_weights: return the weights; with False an architecture may
+                skip computing them and return None (training does this).
 
         Returns:
-            ``(logits (B, T, V), weights (B, T, S))``, float. Positions past a
-            target's end hold values the loss should ignore (PAD targets).
+            ``(logits (B, T, V), weights (B, T, S) or None)``, float: the same
+            alignment view as :meth:`step`. Positions past a target's end hold
+            values the loss should ignore (PAD targets).
 
         Raises:
             ValueError: bad shapes or dtypes, mismatched batch sizes, token ids
@@ -181,6 +209,32 @@ class Translator(nn.Module, ABC):
         if not 0.0 <= teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
         memory = self.encode(src, src_lengths)  # checks src and src_lengths first
+        self._check_target(tgt_in, src)
+        if teacher_forcing < 1.0:
+            return self._free_running(tgt_in, memory, teacher_forcing)
+        return self._teacher_forced(tgt_in, memory, need_weights)
+
+    def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """Forced decoding of ``tgt_in`` returning every attention weight.
+
+        Args:
+            src: ``(B, S)`` long, padded with PAD.
+            src_lengths: ``(B,)`` integer, any order.
+            tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
+
+        Returns:
+            :class:`AttentionMaps`; its cross-attention, averaged the way
+            :meth:`step` averages, equals the weights of step-by-step decoding.
+
+        Raises:
+            ValueError: as :meth:`forward`.
+        """
+        check_source(src, src_lengths)
+        check_ids("src", src, self.src_vocab_size)
+        self._check_target(tgt_in, src)
+        return self._attention_maps(src, src_lengths, tgt_in)
+
+    def _check_target(self, tgt_in: Tensor, src: Tensor) -> None:
         if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.is_floating_point():
             raise ValueError(
                 f"tgt_in must be a 2-D integer tensor (B, T), got {describe_tensor(tgt_in)}"
@@ -191,7 +245,21 @@ class Translator(nn.Module, ABC):
                 f"got {tuple(tgt_in.shape)}"
             )
         check_ids("tgt_in", tgt_in, self.tgt_vocab_size)
-        return self._teacher_forced(tgt_in, memory, teacher_forcing)
+
+    def _free_running(
+        self, tgt_in: Tensor, memory: SourceMemory, teacher_forcing: float
+    ) -> tuple[Tensor, Tensor]:
+        """Step loop feeding the model's own argmax with probability ``1 - teacher_forcing``."""
+        state, tokens = self.initial_state(memory), tgt_in[:, 0]
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, step_weights, state = self._step(tokens, state, memory)
+            logits.append(step_logits)
+            weights.append(step_weights)
+            if t + 1 < tgt_in.shape[1]:
+                use_gold = torch.rand(tokens.shape, device=tokens.device) < teacher_forcing
+                tokens = torch.where(use_gold, tgt_in[:, t + 1], step_logits.argmax(-1))
+        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
 
     # ------------------------------------------------------- per architecture
     @abstractmethod
@@ -206,9 +274,13 @@ class Translator(nn.Module, ABC):
 
     @abstractmethod
     def _teacher_forced(
-        self, tgt_in: Tensor, memory: SourceMemory, teacher_forcing: float
-    ) -> tuple[Tensor, Tensor]:
-        """:meth:`forward` on checked input."""
+        self, tgt_in: Tensor, memory: SourceMemory, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`forward` with full teacher forcing, on checked input."""
+
+    @abstractmethod
+    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """:meth:`attention_maps` on checked input."""
 
 
 def check_ids(arg: str, ids: Tensor, vocab_size: int) -> None:

@@ -1,11 +1,12 @@
-"""Training loop: teacher forcing, label smoothing, Adam, clipping, plateau decay, early stop.
+"""Training loop: teacher forcing, label smoothing, Adam, clipping, lr schedule, early stop.
 
 The objective is the per-token cross-entropy of the target given the source
 (Bahdanau et al. 2015 sec. 3; Luong et al. 2015 sec. 3, eq. 4) with label
 smoothing (Szegedy et al. 2016 sec. 7), PAD positions ignored. After each
 epoch (or every ``valid_every`` steps) the model is validated: loss and
-perplexity without smoothing, and greedy sacreBLEU. The learning rate halves
-when validation BLEU plateaus (``ReduceLROnPlateau``) and training stops
+perplexity without smoothing, and greedy sacreBLEU. The learning rate follows
+``train.lr_schedule`` (:mod:`.schedule`: halving when validation BLEU
+plateaus, or the Transformer's inverse-square-root warm-up) and training stops
 after ``early_stopping`` validations without a new best, or when the step or
 time budget runs out.
 
@@ -54,6 +55,7 @@ from .corpus import load_split
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
 from .model import Translator
+from .schedule import Schedule
 from .search import decode_examples
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
 from .vocab_ids import PAD
@@ -191,10 +193,20 @@ def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[
 
 
 def _loss(
-    model: Translator, batch: Batch, smoothing: float, teacher_forcing: float, reduction="mean"
-):
-    kwargs = {} if teacher_forcing >= 1.0 else {"teacher_forcing": teacher_forcing}
-    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, **kwargs)  # (B, T, V)
+    model: Translator,
+    batch: Batch,
+    smoothing: float,
+    teacher_forcing: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Label-smoothed cross-entropy of ``batch.tgt_out`` (PAD ignored), a scalar."""
+    logits, _ = model(
+        batch.src,
+        batch.src_lengths,
+        batch.tgt_in,
+        teacher_forcing=teacher_forcing,
+        need_weights=False,
+    )  # (B, T, V)
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
         batch.tgt_out.reshape(-1),  # (B*T,)
@@ -267,15 +279,9 @@ class _Trainer:
         torch.manual_seed(cfg.seed)
         self.model = build_translator(self.config.model, src_vocab, tgt_vocab).to(self.device)
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+            self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
         )
-        self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            self.optimizer,
-            mode="max",
-            factor=cfg.lr_decay,
-            patience=cfg.lr_patience,
-            min_lr=cfg.min_lr,
-        )
+        self.scheduler = Schedule(self.optimizer, cfg)
 
     def resume(self, ckpt: Checkpoint) -> None:
         """Restore everything ``save("last")`` wrote; metrics after that step are dropped."""
@@ -332,7 +338,7 @@ class _Trainer:
             p.best_bleu, p.best_step, p.bad_validations = scores["valid_bleu"], p.step, 0
         else:
             p.bad_validations += 1
-        self.scheduler.step(scores["valid_bleu"])
+        self.scheduler.after_validation(scores["valid_bleu"])
         row = {
             "epoch": p.epoch,
             "step": p.step,
@@ -375,6 +381,7 @@ class _Trainer:
         else:
             return self._skip(f"loss is {value}")
         self.optimizer.step()
+        self.scheduler.after_step()
         p.step += 1
         p.nonfinite_streak = 0
         p.pending_loss += value * batch.num_target_tokens

@@ -241,20 +241,13 @@ class AttentionDecoder(nn.Module):
         return flat.view(batch, self.num_layers, self.hidden_size).transpose(0, 1).contiguous()
 
     # ----------------------------------------------------------- decoding
-    def forward(
-        self, tgt_in: Tensor, memory: RNNMemory, *, teacher_forcing: float = 1.0
-    ) -> tuple[Tensor, Tensor]:
-        """Decode a whole target: logits ``(B, T, V)`` and weights ``(B, T, S)``.
+    def forward(self, tgt_in: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
+        """Teacher-forced decoding of a whole target: logits ``(B, T, V)``, weights ``(B, T, S)``.
 
         Args:
             tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
             memory: from :meth:`prepare`.
-            teacher_forcing: probability of feeding the gold token at each step
-                (per sentence); otherwise the model's own argmax is fed. Below 1
-                the step-by-step path is used whatever the configuration.
         """
-        if teacher_forcing < 1.0:
-            return self._free_running(tgt_in, memory, teacher_forcing)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if self.query_timing == "current" and not self.input_feeding:
             out, weights = self._parallel(embedded, memory)
@@ -299,21 +292,6 @@ class AttentionDecoder(nn.Module):
             out_all = torch.stack(outs, dim=1)  # (B, T, D)
             vectors = self._combine(out_all, torch.stack(contexts, dim=1), embedded)  # (B, T, Do)
         return vectors, torch.stack(weights, dim=1)  # (B, T, Do), (B, T, S)
-
-    def _free_running(
-        self, tgt_in: Tensor, memory: RNNMemory, teacher_forcing: float
-    ) -> tuple[Tensor, Tensor]:
-        """Step loop that feeds the model's own argmax with probability 1 - teacher_forcing."""
-        state, tokens = memory.initial, tgt_in[:, 0]
-        logits, weights = [], []
-        for t in range(tgt_in.shape[1]):
-            step_logits, step_weights, state = self.step(tokens, state, memory)
-            logits.append(step_logits)
-            weights.append(step_weights)
-            if t + 1 < tgt_in.shape[1]:
-                use_gold = torch.rand(tokens.shape, device=tokens.device) < teacher_forcing
-                tokens = torch.where(use_gold, tgt_in[:, t + 1], step_logits.argmax(-1))
-        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
 
     def _recur(
         self, embedded: Tensor, state: RNNState, memory: RNNMemory

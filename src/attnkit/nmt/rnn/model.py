@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from torch import Tensor
 
-from ..model import Translator
+from ..model import AttentionMaps, Translator
 from .decoder import AttentionDecoder, RNNMemory, RNNState
 from .encoder import RNNEncoder
 
@@ -139,6 +139,10 @@ class RNNTranslator(Translator):
         return self.decoder.step(prev_tokens, state, memory)
 
     def _teacher_forced(
-        self, tgt_in: Tensor, memory: RNNMemory, teacher_forcing: float
+        self, tgt_in: Tensor, memory: RNNMemory, need_weights: bool
     ) -> tuple[Tensor, Tensor]:
-        return self.decoder(tgt_in, memory, teacher_forcing=teacher_forcing)
+        return self.decoder(tgt_in, memory)  # the weights come for free
+
+    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        _, weights = self.decoder(tgt_in, self._encode(src, src_lengths))  # (B, T, S)
+        return AttentionMaps(cross=weights[:, None, None])  # (B, L=1, H=1, T, S)
