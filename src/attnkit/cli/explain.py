@@ -148,9 +148,9 @@ def _run_plot_mask(args: argparse.Namespace) -> int:
 def _run_plot_weights(args: argparse.Namespace) -> int:
     from .. import plot
 
-    weights, rows, cols = plot.read_weights(args.file)
+    saved = plot.read_weights(args.file)
     output = args.output or str(Path(args.file).with_suffix(".png"))
-    fig = plot.heatmap(weights, rows, cols, title=args.title, path=output)
+    fig = plot.heatmap(*saved[:3], mask=saved.mask, title=args.title, path=output)
     _report(fig, output)
     return 0
 
