@@ -8,7 +8,7 @@ from matplotlib.image import imread
 
 from attnkit import scaled_dot_product_attention
 from attnkit.cli import main
-from attnkit.explain import AttentionTrace
+from attnkit.lessons import AttentionTrace
 
 LESSON = ["explain", "--query", "2,0,1", "--keys", "1,0,0;0,1,0;0,0,1"]
 

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from attnkit import causal_mask, explain, padding_mask, plot
-from attnkit.saturation import SaturationResult
+from attnkit.lessons import SaturationResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WEIGHTS = [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]]

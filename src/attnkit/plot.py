@@ -165,7 +165,7 @@ def saturation_plot(result: Any, *, path: str | os.PathLike | None = None) -> Fi
     """Draw the saturation experiment: max weight and score variance against ``d_k``.
 
     Args:
-        result: a :class:`~attnkit.saturation.SaturationResult` (or any object
+        result: a :class:`~attnkit.lessons.SaturationResult` (or any object
             with its attributes ``dims``, ``num_keys``, ``score_variance``,
             ``scaled_variance``, ``max_weight_unscaled``, ``max_weight_scaled``).
         path: save to this file (``.png``, ``.svg`` or ``.pdf``).

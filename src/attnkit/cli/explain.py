@@ -85,7 +85,7 @@ def _add_plot(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from ..explain import explain
+    from ..lessons import explain
 
     query = parse_matrix(args.query, "--query")
     trace = explain(
@@ -106,7 +106,7 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def _run_saturation(args: argparse.Namespace) -> int:
-    from ..saturation import saturation
+    from ..lessons import saturation
 
     result = saturation(
         parse_ints(args.dims, "--dims"), trials=args.trials, num_keys=args.num_keys, seed=args.seed
