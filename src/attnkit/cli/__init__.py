@@ -2,9 +2,10 @@
 
 Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
-arguments and returning an exit status. Bad user input raises
-:class:`UsageError` (or ``ValueError``), which is printed as one line on
-stderr with exit status 2, never as a traceback.
+arguments and returning an exit status: ``lessons`` (explain, saturation),
+``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate) and
+``bench``. Bad user input raises :class:`UsageError` (or ``ValueError``),
+which is printed as one line on stderr with exit status 2, never as a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["UsageError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, explain, nmt
+    from . import bench, lessons, nmt, plot
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         "explain, plot, train, translate.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (explain, nmt, bench):
+    for group in (lessons, plot, nmt, bench):
         group.register(subparsers)
     return parser
 
