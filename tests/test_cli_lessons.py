@@ -6,7 +6,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from attnkit import scaled_dot_product_attention
+from attnkit import lessons, scaled_dot_product_attention
 from attnkit.lessons import AttentionTrace
 from cli_helpers import LESSON, assert_one_line_error, run
 
@@ -83,3 +83,28 @@ def test_saturation_table_and_plot(capsys, tmp_path):
     assert data["max_weight_unscaled"][2] > 0.9 and data["seed"] == 1
     status, _, err = run(capsys, "saturation", "--dims", "4,x")
     assert status == 2 and "--dims: 'x' is not a whole number" in err
+
+
+def test_negative_vectors_are_read_as_typed(capsys):
+    status, out, err = run(capsys, "explain", "--query", "-1.5,2", "--keys", "-1,0;0,1")
+    assert status == 0 and not err
+    assert "query  q = [-1.500, 2.000]" in out and "key    k1 = [-1, 0]" in out
+    assert run(capsys, "explain", "--query=-1.5,2", "--keys=-1,0;0,1") == (status, out, err)
+    status, out, err = run(capsys, "saturation", "--dims", "-4")
+    assert status == 2 and not out
+    assert_one_line_error(err, "saturation", "--dims: -4 is below the minimum of 1")
+
+
+def test_saturation_checks_the_picture_path_before_computing(capsys, tmp_path, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the table was computed before the path was checked")
+
+    monkeypatch.setattr(lessons, "saturation", never)
+    (tmp_path / "file").write_text("x")
+    for path, message in [
+        (tmp_path / "sat.jpg", "cannot save a picture as 'sat.jpg': use a .png, .svg, .pdf file"),
+        (tmp_path / "file" / "sat.png", f"cannot write in '{tmp_path / 'file'}'"),
+    ]:
+        status, out, err = run(capsys, "saturation", "--plot", str(path))
+        assert status == 2 and not out
+        assert_one_line_error(err, "saturation", message)

@@ -5,7 +5,7 @@ import json
 from matplotlib.image import imread
 
 from attnkit.cli import main
-from cli_helpers import LESSON, run
+from cli_helpers import LESSON, assert_one_line_error, run
 
 
 def test_plot_mask_causal_and_lengths(capsys, tmp_path):
@@ -40,3 +40,36 @@ def test_plot_weights_errors_are_one_line(capsys, tmp_path):
     assert status == 2 and "row_labels has 2 labels but the matrix has 1 rows" in err
     status, _, err = run(capsys, "plot", "weights", str(tmp_path / "missing.json"))
     assert status == 2 and err.count("\n") == 1
+
+
+def test_plot_weights_draws_tex_labels_and_the_saved_mask(capsys, tmp_path):
+    saved = tmp_path / "w.json"
+    saved.write_text(
+        json.dumps(
+            {
+                "weights": [[1.0, 0.0], [0.4, 0.6]],
+                "row_labels": ["$x^$", "a_b"],
+                "col_labels": ["c^d", "e\\f"],
+                "mask": [[True, False], [True, True]],
+            }
+        )
+    )
+    out_path = tmp_path / "w.png"
+    argv = ["plot", "weights", str(saved), "--xlabel", "source ($)", "--ylabel", "target"]
+    status, out, err = run(capsys, *argv)
+    assert status == 0 and not err and out.startswith(f"wrote {out_path} (")
+    assert imread(out_path).shape[2] in (3, 4)
+
+
+def test_plot_commands_check_the_output_path_before_drawing(capsys, tmp_path):
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"weights": [[1.0]]}))
+    for argv in (
+        ["plot", "mask", "--causal", "3", "-o", str(tmp_path / "mask.jpg")],
+        ["plot", "weights", str(weights), "-o", str(tmp_path / "w.gif")],
+        ["plot", "weights", str(tmp_path / "missing.json"), "-o", str(tmp_path / "w.bmp")],
+    ):
+        status, out, err = run(capsys, *argv)
+        assert status == 2 and not out
+        assert_one_line_error(err, "plot", "cannot save a picture as '")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json"]

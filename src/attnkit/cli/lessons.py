@@ -3,7 +3,8 @@
 ``attnkit explain --query 2,0,1 --keys "1,0,0;0,1,0;0,0,1" [--format text|markdown|json]``
 ``attnkit saturation [--dims 4,16,64] [--format text|json] [--plot FILE]``
 
-Vectors and matrices are typed as in :mod:`attnkit.cli.parsing`.
+Vectors and matrices are typed as in :mod:`attnkit.cli.parsing`; negative
+entries may be typed as they are (``--query -1.5,2``).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def _run_saturation(args: argparse.Namespace) -> int:
     from .. import plot
     from ..lessons import saturation
 
+    if args.plot:
+        plot.check_path(args.plot)  # before the table, which takes a while
     dims = parse_ints(args.dims, "--dims")
     result = saturation(dims, trials=args.trials, num_keys=args.num_keys, seed=args.seed)
     if args.format == "json":

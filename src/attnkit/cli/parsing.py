@@ -1,17 +1,44 @@
 """What users type on the command line, read into numbers: vectors, matrices, masks, widths.
 
 Vectors are comma-separated numbers and matrices are rows separated by
-semicolons: ``--keys "1,0,0;0,1,0;0,0,1"``. Every parse error is a
+semicolons: ``--keys "1,0,0;0,1,0;0,0,1"``. A value may start with a minus
+sign as typed (``--query -1.5,2``): :func:`attach_negative_values` keeps
+argparse from reading it as an option. Every parse error is a
 :class:`~attnkit.cli.errors.UsageError` naming the option, row and entry.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 
 from .errors import UsageError
 
-__all__ = ["parse_ints", "parse_mask", "parse_matrix"]
+__all__ = ["NUMBER_OPTIONS", "attach_negative_values", "parse_ints", "parse_mask", "parse_matrix"]
+
+#: The options that take numbers typed as vectors or matrices (explain, saturation, plot mask).
+NUMBER_OPTIONS = frozenset({"--query", "--keys", "--values", "--mask", "--dims", "--lengths"})
+_NEGATIVE = re.compile(r"-\.?\d")  # a minus sign, then a digit or a decimal point
+
+
+def attach_negative_values(argv: Sequence[str]) -> list[str]:
+    """``["--query", "-1.5,2"]`` -> ``["--query=-1.5,2"]``: negative values as users type them.
+
+    argparse takes ``-1.5`` for a number but ``-1.5,2`` or ``-1,0;0,1`` for an
+    unknown option ("expected one argument"). A token that starts with a minus
+    and a digit is joined to the option of :data:`NUMBER_OPTIONS` just before
+    it; other tokens, and everything after ``--``, are left alone.
+    """
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            return [*out, *argv[i:]]
+        if out and out[-1] in NUMBER_OPTIONS and _NEGATIVE.match(token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
 
 
 def parse_matrix(text: str, option: str) -> list[list[float]]:

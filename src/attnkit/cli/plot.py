@@ -1,9 +1,10 @@
 """CLI command group ``attnkit plot``: ``plot mask`` and ``plot weights`` (drawn by attnkit.plot).
 
 ``attnkit plot mask (--causal N | --lengths 3,5) [-o FILE]``
-``attnkit plot weights FILE.json [-o FILE] [--title T]``
+``attnkit plot weights FILE.json [-o FILE] [--title T] [--xlabel X] [--ylabel Y]``
 
-Labels are passed to :mod:`attnkit.plot` raw; it escapes them.
+Output paths are checked (extension, writable folder) before anything is
+drawn; labels are passed to :mod:`attnkit.plot` raw, which escapes them.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _add_weights(kinds: argparse._SubParsersAction) -> None:
     weights.add_argument("file", help="JSON file with the weights")
     weights.add_argument("-o", "--output", help="image file (default: FILE with .png)")
     weights.add_argument("--title", help="title above the heatmap")
+    weights.add_argument("--xlabel", default="source (keys)", help="column axis title")
+    weights.add_argument("--ylabel", default="target (queries)", help="row axis title")
     weights.set_defaults(func=_run_weights)
 
 
@@ -52,6 +55,7 @@ def _run_mask(args: argparse.Namespace) -> int:
     from .. import plot
     from ..attention.functional import causal_mask, padding_mask
 
+    plot.check_path(args.output)
     if args.causal is not None:
         if args.causal <= 0:
             raise UsageError(f"--causal needs a positive size, got {args.causal}")
@@ -75,6 +79,7 @@ def _run_weights(args: argparse.Namespace) -> int:
     from .. import plot
 
     output = args.output or str(Path(args.file).with_suffix(".png"))
+    plot.check_path(output)
     saved = plot.read_weights(args.file)
     fig = plot.heatmap(
         saved.weights,
@@ -82,6 +87,8 @@ def _run_weights(args: argparse.Namespace) -> int:
         saved.col_labels,
         mask=saved.mask,
         title=args.title,
+        xlabel=args.xlabel,
+        ylabel=args.ylabel,
         path=output,
     )
     report(fig, output)
