@@ -2,6 +2,8 @@
 
 import io
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,3 +252,15 @@ def test_check_path_accepts_new_folders_and_rejects_what_cannot_be_written(tmp_p
     (tmp_path / "dir.png").mkdir()
     with pytest.raises(ValueError, match="it is a folder"):
         plot.check_path(tmp_path / "dir.png")
+
+
+def test_no_module_but_plot_touches_matplotlib_and_none_imports_pyplot():
+    package = Path(plot.__file__).parent
+    users = {
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(from|import) matplotlib", p.read_text(encoding="utf-8"), re.M)
+    }
+    assert users == {"plot.py"}
+    source = Path(plot.__file__).read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(from|import) matplotlib\.pyplot|import pyplot", source, re.M)
