@@ -1,7 +1,9 @@
 """Run the benchmarks, print their tables, and optionally write the figures as JSON.
 
-``attnkit bench [--quick] [--json FILE] [--only SUITE ...]`` (or
-``python -m benchmarks.run`` with the same options).
+From the root of a clone: ``python -m benchmarks.run [--quick] [--json FILE]
+[--only SUITE ...]``, or ``attnkit bench`` with the same options (see
+:mod:`attnkit.cli.bench`, which parses them). The benchmarks are not installed
+with the package.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m benchmarks.run: the options are attnkit bench's
     from attnkit.cli import main as cli_main
 
     raise SystemExit(cli_main(["bench", *sys.argv[1:]]))

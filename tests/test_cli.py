@@ -1,8 +1,15 @@
 """The attnkit command line as a whole: dispatch, errors, argument order."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from attnkit.cli import main
+import attnkit
+from attnkit.cli import BROKEN_PIPE_STATUS, main
+from attnkit.cli.parsing import attach_negative_values
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
@@ -23,3 +30,37 @@ def test_unknown_options_are_still_rejected(tmp_path, capsys):
         main(["translate", str(tmp_path), "--bogus", "x"])
     assert exit_.value.code == 2
     assert "unrecognized arguments: --bogus x" in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 0 and not captured.err
+    assert captured.out == f"attnkit {attnkit.__version__}\n" == "attnkit 0.1.0\n"
+
+
+def test_negative_values_are_joined_to_their_number_option_only():
+    argv = ["explain", "--query", "-1.5,2", "--keys", "-1,0;0,1", "--values", "-.5,1;2,3"]
+    assert attach_negative_values(argv) == [
+        "explain", "--query=-1.5,2", "--keys=-1,0;0,1", "--values=-.5,1;2,3",
+    ]  # fmt: skip
+    untouched = ["translate", "run", "--show-attention", "-5", "--beam", "-1", "--", "--keys", "-1"]
+    assert attach_negative_values(untouched) == untouched
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain", "--query", "2,0,1", "--keys", "1,0,0;0,1,0;0,0,1", "--format", "json"],
+        ["saturation", "--dims", "4", "--trials", "5"],
+    ],
+)
+def test_a_reader_that_leaves_ends_the_command_quietly_with_141(argv):
+    env = {**os.environ, "PYTHONPATH": str(Path(attnkit.__file__).parents[1])}
+    command = [sys.executable, "-m", "attnkit.cli", *argv]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # the reader leaves before the first line (the child is still importing)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 == BROKEN_PIPE_STATUS
+    assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit

@@ -1,5 +1,6 @@
 """explain(): the lesson's worked example, parity with the core, masks, round trips, errors."""
 
+import importlib
 import json
 import math
 
@@ -8,7 +9,7 @@ import torch
 
 import attnkit
 from attnkit import explain, make_score, scaled_dot_product_attention
-from attnkit.explain import AttentionTrace
+from attnkit.lessons import AttentionTrace
 
 QUERY = [2.0, 0.0, 1.0]
 KEYS = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
@@ -18,9 +19,12 @@ def lesson():
     return explain(QUERY, KEYS)
 
 
-def test_explain_is_exported_from_the_package():
-    assert attnkit.explain is explain
+def test_attnkit_explain_is_the_function_and_only_the_function():
+    assert attnkit.explain is explain is attnkit.lessons.explain
     assert "explain" in attnkit.__all__
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("attnkit.explain")
+    assert attnkit.lessons.trace.AttentionTrace is AttentionTrace
 
 
 def test_worked_example_numbers_in_the_trace():

@@ -1,17 +1,24 @@
 """attnkit.plot: images of the expected size and format, and loud errors on bad input."""
 
+import io
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from attnkit import causal_mask, explain, padding_mask, plot
-from attnkit.saturation import SaturationResult
+from attnkit.lessons import SaturationResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WEIGHTS = [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]]
+TEX_LABELS = ["$x^$", "a_b", "c^d", "e\\f"]  # "$x^$" is invalid mathtext
+CAUSAL_WEIGHTS = [[1.0, 0.0, 0.0], [0.3, 0.7, 0.0], [0.2, 0.0, 0.8]]  # (2, 1) is a real 0
 
 
 def png_pixels(path):
@@ -118,11 +125,13 @@ def test_saturation_plot_draws_both_panels(tmp_path):
 def test_read_weights_accepts_the_documented_format_and_explain_json(tmp_path):
     plain = tmp_path / "w.json"
     plain.write_text(json.dumps({"weights": WEIGHTS, "row_labels": ["a", "b"]}))
-    assert plot.read_weights(plain) == (WEIGHTS, ["a", "b"], None)
+    assert plot.read_weights(plain) == (WEIGHTS, ["a", "b"], None, None)
     trace = tmp_path / "trace.json"
-    t = explain([[2.0, 0.0, 1.0], [0.0, 1.0, 0.0]], np.eye(3))
+    t = explain([[2.0, 0.0, 1.0], [0.0, 1.0, 0.0]], np.eye(3), causal=True)
     trace.write_text(json.dumps(t.to_dict()))
-    assert plot.read_weights(trace) == (t.weights, ["q1", "q2"], ["k1", "k2", "k3"])
+    saved = plot.read_weights(trace)
+    assert saved == (t.weights, ["q1", "q2"], ["k1", "k2", "k3"], t.mask)
+    assert saved.mask == [[True, True, False], [True, True, True]]
 
 
 def test_read_weights_errors(tmp_path):
@@ -135,3 +144,123 @@ def test_read_weights_errors(tmp_path):
         plot.read_weights(broken)
     with pytest.raises(FileNotFoundError):
         plot.read_weights(tmp_path / "missing.json")
+
+
+def test_the_tex_label_really_breaks_unescaped_mathtext():
+    fig = Figure()
+    fig.text(0, 0, TEX_LABELS[0])
+    with pytest.raises(ValueError):
+        fig.savefig(io.BytesIO(), format="png")
+
+
+def draw_heatmap(labels, path):
+    n = len(labels)
+    return plot.heatmap(
+        np.eye(n), labels, labels, mask=np.tril(np.ones((n, n))), title=" ".join(labels),
+        xlabel=labels[0], ylabel=labels[-1], path=path,
+    )  # fmt: skip
+
+
+def draw_mask(labels, path):
+    n = len(labels)
+    return plot.mask_plot(
+        causal_mask(n), labels, labels, title=" ".join(labels), xlabel=labels[0],
+        ylabel=labels[-1], path=path,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", plot.FORMATS)
+@pytest.mark.parametrize("draw", [draw_heatmap, draw_mask])
+def test_labels_with_dollar_underscore_caret_backslash_render_and_save(tmp_path, draw, suffix):
+    path = tmp_path / f"tex{suffix}"
+    fig = draw(TEX_LABELS, path)
+    assert path.stat().st_size > 0
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks == ["\\$x^\\$", "a_b", "c^d", "e\\f"]  # only "$" is escaped
+
+
+@pytest.mark.parametrize("suffix", plot.FORMATS)
+def test_saturation_and_learning_curve_save_in_every_format(tmp_path, suffix):
+    result = SaturationResult([4, 16], 5, 8, 0, [4.0, 16.0], [1.0, 1.0], [0.5, 0.7], [0.3, 0.3])
+    plot.saturation_plot(result, path=tmp_path / f"s{suffix}")
+    history = [{"step": s, "train_loss": 3.0, "valid_loss": 2.9, "valid_bleu": 1.0} for s in (1, 2)]
+    plot.learning_curve(history, path=tmp_path / f"c{suffix}")
+    assert {p.name for p in tmp_path.iterdir()} == {f"s{suffix}", f"c{suffix}"}
+
+
+def test_long_titles_are_cut_with_an_ellipsis():
+    title = "$" + "x" * 100
+    shown = plot.heatmap(WEIGHTS, title=title).axes[0].get_title()
+    assert len(shown) == plot.TITLE_MAX + 1 and shown.startswith("\\$xx") and shown.endswith("...")
+    assert plot.mask_plot(causal_mask(2), title="short").axes[0].get_title() == "short"
+
+
+def test_heatmap_axis_titles_name_source_and_target():
+    ax = plot.heatmap(WEIGHTS).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("source (keys)", "target (queries)")
+    ax = plot.heatmap(WEIGHTS, xlabel="source (de)", ylabel="target (en)").axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("source (de)", "target (en)")
+
+
+def test_masked_cells_are_hatched_unannotated_and_explained_in_a_legend():
+    fig = plot.heatmap(CAUSAL_WEIGHTS, mask=causal_mask(3))
+    ax = fig.axes[0]
+    assert len(ax.texts) == 6  # the three masked cells carry no number
+    assert ax.images[0].get_array().mask.tolist() == (~causal_mask(3)).tolist()
+    (hatched,) = ax.collections
+    assert len(hatched.get_paths()) == 3 and hatched.get_hatch() == "///"
+    assert "masked" in ax.get_legend().get_texts()[0].get_text()
+    assert plot.heatmap(CAUSAL_WEIGHTS).axes[0].get_legend() is None  # no mask, no note
+
+
+def cell_pixels(fig, row, col, half=8):
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3].astype(float)
+    x, y = fig.axes[0].transData.transform((col, row))
+    r, c = rgb.shape[0] - round(y), round(x)  # display y grows upwards
+    return rgb[r - half : r + half, c - half : c + half]
+
+
+def test_a_masked_zero_looks_different_from_a_real_zero():
+    fig = plot.heatmap(CAUSAL_WEIGHTS, mask=causal_mask(3), annotate=False)
+    masked, real = cell_pixels(fig, 0, 1), cell_pixels(fig, 2, 1)
+    assert masked.std() > 15 > real.std()  # hatching against a flat cell
+    assert np.abs(masked.mean((0, 1)) - real.mean((0, 1))).max() > 10
+
+
+def test_heatmap_mask_broadcasts_a_row_and_rejects_bad_masks():
+    fig = plot.heatmap(WEIGHTS, mask=[[1, 1, 0]])
+    assert len(fig.axes[0].collections[0].get_paths()) == 2
+    with pytest.raises(ValueError, match="does not broadcast to the weights' .2, 3."):
+        plot.heatmap(WEIGHTS, mask=[[1, 0]])
+    with pytest.raises(ValueError, match="mask must hold booleans or 0/1"):
+        plot.heatmap(WEIGHTS, mask=[[0.5, 1, 1]])
+
+
+def test_check_path_accepts_new_folders_and_rejects_what_cannot_be_written(tmp_path):
+    target = tmp_path / "new" / "deeper" / "w.svg"
+    assert plot.check_path(target) == target and not (tmp_path / "new").exists()
+    (tmp_path / "file.txt").write_text("x")
+    for bad, message in [
+        (tmp_path / "w.jpg", "cannot save a picture as 'w.jpg'"),
+        (tmp_path / "file.txt" / "w.png", "cannot write in"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            plot.check_path(bad)
+    (tmp_path / "dir.png").mkdir()
+    with pytest.raises(ValueError, match="it is a folder"):
+        plot.check_path(tmp_path / "dir.png")
+
+
+def test_no_module_but_plot_touches_matplotlib_and_none_imports_pyplot():
+    package = Path(plot.__file__).parent
+    users = {
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(from|import) matplotlib", p.read_text(encoding="utf-8"), re.M)
+    }
+    assert users == {"plot.py"}
+    source = Path(plot.__file__).read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(from|import) matplotlib\.pyplot|import pyplot", source, re.M)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnkit.saturation import DEFAULT_DIMS, saturation
+from attnkit.lessons import DEFAULT_DIMS, saturation
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from .attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from .explain import explain
+from .lessons import explain
 
 __version__ = "0.1.0"
 

@@ -9,6 +9,11 @@ All pictures share one palette, font size and resolution (:data:`DPI`).
 
 Conventions: in a weights or mask picture, rows are queries (target tokens)
 and columns are keys (source tokens), as in Bahdanau et al. 2015, fig. 3.
+
+Text is drawn as given: every label, axis title and title passes through
+``_escape_text`` here, so a token such as ``$x^$`` never reaches matplotlib's
+mathtext parser, and titles longer than :data:`TITLE_MAX` characters are cut
+with "...". Callers pass raw tokens and never escape them themselves.
 """
 
 from __future__ import annotations
@@ -18,17 +23,24 @@ import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from matplotlib import colormaps
+from matplotlib.collections import PatchCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
 
 __all__ = [
     "DPI",
     "FORMATS",
+    "TITLE_MAX",
+    "SavedWeights",
+    "check_path",
     "heatmap",
     "image_size",
+    "learning_curve",
     "mask_plot",
     "read_weights",
     "saturation_plot",
@@ -41,9 +53,12 @@ CMAP = "Blues"
 MAIN_COLOR = "#08519c"  # the dark end of CMAP
 ACCENT_COLOR = "#d9622b"
 BLOCKED_COLOR = "#eeeeee"
+HATCH_COLOR = "#8c8c8c"
+MASKED_HATCH = "///"
 FONT_SIZE = 9
 ANNOTATE_MAX_SIDE = 16  # annotate cells when both sides are at most this long
 CELL_INCHES = 0.45
+TITLE_MAX = 70  # characters of a title; longer ones end in "..."
 
 
 def heatmap(
@@ -51,6 +66,7 @@ def heatmap(
     row_labels: Sequence[str] | None = None,
     col_labels: Sequence[str] | None = None,
     *,
+    mask: Any = None,
     title: str | None = None,
     xlabel: str = "source (keys)",
     ylabel: str = "target (queries)",
@@ -60,13 +76,21 @@ def heatmap(
 ) -> Figure:
     """Draw attention weights as a heatmap, one row per query and one column per key.
 
+    Masked cells (``mask`` False) are drawn grey and hatched, without a number,
+    and a legend note below the picture says so: a masked key's weight is 0 by
+    construction, which is not the same as a real weight that rounds to 0.00.
+
     Args:
         weights: ``(T, S)`` (queries x keys), a nested list, numpy array or
-            tensor of real numbers; the colour scale is [0, 1] when every weight
-            lies there, else the data's range.
+            tensor of real numbers; the colour scale is [0, 1] when every
+            unmasked weight lies there, else their range.
         row_labels: ``T`` labels for the rows (target tokens); default 1..T.
         col_labels: ``S`` labels for the columns (source tokens); default 1..S.
-        title, xlabel, ylabel: text around the picture.
+        mask: booleans or 0/1 broadcastable to ``(T, S)``, True = may attend
+            (the attention core's convention); None draws every cell as a weight.
+        title: text above the picture, cut to :data:`TITLE_MAX` characters.
+        xlabel: the column axis's title, by default ``source (keys)``.
+        ylabel: the row axis's title, by default ``target (queries)``.
         annotate: write each value in its cell; None does so when both sides
             are at most 16.
         precision: decimals of the annotations.
@@ -77,19 +101,21 @@ def heatmap(
 
     Raises:
         ValueError: not a 2-D matrix, an empty matrix, NaN entries, label
-            counts that differ from the matrix's sides, or an unknown extension.
+            counts that differ from the matrix's sides, a mask that is not 0/1
+            or does not broadcast to the weights, or an unknown extension.
     """
     values = _as_matrix("weights", weights)
-    lo, hi = float(values.min()), float(values.max())
-    vmin, vmax = (0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else (lo, hi if hi > lo else lo + 1.0)
+    blocked = ~_as_mask(mask, values.shape)
+    vrange = _color_range(values if blocked.all() else values[~blocked])
     fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
-    image = ax.imshow(values, cmap=CMAP, vmin=vmin, vmax=vmax, aspect="auto")
+    cmap = colormaps[CMAP].with_extremes(bad=BLOCKED_COLOR)
+    shown = np.ma.masked_array(values, mask=blocked)
+    image = ax.imshow(shown, cmap=cmap, vmin=vrange[0], vmax=vrange[1], aspect="auto")
     _label_axes(ax, values.shape, row_labels, col_labels)
     if _should_annotate(annotate, values.shape):
-        for (i, j), v in np.ndenumerate(values):
-            dark = (v - vmin) / (vmax - vmin) > 0.55
-            color = "white" if dark else "black"
-            ax.text(j, i, f"{v:.{precision}f}", ha="center", va="center", color=color, fontsize=7)
+        _annotate(ax, values, blocked, vrange, precision)
+    if blocked.any():
+        _hatch_masked(ax, blocked)
     fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=FONT_SIZE - 1)
     return _finish(fig, path)
 
@@ -120,9 +146,7 @@ def mask_plot(
         ValueError: not a 2-D matrix of booleans or 0/1, empty, label counts
             that differ from the matrix, or an unknown extension.
     """
-    values = _as_matrix("mask", mask)
-    if not np.isin(values, (0.0, 1.0)).all():
-        raise ValueError("mask must hold booleans or 0/1 (1 = may attend)")
+    values = _as_zero_one("mask", mask)
     fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
     cmap = ListedColormap([BLOCKED_COLOR, MAIN_COLOR])
     image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
@@ -141,7 +165,7 @@ def saturation_plot(result: Any, *, path: str | os.PathLike | None = None) -> Fi
     """Draw the saturation experiment: max weight and score variance against ``d_k``.
 
     Args:
-        result: a :class:`~attnkit.saturation.SaturationResult` (or any object
+        result: a :class:`~attnkit.lessons.SaturationResult` (or any object
             with its attributes ``dims``, ``num_keys``, ``score_variance``,
             ``scaled_variance``, ``max_weight_unscaled``, ``max_weight_scaled``).
         path: save to this file (``.png``, ``.svg`` or ``.pdf``).
@@ -211,22 +235,38 @@ def learning_curve(history: Sequence[dict], *, path: str | os.PathLike | None = 
     return _finish(fig, path)
 
 
-def read_weights(
-    path: str | os.PathLike,
-) -> tuple[list[list[float]], list[str] | None, list[str] | None]:
+class SavedWeights(NamedTuple):
+    """Weights read by :func:`read_weights`, ready for :func:`heatmap`.
+
+    Attributes:
+        weights: ``(T, S)`` rows = queries (target), columns = keys (source).
+        row_labels: ``T`` labels, or None.
+        col_labels: ``S`` labels, or None.
+        mask: booleans broadcastable to ``(T, S)``, True = may attend, or None.
+    """
+
+    weights: list[list[float]]
+    row_labels: list[str] | None
+    col_labels: list[str] | None
+    mask: list[list[bool]] | None
+
+
+def read_weights(path: str | os.PathLike) -> SavedWeights:
     """Read saved weights for :func:`heatmap` from a JSON file.
 
-    The format is ``{"weights": [[...], ...], "row_labels": [...], "col_labels": [...]}``
-    with rows = queries (target tokens) and columns = keys (source tokens); the
-    labels are optional. The JSON written by ``attnkit explain --format json``
+    The format is ``{"weights": [[...], ...], "row_labels": [...], "col_labels": [...],
+    "mask": [[...], ...]}`` with rows = queries (target tokens) and columns = keys
+    (source tokens); all but the weights are optional, the mask holds booleans
+    (true = may attend). The JSON written by ``attnkit explain --format json``
     has this shape too.
 
     Returns:
-        ``(weights, row_labels, col_labels)``, labels None when absent.
+        the weights, labels and mask, each of the last three None when absent.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: invalid JSON, no ``weights`` key, or labels that are not lists.
+        ValueError: invalid JSON, no ``weights`` key, or labels or a mask that
+            are not lists.
     """
     path = Path(path)
     try:
@@ -235,32 +275,56 @@ def read_weights(
         raise ValueError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(data, dict) or "weights" not in data:
         raise ValueError(f'{path} has no "weights" key; expected {{"weights": [[...]], ...}}')
-    labels = []
-    for key in ("row_labels", "col_labels"):
-        value = data.get(key)
-        if value is not None and not isinstance(value, list):
-            raise ValueError(f"{path}: {key} must be a list of strings, got {type(value).__name__}")
-        labels.append(None if value is None else [str(v) for v in value])
-    return data["weights"], labels[0], labels[1]
+    rows, cols, mask = (_list_or_none(path, data, k) for k in ("row_labels", "col_labels", "mask"))
+    labels = [None if x is None else [str(v) for v in x] for x in (rows, cols)]
+    return SavedWeights(data["weights"], *labels, mask)
+
+
+def _list_or_none(path: Path, data: dict, key: str) -> list | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, list):
+        raise ValueError(f"{path}: {key} must be a list, got {type(value).__name__}")
+    return value
+
+
+def check_path(path: str | os.PathLike) -> Path:
+    """Check that :func:`save` can write a picture to ``path``, before any work is done.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``; a
+            path that is a folder; or a folder that cannot be created or written
+            (the nearest existing one is named).
+    """
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
+    if path.is_dir():
+        raise ValueError(f"cannot save a picture as {str(path)!r}: it is a folder")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot save a picture as {str(path)!r}: cannot write in {str(folder)!r}")
+    return path
 
 
 def save(fig: Figure, path: str | os.PathLike) -> Path:
     """Save ``fig`` atomically as PNG, SVG or PDF, chosen by the extension of ``path``.
 
     Raises:
-        ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``.
+        ValueError: anything :func:`check_path` rejects.
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
+    path = check_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # A temporary file beside the target, created with open() so the usual
     # permissions (umask) apply, then renamed over it: readers never see half a file.
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "xb") as handle:
-            fig.savefig(handle, format=suffix[1:], dpi=DPI)
+            fig.savefig(handle, format=path.suffix.lower()[1:], dpi=DPI)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -278,10 +342,10 @@ def _matrix_axes(shape: tuple[int, int], title: str | None, xlabel: str, ylabel:
     height = min(max(1.6 + CELL_INCHES * rows, 3.0), 16.0)
     fig = _figure((round(width, 2), round(height, 2)))  # whole pixels at DPI = 100
     ax = fig.add_subplot()
-    ax.set_xlabel(xlabel, fontsize=FONT_SIZE)
-    ax.set_ylabel(ylabel, fontsize=FONT_SIZE)
+    ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
+    ax.set_ylabel(_escape_text(ylabel), fontsize=FONT_SIZE)
     if title:
-        ax.set_title(title, fontsize=FONT_SIZE + 1)
+        ax.set_title(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
     return fig, ax
 
 
@@ -298,12 +362,11 @@ def _label_axes(ax, shape: tuple[int, int], row_labels, col_labels) -> None:
 def _labels(arg: str, labels, n: int, side: str, shape: tuple[int, int]) -> list[str]:
     if labels is None:
         return [str(i + 1) for i in range(n)]
-    labels = [str(x) for x in labels]
     if len(labels) != n:
         raise ValueError(
             f"{arg} has {len(labels)} labels but the matrix has {n} {side} (shape {shape})"
         )
-    return labels
+    return [_escape_text(str(x)) for x in labels]
 
 
 def _as_matrix(arg: str, x: Any) -> np.ndarray:
@@ -325,6 +388,75 @@ def _as_matrix(arg: str, x: Any) -> np.ndarray:
             f"(first at row {i}, column {j})"
         )
     return values
+
+
+def _as_zero_one(arg: str, x: Any) -> np.ndarray:
+    values = _as_matrix(arg, x)
+    if not np.isin(values, (0.0, 1.0)).all():
+        raise ValueError(f"{arg} must hold booleans or 0/1 (1 = may attend)")
+    return values
+
+
+def _as_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The heatmap's mask as booleans of ``shape``, True = may attend; all True for None."""
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    values = _as_zero_one("mask", mask)
+    try:
+        return np.broadcast_to(values.astype(bool), shape)
+    except ValueError:
+        raise ValueError(
+            f"mask has shape {values.shape}, which does not broadcast to the weights' {shape}"
+        ) from None
+
+
+def _color_range(values: np.ndarray) -> tuple[float, float]:
+    """[0, 1] for weights that lie there, else the values' range (never empty)."""
+    lo, hi = float(values.min()), float(values.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return 0.0, 1.0
+    return lo, hi if hi > lo else lo + 1.0
+
+
+def _annotate(ax, values: np.ndarray, blocked: np.ndarray, vrange, precision: int) -> None:
+    """Write each unmasked value in its cell, white on dark cells."""
+    vmin, vmax = vrange
+    for (i, j), v in np.ndenumerate(values):
+        if blocked[i, j]:
+            continue
+        color = "white" if (v - vmin) / (vmax - vmin) > 0.55 else "black"
+        ax.text(j, i, f"{v:.{precision}f}", ha="center", va="center", color=color, fontsize=7)
+
+
+def _hatch_masked(ax, blocked: np.ndarray) -> None:
+    """Cover masked cells with grey hatching and explain it in a legend below the picture."""
+    cells = [Rectangle((j - 0.5, i - 0.5), 1.0, 1.0) for i, j in np.argwhere(blocked)]
+    style = {"facecolor": BLOCKED_COLOR, "edgecolor": HATCH_COLOR, "hatch": MASKED_HATCH}
+    ax.add_collection(PatchCollection(cells, linewidth=0, **style), autolim=False)
+    note = Patch(label="masked: may not attend (weight 0 by the mask)", **style)
+    ax.legend(
+        handles=[note],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        frameon=False,
+        fontsize=FONT_SIZE - 1,
+    )
+
+
+def _escape_text(text: str) -> str:
+    """``text`` as matplotlib should draw it, character for character.
+
+    A ``$`` is escaped to ``\\$`` so that no pair of them starts mathtext (a
+    token like ``$x^$`` would otherwise fail to parse when the figure is
+    saved); ``_``, ``^`` and ``\\`` are drawn as they are outside mathtext.
+    Assumes matplotlib's default ``text.usetex = False``.
+    """
+    return str(text).replace("$", r"\$")
+
+
+def _shorten_title(title: str) -> str:
+    """``title`` cut to :data:`TITLE_MAX` characters, the last three being "..."."""
+    return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 3] + "..."
 
 
 def _should_annotate(annotate: bool | None, shape: tuple[int, int]) -> bool:

@@ -2,39 +2,70 @@
 
 Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
-arguments and returning an exit status. Bad user input raises
-:class:`UsageError` (or ``ValueError``), which is printed as one line on
-stderr with exit status 2, never as a traceback.
+arguments and returning an exit status: ``lessons`` (explain, saturation),
+``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate) and
+``bench``. Bad user input raises :class:`UsageError` (or ``ValueError``), which
+is printed as one line on stderr with exit status 2, never as a traceback.
+
+When the reader of stdout goes away (``attnkit explain ... | head -1``), the
+command stops quietly with exit status 141 (128 + SIGPIPE), the status a shell
+reports for ``cat`` or ``yes`` in the same place, so ``set -o pipefail``
+scripts see the same thing they would for any other Unix tool.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from .errors import UsageError
+from .parsing import attach_negative_values
 
-__all__ = ["UsageError", "build_parser", "main"]
+__all__ = ["BROKEN_PIPE_STATUS", "UsageError", "build_parser", "main"]
+
+BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ended
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, explain, nmt
+    from . import bench, lessons, nmt, plot
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
         description="The attention mechanism of neural translation: "
         "explain, plot, train, translate.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (explain, nmt, bench):
+    for group in (lessons, plot, nmt, bench):
         group.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``attnkit`` command and return its exit status.
+
+    Args:
+        argv: the arguments after ``attnkit``; default ``sys.argv[1:]``.
+
+    Returns:
+        0 on success, 2 for bad input (one line on stderr), 130 when
+        interrupted, 141 when stdout's reader went away; a command may return
+        others (``train`` returns 1 when training fails).
+    """
+    try:
+        status = _run(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # a reader that left shows up here when the output was buffered
+    except BrokenPipeError:
+        return _reader_gone()
+    return status
+
+
+def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(attach_negative_values(argv))
     # argparse fills a nargs="*" positional only where it first meets it, so
     # `translate RUN --beam 5 "a sentence"` would leave the sentence over;
     # commands that declare `trailing_positionals` collect such leftovers.
@@ -54,3 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _reader_gone() -> int:
+    """Stop quietly after stdout's reader closed the pipe (Python's documented recipe).
+
+    Pointing stdout at devnull keeps the interpreter's final flush of the
+    unwritten rest from failing again with a second traceback at exit.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured, closed)
+        pass
+    return BROKEN_PIPE_STATUS

@@ -211,13 +211,7 @@ def _stdin_lines() -> list[str]:
     return split_input(data, warn=_warn)
 
 
-def _mathtext_safe(text: str) -> str:
-    return text.replace("$", r"\$")  # matplotlib reads $...$ as math and may fail to parse it
-
-
 def _plot(translations, folder: Path) -> None:
-    import matplotlib.pyplot as plt
-
     from ..plot import heatmap
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -225,15 +219,8 @@ def _plot(translations, folder: Path) -> None:
         if t.weights is None:
             continue
         path = folder / f"sentence_{number:03d}.png"
-        title = t.source if len(t.source) <= 70 else t.source[:67] + "..."
-        figure = heatmap(
-            t.weights.numpy(),
-            row_labels=[_mathtext_safe(x) for x in t.tgt_pieces],
-            col_labels=[_mathtext_safe(x) for x in t.src_pieces],
-            title=_mathtext_safe(title),
-            path=str(path),
-        )
-        plt.close(figure)
+        # plot.heatmap escapes the labels and shortens the title itself
+        heatmap(t.weights.numpy(), t.tgt_pieces, t.src_pieces, title=t.source, path=path)
         print(f"heatmap: {path}", file=sys.stderr)
 
 

@@ -1,4 +1,4 @@
-"""attnkit explain | saturation | plot: output, exit statuses, one-line errors."""
+"""attnkit explain | saturation: output, exit statuses, one-line errors."""
 
 import json
 
@@ -6,17 +6,9 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from attnkit import scaled_dot_product_attention
-from attnkit.cli import main
-from attnkit.explain import AttentionTrace
-
-LESSON = ["explain", "--query", "2,0,1", "--keys", "1,0,0;0,1,0;0,0,1"]
-
-
-def run(capsys, *argv):
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
+from attnkit import lessons, scaled_dot_product_attention
+from attnkit.lessons import AttentionTrace
+from cli_helpers import LESSON, assert_one_line_error, run
 
 
 def test_explain_prints_the_lessons_worked_example(capsys):
@@ -77,8 +69,7 @@ def test_values_mask_causal_markdown_and_precision(capsys):
 def test_malformed_input_is_a_one_line_error_with_status_2(capsys, argv, message):
     status, out, err = run(capsys, "explain", *argv)
     assert status == 2 and not out
-    assert err.startswith("attnkit explain: error: ") and message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert_one_line_error(err, "explain", message)
 
 
 def test_saturation_table_and_plot(capsys, tmp_path):
@@ -94,35 +85,26 @@ def test_saturation_table_and_plot(capsys, tmp_path):
     assert status == 2 and "--dims: 'x' is not a whole number" in err
 
 
-def test_plot_mask_causal_and_lengths(capsys, tmp_path):
-    for flag, value in (("--causal", "5"), ("--lengths", "3,5")):
-        path = tmp_path / f"{flag[2:]}.png"
-        status, out, _ = run(capsys, "plot", "mask", flag, value, "-o", str(path))
-        assert status == 0 and out.startswith(f"wrote {path}")
-        width, height = (int(n) for n in out.split("(")[1].split(" px")[0].split(" x "))
-        assert imread(path).shape[:2] == (height, width)
-    status, _, err = run(capsys, "plot", "mask", "--causal", "0")
-    assert status == 2 and "--causal needs a positive size" in err
+def test_negative_vectors_are_read_as_typed(capsys):
+    status, out, err = run(capsys, "explain", "--query", "-1.5,2", "--keys", "-1,0;0,1")
+    assert status == 0 and not err
+    assert "query  q = [-1.500, 2.000]" in out and "key    k1 = [-1, 0]" in out
+    assert run(capsys, "explain", "--query=-1.5,2", "--keys=-1,0;0,1") == (status, out, err)
+    status, out, err = run(capsys, "saturation", "--dims", "-4")
+    assert status == 2 and not out
+    assert_one_line_error(err, "saturation", "--dims: -4 is below the minimum of 1")
 
 
-def test_plot_weights_from_json_and_from_explain_output(capsys, tmp_path):
-    plain = tmp_path / "w.json"
-    plain.write_text(
-        json.dumps({"weights": [[0.9, 0.1]], "row_labels": ["le"], "col_labels": ["the", "cat"]})
-    )
-    status, out, _ = run(capsys, "plot", "weights", str(plain))
-    assert status == 0 and (tmp_path / "w.png").exists()
-    trace = tmp_path / "trace.json"
-    main([*LESSON[:2], "2,0,1;0,1,0", *LESSON[3:], "--format", "json"])
-    trace.write_text(capsys.readouterr().out)
-    status, out, _ = run(capsys, "plot", "weights", str(trace), "-o", str(tmp_path / "t.svg"))
-    assert status == 0 and (tmp_path / "t.svg").read_text().lstrip().startswith("<?xml")
+def test_saturation_checks_the_picture_path_before_computing(capsys, tmp_path, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the table was computed before the path was checked")
 
-
-def test_plot_weights_errors_are_one_line(capsys, tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"weights": [[0.5, 0.5]], "row_labels": ["a", "b"]}))
-    status, _, err = run(capsys, "plot", "weights", str(bad))
-    assert status == 2 and "row_labels has 2 labels but the matrix has 1 rows" in err
-    status, _, err = run(capsys, "plot", "weights", str(tmp_path / "missing.json"))
-    assert status == 2 and err.count("\n") == 1
+    monkeypatch.setattr(lessons, "saturation", never)
+    (tmp_path / "file").write_text("x")
+    for path, message in [
+        (tmp_path / "sat.jpg", "cannot save a picture as 'sat.jpg': use a .png, .svg, .pdf file"),
+        (tmp_path / "file" / "sat.png", f"cannot write in '{tmp_path / 'file'}'"),
+    ]:
+        status, out, err = run(capsys, "saturation", "--plot", str(path))
+        assert status == 2 and not out
+        assert_one_line_error(err, "saturation", message)

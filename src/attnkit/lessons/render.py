@@ -1,4 +1,4 @@
-"""Render an :class:`~attnkit.explain.trace.AttentionTrace` as text or Markdown.
+"""Render an :class:`~attnkit.lessons.trace.AttentionTrace` as text or Markdown.
 
 The text follows the order of a lesson: raw scores (dot products written out
 term by term for small widths), the scale, the mask, the softmax (the plain

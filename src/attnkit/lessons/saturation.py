@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .attention.functional import masked_softmax
+from ..attention.functional import masked_softmax
 
 __all__ = ["DEFAULT_DIMS", "SaturationResult", "saturation"]
 

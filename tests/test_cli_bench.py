@@ -1,0 +1,53 @@
+"""attnkit bench finds the checkout's benchmarks without editing sys.path, or fails in one line."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import benchmarks
+from attnkit.cli import bench
+from cli_helpers import assert_one_line_error, run
+
+CHECKOUT = Path(benchmarks.__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def no_benchmarks_imported(monkeypatch):
+    """Forget the imported benchmarks package for one test (restored afterwards)."""
+    for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_bench_without_the_benchmarks_folder_is_a_one_line_error(
+    capsys, monkeypatch, tmp_path, no_benchmarks_imported
+):
+    monkeypatch.setattr(bench, "_CHECKOUT", tmp_path)  # as when installed from a wheel
+    status, out, err = run(capsys, "bench", "--quick")
+    assert status == 2 and not out
+    assert_one_line_error(err, "bench", "run `python -m benchmarks.run` from the root of a clone")
+
+
+def test_bench_loads_the_checkouts_benchmarks_by_path_without_touching_sys_path(
+    no_benchmarks_imported,
+):
+    before = list(sys.path)
+    runner = bench._benchmarks_runner()
+    assert Path(runner.__file__).resolve() == CHECKOUT / "benchmarks" / "run.py"
+    assert set(runner.SUITES) == {"attention", "train", "decode"} and sys.path == before
+
+
+def test_benchmarks_run_as_a_module_from_a_checkout_takes_the_bench_options():
+    command = [sys.executable, "-m", "benchmarks.run", "--only", "nosuch"]
+    env_path = str(Path(bench.__file__).parents[2])  # the attnkit under test
+    proc = subprocess.run(
+        command,
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": env_path},
+    )
+    assert proc.returncode == 2 and not proc.stdout
+    assert_one_line_error(proc.stderr, "bench", "--only: unknown suite(s) nosuch; choose from")
