@@ -39,6 +39,7 @@ __all__ = [
     "SavedWeights",
     "check_path",
     "heatmap",
+    "heatmap_grid",
     "image_size",
     "learning_curve",
     "mask_plot",
@@ -106,8 +107,74 @@ def heatmap(
     """
     values = _as_matrix("weights", weights)
     blocked = ~_as_mask(mask, values.shape)
-    vrange = _color_range(values if blocked.all() else values[~blocked])
     fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
+    image = _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=FONT_SIZE - 1)
+    return _finish(fig, path)
+
+
+def heatmap_grid(
+    weights: Any,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    mask: Any = None,
+    panel_titles: Sequence[str] | None = None,
+    title: str | None = None,
+    xlabel: str = "source (keys)",
+    ylabel: str = "target (queries)",
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """Draw several weight matrices of one shape side by side (e.g. every head of a layer).
+
+    Args:
+        weights: ``(N, T, S)``: N matrices of queries x keys, drawn as in :func:`heatmap`
+            (shared colour scale, masked cells hatched, no annotations).
+        row_labels: ``T`` labels shared by every panel.
+        col_labels: ``S`` labels shared by every panel.
+        mask: broadcastable to ``(T, S)``, True = may attend.
+        panel_titles: ``N`` titles, default ``head 1 .. head N``.
+        title: text above the whole figure.
+        xlabel: the column axes' title.
+        ylabel: the row axes' title.
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure.
+
+    Raises:
+        ValueError: ``weights`` is not 3-D or holds an empty/NaN matrix, label or
+            title counts that do not match, a bad mask, or an unknown extension.
+    """
+    if hasattr(weights, "detach"):
+        weights = weights.detach().cpu().float().numpy()
+    stack = np.asarray(weights, dtype=float)
+    if stack.ndim != 3 or not stack.shape[0]:
+        raise ValueError(f"weights must be (N, T, S) with N >= 1, got shape {stack.shape}")
+    names = list(panel_titles or [f"head {i + 1}" for i in range(stack.shape[0])])
+    if len(names) != stack.shape[0]:
+        raise ValueError(f"panel_titles has {len(names)} titles for {stack.shape[0]} panels")
+    blocked = ~_as_mask(mask, stack.shape[1:])
+    rows, cols = stack.shape[1:]
+    side = (
+        min(max(2.0 + CELL_INCHES * 0.6 * cols, 3.0), 8.0),
+        min(max(1.5 + 0.3 * rows, 2.5), 8.0),
+    )
+    fig = _figure((round(side[0] * len(names), 2), round(side[1], 2)))
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, matrix, name in zip(axes, stack, names, strict=True):
+        _draw_weights(ax, _as_matrix("weights", matrix), blocked, row_labels, col_labels, False, 2)
+        ax.set_title(_escape_text(name), fontsize=FONT_SIZE)
+        ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
+    axes[0].set_ylabel(_escape_text(ylabel), fontsize=FONT_SIZE)
+    if title:
+        fig.suptitle(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
+    return _finish(fig, path)
+
+
+def _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision):
+    """One weights matrix on ``ax``: masked cells hatched; returns the image (for a colour bar)."""
+    vrange = _color_range(values if blocked.all() else values[~blocked])
     cmap = colormaps[CMAP].with_extremes(bad=BLOCKED_COLOR)
     shown = np.ma.masked_array(values, mask=blocked)
     image = ax.imshow(shown, cmap=cmap, vmin=vrange[0], vmax=vrange[1], aspect="auto")
@@ -116,8 +183,7 @@ def heatmap(
         _annotate(ax, values, blocked, vrange, precision)
     if blocked.any():
         _hatch_masked(ax, blocked)
-    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=FONT_SIZE - 1)
-    return _finish(fig, path)
+    return image
 
 
 def mask_plot(

@@ -2,7 +2,8 @@
 
 ``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
-``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]``
+``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]
+[--layer L] [--head H|all]``
 ``attnkit evaluate RUN_DIR [--split test] [--beam K]``
 """
 
@@ -31,7 +32,8 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train a translator from a YAML config",
         description=(
-            "Train an RNN encoder-decoder with attention. Writes a run folder: config.yaml, "
+            "Train a translator with attention (model.arch: rnn or transformer). Writes a run "
+            "folder: config.yaml, "
             "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
         ),
     )
@@ -89,7 +91,24 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         help="after each translation, print each target token's most attended source token "
         "and its weight (indented lines)",
     )
-    p.add_argument("--plot", metavar="DIR", help="write one attention heatmap PNG per sentence")
+    p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="write attention heatmaps per sentence: NNN.png (cross-attention) and, for a "
+        "Transformer, NNN.encoder.png and NNN.decoder.png (self-attention)",
+    )
+    p.add_argument(
+        "--layer",
+        type=int,
+        metavar="L",
+        help="show this layer's attention (0-based, negative from the last; default: the last)",
+    )
+    p.add_argument(
+        "--head",
+        metavar="H",
+        help="show this head (0-based) instead of the head average; 'all' draws every head "
+        "of the layer side by side (--plot)",
+    )
     # sentences may also follow the options (see attnkit.cli.main)
     p.set_defaults(func=run_translate, trailing_positionals="sentences")
 
@@ -188,18 +207,51 @@ def _load(args: argparse.Namespace):
 def run_translate(args: argparse.Namespace) -> int:
     from ..nmt.translate import alignment_text, translate_lines
 
+    head = _head(args.head)
     run = _load(args)
+    _check_view(run, args.layer, head)
     lines = args.sentences or _stdin_lines()
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
     translations = translate_lines(run, lines, beam_size=args.beam, warn=_warn)
+    chosen = args.layer is not None or head is not None
     for t in translations:
         print(t.text)
         if args.show_attention and t.weights is not None:
-            print(alignment_text(t))
+            weights = _chosen_cross(run, t, args.layer, head) if chosen else None
+            print(alignment_text(t, weights))
     if args.plot:
-        _plot(translations, Path(args.plot))
+        _plot(run, translations, Path(args.plot), args.layer, head)
     return 0
+
+
+def _head(value: str | None) -> int | str | None:
+    """``--head``: an int, ``all``, or None."""
+    if value is None or value == "all":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"--head must be a head number or 'all', got {value!r}") from None
+
+
+def _check_view(run, layer: int | None, head) -> None:
+    """Fail before translating when ``--layer``/``--head`` do not exist in this model."""
+    from ..nmt.views import attention_views, pick
+    from ..nmt.vocab_ids import EOS, NUM_SPECIAL
+
+    views = attention_views(run.model, [NUM_SPECIAL], [EOS], run.device)  # one-token probe
+    for weights in (views.cross, views.encoder, views.decoder):
+        if weights is not None:
+            pick(weights, layer, None if head == "all" else head)
+
+
+def _chosen_cross(run, translation, layer: int | None, head):
+    """Cross-attention of ``--layer``/``--head`` (head average for ``all``), (T, S)."""
+    from ..nmt.views import attention_views, pick
+
+    views = attention_views(run.model, translation.src_ids, translation.output_ids, run.device)
+    return pick(views.cross, layer, None if head == "all" else head)
 
 
 def _stdin_lines() -> list[str]:
@@ -211,17 +263,28 @@ def _stdin_lines() -> list[str]:
     return split_input(data, warn=_warn)
 
 
-def _plot(translations, folder: Path) -> None:
-    from ..plot import heatmap
+def _plot(run, translations, folder: Path, layer: int | None, head) -> None:
+    from ..nmt.views import attention_views, write_heatmaps
 
     folder.mkdir(parents=True, exist_ok=True)
     for number, t in enumerate(translations, start=1):
         if t.weights is None:
             continue
-        path = folder / f"sentence_{number:03d}.png"
+        views = attention_views(run.model, t.src_ids, t.output_ids, run.device)
+        own = t.weights if layer is None and head is None else None
+        stem = folder / f"sentence_{number:03d}"
         # plot.heatmap escapes the labels and shortens the title itself
-        heatmap(t.weights.numpy(), t.tgt_pieces, t.src_pieces, title=t.source, path=path)
-        print(f"heatmap: {path}", file=sys.stderr)
+        for path in write_heatmaps(
+            views,
+            t.src_pieces,
+            t.tgt_pieces,
+            stem,
+            layer=layer,
+            head=head,
+            title=t.source,
+            cross=own,
+        ):
+            print(f"heatmap: {path}", file=sys.stderr)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -97,6 +97,9 @@ class Translation:
     ``weights`` is (T, S): row t is the attention of output token t (the last
     row is the EOS step when EOS was produced) over ``src_pieces`` (the source
     subwords and EOS). Empty input gives an empty translation with no weights.
+    ``src_ids`` (without EOS) and ``output_ids`` (EOS included when produced)
+    are what :func:`attnkit.nmt.views.attention_views` needs to show every
+    layer and head.
     """
 
     source: str
@@ -106,6 +109,8 @@ class Translation:
     weights: Tensor | None
     score: float = 0.0
     truncated_from: int | None = None  # source length in tokens before truncation
+    src_ids: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
 
 
 def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[str]:
@@ -188,6 +193,8 @@ def translate_lines(
             tgt_pieces=tgt_pieces,
             weights=hyp.weights.detach().cpu().float(),
             score=float(hyp.score),
+            src_ids=src_ids,
+            output_ids=[*hyp.tokens, EOS] if hyp.ended else list(hyp.tokens),
         )
     for i, n in zip(wanted, lengths, strict=True):
         if n > limit:
@@ -195,11 +202,15 @@ def translate_lines(
     return results
 
 
-def alignment_text(translation: Translation) -> str:
-    """For each output token, the source token with the largest weight, and that weight."""
-    if translation.weights is None:
+def alignment_text(translation: Translation, weights: Tensor | None = None) -> str:
+    """For each output token, the source token with the largest weight, and that weight.
+
+    ``weights`` ``(T, S)`` replaces the translation's own (e.g. another layer or head).
+    """
+    weights = translation.weights if weights is None else weights
+    if weights is None:
         return ""
-    best = translation.weights.max(dim=-1)  # values (T,), indices (T,)
+    best = weights.max(dim=-1)  # values (T,), indices (T,)
     rows = []
     for piece, weight, j in zip(
         translation.tgt_pieces, best.values.tolist(), best.indices.tolist(), strict=False
