@@ -103,7 +103,15 @@ def test_only_the_factory_imports_an_architecture(arch):
 
 def test_the_translator_imports_no_lessons():
     def rule(source: str, target: str) -> bool:
-        lessons = ("attnkit.lessons", "attnkit.explain", "attnkit.saturation")
+        lessons = ("attnkit.lessons",)
         return _inside(source, "attnkit.nmt") and any(_inside(target, r) for r in lessons)
+
+    assert _violations(rule) == []
+
+
+def test_lessons_use_only_the_core_and_plot():
+    def rule(source: str, target: str) -> bool:
+        allowed = ("attnkit.lessons", "attnkit.attention", "attnkit.plot")
+        return _inside(source, "attnkit.lessons") and not any(_inside(target, r) for r in allowed)
 
     assert _violations(rule) == []
