@@ -18,10 +18,15 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention, bench_decode, bench_train
+from . import bench_attention, bench_decode, bench_train, bench_transformer
 from .report import Result, Table
 
-SUITES = {"attention": bench_attention, "train": bench_train, "decode": bench_decode}
+SUITES = {
+    "attention": bench_attention,
+    "train": bench_train,
+    "decode": bench_decode,
+    "transformer": bench_transformer,
+}
 
 
 def machine() -> dict[str, object]:
