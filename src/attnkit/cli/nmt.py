@@ -109,13 +109,11 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
         choices=("test", "valid", "train"),
         help="split of the run's data (default: test)",
     )
-    p.add_argument(
-        "--src",
-        metavar="FILE",
-        help="score your own test set instead: source sentences, one per line, UTF-8, "
-        "plain or gzipped (needs --ref)",
+    own = p.add_argument_group(
+        "your own test set", "instead of --split; UTF-8, one sentence per line, plain or gzipped"
     )
-    p.add_argument("--ref", metavar="FILE", help="the references of --src, line by line")
+    own.add_argument("--src", metavar="FILE", help="source sentences")
+    own.add_argument("--ref", metavar="FILE", help="their references, line by line")
     _decoding_options(p)
     p.add_argument(
         "--output",
