@@ -1,4 +1,4 @@
-"""Shared helpers for the translator tests: tiny configs and integer toy data.
+"""Shared helpers for the translator tests: tiny configs, integer toy data, run folders.
 
 Imported explicitly (``from conftest_nmt import ...``), not a pytest conftest.
 The toy vocabulary is the four special tokens plus the symbols 4..V-1.
@@ -9,7 +9,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnkit.nmt.checkpoint import save_checkpoint
+from attnkit.nmt.config import RunConfig
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.tokenizer import save_tokenizers
 from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.vocab_ids import BOS, EOS, NUM_SPECIAL, PAD
 
@@ -72,3 +75,25 @@ def toy_batch(
     tgt_in, _ = pad([[BOS, *t] for t in targets])
     tgt_out, _ = pad([[*t, EOS] for t in targets])
     return src, src_lengths, tgt_in, tgt_out
+
+
+def make_run(folder, tokenizer, **sections):
+    """A run folder with a seeded, untrained tiny RNN: no training, ready to translate.
+
+    ``sections`` update the config's sections (``data={"max_src_len": 6}``);
+    ``data={"toy": None, "train": ...}`` swaps the toy task for files.
+    """
+    raw = {
+        "data": {"toy": {"task": "copy"}},
+        "model": {"embed_dim": 8, "hidden_size": 8, "dropout": 0.0, "score": "general"},
+        "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 3},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    config = RunConfig.from_dict(raw)
+    torch.manual_seed(0)
+    model = RNNTranslator(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
+    (folder / "config.yaml").write_text(config.to_yaml())
+    save_tokenizers(folder, tokenizer, tokenizer)
+    save_checkpoint(folder, "best", model.state_dict(), {})
+    return folder

@@ -57,6 +57,11 @@ def test_cross_field_rules():
     assert "got both data.bundled and data.train (set only one data source)" in two
     message = error_of({"data": {"train": {"src": "a.de"}}})
     assert "data.train: give either both 'src' and 'tgt' files or one 'tsv' file" in message
+    files = {"src": "t.de", "tgt": "t.en"}
+    message = error_of({"data": {"bundled": "multi30k", "test": files}})
+    assert "got both data.bundled and data.test (data.test files go with data.train" in message
+    message = error_of({"data": {"toy": {"task": "copy"}, "valid": files}})
+    assert "got both data.toy and data.valid" in message
     message = error_of({"data": {"bundled": "multi30k", "src_lang": "fr"}})
     assert "multi30k has languages de and en" in message
     message = error_of(TOY, ["model.input_feeding=true"])

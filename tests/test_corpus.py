@@ -37,11 +37,33 @@ def test_empty_lines_are_skipped_and_counted(tmp_path, caplog):
     assert "skipped 2 pair(s)" in caplog.text
 
 
-def test_mismatched_line_counts_name_both_files(tmp_path):
+def test_lines_with_only_invisible_characters_are_empty_too(tmp_path):
+    src = write(tmp_path / "s", "a\n\ufeff\n\u200b\n\u200e \nb\n")
+    tgt = write(tmp_path / "t", "A\nB\nC\nD\n\u200b\n")
+    corpus = read_parallel(src, tgt)
+    assert corpus.src == ["a"] and corpus.tgt == ["A"] and corpus.skipped == 4
+    tsv = write(tmp_path / "p.tsv", "a\tA\n\u200b\n\ufeff\tB\n")
+    assert read_tsv(tsv).src == ["a"] and read_tsv(tsv).skipped == 2
+
+
+def test_keep_empty_keeps_every_line_with_blank_sides_as_empty_strings(tmp_path):
+    src = write(tmp_path / "s", "a\n\n\u200b\nd\n")
+    tgt = write(tmp_path / "t.gz", " A \nB\nC\n\ufeff\n", gz=True)
+    corpus = read_parallel(src, tgt, keep_empty=True)
+    assert corpus.src == ["a", "", "", "d"] and corpus.tgt == ["A", "B", "C", ""]
+    assert corpus.skipped == 0
+    tsv = write(tmp_path / "p.tsv", "a\tA\n\n \t B\n")
+    kept = read_tsv(tsv, keep_empty=True)
+    assert kept.src == ["a", "", ""] and kept.tgt == ["A", "", "B"]
+
+
+def test_mismatched_line_counts_name_both_files_and_the_line(tmp_path):
     src = write(tmp_path / "src.txt", "a\nb\nc\n")
     tgt = write(tmp_path / "tgt.txt", "A\nB\n")
     with pytest.raises(ValueError, match=r"src\.txt has 3 lines but .*tgt\.txt has 2"):
         read_parallel(src, tgt)
+    with pytest.raises(ValueError, match=r"src\.txt, line 3 has no partner"):
+        read_parallel(tgt, src)
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):

@@ -44,3 +44,14 @@ def test_mismatched_lengths_raise():
 def test_perplexity():
     assert perplexity(math.log(7.0)) == pytest.approx(7.0)
     assert perplexity(1e6) == math.inf
+
+
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_an_empty_test_set_is_a_clear_error_not_an_index_error(scorer):
+    with pytest.raises(ValueError, match="no sentences to score"):
+        scorer([], [])
+
+
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_empty_strings_inside_a_test_set_score_zero(scorer):
+    assert scorer(["", ""], ["a b", "c"]).score == 0.0

@@ -10,11 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit.cli import main
-from attnkit.nmt.checkpoint import save_checkpoint
-from attnkit.nmt.config import RunConfig
-from attnkit.nmt.rnn import RNNTranslator
-from attnkit.nmt.tokenizer import SentencePieceTokenizer, WordTokenizer, save_tokenizers
+from attnkit.nmt.tokenizer import SentencePieceTokenizer, WordTokenizer
 from attnkit.nmt.translate import load_run, split_input, translate_lines
+from conftest_nmt import make_run
 
 GERMAN = ["ein Mann mit einem Hut", "zwei Hunde laufen", "eine Frau liest ein Buch"] * 10
 ODD = [
@@ -29,23 +27,6 @@ ODD = [
     "x\u2028y\x85z",
     "ein Mann",
 ]
-
-
-def make_run(folder, tokenizer, **sections):
-    raw = {
-        "data": {"toy": {"task": "copy"}},
-        "model": {"embed_dim": 8, "hidden_size": 8, "dropout": 0.0, "score": "general"},
-        "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 3},
-    }
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
-    config = RunConfig.from_dict(raw)
-    torch.manual_seed(0)
-    model = RNNTranslator(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
-    (folder / "config.yaml").write_text(config.to_yaml())
-    save_tokenizers(folder, tokenizer, tokenizer)
-    save_checkpoint(folder, "best", model.state_dict(), {})
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +92,30 @@ def test_binary_junk_on_stdin_gives_aligned_output_and_warnings(word_run, capsys
     assert "Traceback" not in captured.err
     assert "line 2: invalid UTF-8" in captured.err
     assert "line 4: 40 tokens, truncated to the model's limit of 6" in captured.err
+
+
+@pytest.mark.parametrize("kind", ["word", "spm"])
+@pytest.mark.parametrize(
+    "line",
+    ["\ufeff", "\u200b", "\u200e", " \u200b\u200e\ufeff "],
+    ids=["bom", "zwsp", "lrm", "mix"],
+)
+def test_a_line_that_only_looks_empty_gives_an_empty_line(
+    kind, line, word_run, spm_run, capsys, monkeypatch
+):
+    data = f"{line}\nein Mann\n{line}\n\nzwei Hunde\n".encode()  # first: a BOM-only stdin
+    monkeypatch.setattr("sys.stdin", BinaryStdin(data))
+    assert main(["translate", str(word_run if kind == "word" else spm_run)]) == 0
+    out = capsys.readouterr().out.split("\n")
+    assert len(out) == 6 and out[0] == out[2] == out[3] == "" and out[5] == ""
+    results = translate_lines(load_run(word_run if kind == "word" else spm_run), [line])
+    assert results[0].text == "" and results[0].weights is None  # the model never ran
+
+
+def test_a_leading_byte_order_mark_on_stdin_is_dropped():
+    assert split_input(b"\xef\xbb\xbfein Mann\nzwei\n") == ["ein Mann", "zwei"]
+    assert split_input(b"\xef\xbb\xbf") == [] and split_input(b"\xef\xbb\xbf\n") == [""]
+    assert split_input(b"a\n\xef\xbb\xbfb\n") == ["a", "\ufeffb"]  # only at the very start
 
 
 @settings(max_examples=25, deadline=None)

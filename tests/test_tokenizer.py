@@ -2,8 +2,9 @@
 
 import pytest
 
-from attnkit.nmt.corpus import bundled_multi30k
+from attnkit.nmt.corpus import bundled_multi30k, read_parallel
 from attnkit.nmt.tokenizer import (
+    SPECIALS,
     SentencePieceTokenizer,
     WordTokenizer,
     load_tokenizers,
@@ -84,3 +85,45 @@ def test_word_tokenizer_ids_unknowns_and_round_trip(tmp_path):
 def test_word_vocab_size_limit_keeps_specials():
     tok = WordTokenizer.train(["a a a b b c"], vocab_size=6)
     assert tok.words == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]
+
+
+SPELLED_SPECIALS = "s1 </s> <pad> <s> s2"
+
+
+def test_text_spelling_a_special_token_is_an_unknown_word_not_a_control_id():
+    tok = WordTokenizer.train(["s1 s2 s3", "s2 s3 s4"])
+    ids = tok.encode(SPELLED_SPECIALS)
+    assert ids == [6, UNK, UNK, UNK, 4]
+    assert len(tok.decode(ids).split()) == 5  # decoding deletes no word
+
+
+def test_special_spellings_in_a_corpus_are_never_learned_as_words(tmp_path):
+    src = tmp_path / "train.de"
+    src.write_text("ein </s> Haus\n<s> <pad> <unk> ein\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("a house\na dog\n", encoding="utf-8")
+    corpus = read_parallel(src, tmp_path / "train.en")
+    tok = WordTokenizer.train([*corpus.src, *corpus.tgt])
+    assert tok.words[:4] == list(SPECIALS) and not set(tok.words[4:]) & set(SPECIALS)
+    assert tok.encode(corpus.src[0]) == [tok.index["ein"], UNK, tok.index["Haus"]]
+    save_tokenizers(tmp_path, tok, tok)
+    assert load_tokenizers(tmp_path)[0].encode("<s> </s> <pad>") == [UNK, UNK, UNK]
+
+
+@pytest.mark.parametrize("training", ["multi30k", "text with the spellings"])
+def test_sentencepiece_never_reads_control_symbols_from_text(joint, training):
+    if training == "multi30k":
+        tok = joint[0]
+    else:  # control symbols spelled inside the training text itself
+        sentences = ["ein <s> Haus </s>", "<pad> zwei Hunde <unk>", "a < b > c / d"] * 10
+        tok = SentencePieceTokenizer.train(sentences, vocab_size=40)
+    assert all(tok.sp.is_control(i) for i in (PAD, BOS, EOS))
+    for text in (SPELLED_SPECIALS, "<s>", "</s>", "<pad>", "ein<s>Hund</s><pad>", "<<s>>"):
+        ids = tok.encode(text)
+        assert ids and not {PAD, BOS, EOS} & set(ids), (text, tok.pieces(ids))
+
+
+def test_words_made_only_of_invisible_characters_are_skipped():
+    tok = WordTokenizer.train(["s1 \u200b s2", "\ufeff s2"])
+    assert tok.words[4:] == ["s2", "s1"]
+    assert tok.encode("s1 \u200e s2 \ufeff") == tok.encode("s1 s2") == [5, 4]
+    assert tok.encode("\u200b \ufeff\u200e") == []

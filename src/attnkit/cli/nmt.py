@@ -4,7 +4,7 @@
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
 ``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]
 [--layer L] [--head H|all]``
-``attnkit evaluate RUN_DIR [--split test] [--beam K]``
+``attnkit evaluate RUN_DIR [--split test | --src FILE --ref FILE] [--beam K] [--output FILE]``
 """
 
 from __future__ import annotations
@@ -116,14 +116,29 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
 def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "evaluate",
-        help="score a trained run on a data split (sacreBLEU, chrF)",
-        description="Translate a split of the run's data and print sacreBLEU (with its "
-        "signature), chrF and lowercased tokenized BLEU.",
+        help="score a trained run on a test set (sacreBLEU, chrF)",
+        description="Translate every line of a split of the run's data, or of your own "
+        "--src file, and print sacreBLEU (with its signature), chrF and lowercased tokenized "
+        "BLEU against the references. An empty source line gets an empty translation and "
+        "still counts.",
     )
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
-    p.add_argument("--split", default="test", choices=("test", "valid", "train"))
+    p.add_argument(
+        "--split",
+        choices=("test", "valid", "train"),
+        help="split of the run's data (default: test)",
+    )
+    own = p.add_argument_group(
+        "your own test set", "instead of --split; UTF-8, one sentence per line, plain or gzipped"
+    )
+    own.add_argument("--src", metavar="FILE", help="source sentences")
+    own.add_argument("--ref", metavar="FILE", help="their references, line by line")
     _decoding_options(p)
-    p.add_argument("--output", metavar="FILE", help="also write the translations to FILE")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="also write the translations to FILE, one line per line of the test set",
+    )
     p.set_defaults(func=run_evaluate)
 
 
@@ -289,15 +304,44 @@ def _plot(run, translations, folder: Path, layer: int | None, head) -> None:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..nmt.checkpoint import atomic_write_bytes
-    from ..nmt.translate import evaluate_run
+    from ..nmt.translate import evaluate_corpus, evaluate_run
 
+    corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run = _load(args)
     beam = run.config.decode.beam_size if args.beam is None else args.beam
-    result = evaluate_run(run, args.split, beam_size=beam, warn=_warn)
-    print(f"{args.split}: {len(result.hypotheses)} sentences, beam {beam}")
+    if corpus is None:
+        label = args.split or "test"
+        result = evaluate_run(run, label, beam_size=beam, warn=_warn)
+    else:
+        label = args.src
+        result = evaluate_corpus(run, corpus, args.src, beam_size=beam, warn=_warn)
+    print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):
         print(score)
     if args.output:
         text = "".join(f"{h}\n" for h in result.hypotheses)
         atomic_write_bytes(Path(args.output), text.encode("utf-8"))
     return 0
+
+
+def _own_test_set(args: argparse.Namespace):
+    """The ``--src``/``--ref`` pair as a corpus that keeps every line; None without them."""
+    from ..nmt.corpus import read_parallel
+
+    if args.src is None and args.ref is None:
+        return None
+    if args.src is None or args.ref is None:
+        raise UsageError("--src and --ref go together: give the source file and its references")
+    if args.split is not None:
+        raise UsageError("give either --split or --src/--ref, not both")
+    return read_parallel(args.src, args.ref, keep_empty=True)
+
+
+def _empty_lines(result) -> str:
+    """`` (N with an empty source, ...)`` for the summary line; ``""`` when none is empty."""
+    notes = []
+    if result.empty_sources:
+        notes.append(f"{result.empty_sources} with an empty source, given an empty translation")
+    if result.empty_references:
+        notes.append(f"{result.empty_references} with an empty reference")
+    return f" ({'; '.join(notes)}; all scored)" if notes else ""

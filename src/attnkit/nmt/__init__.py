@@ -4,8 +4,8 @@
 ``rnn`` (the RNN encoder-decoder with attention), ``architectures`` (the one
 place that builds a translator from ``model.arch``), ``search`` (greedy and
 beam search, batch decoding), and the pipeline modules: ``config``, ``corpus``,
-``tokenizer``, ``batching``, ``train``, ``checkpoint``, ``translate``,
-``metrics``.
+``text`` (what counts as an empty line), ``tokenizer``, ``batching``, ``train``,
+``checkpoint``, ``translate``, ``metrics``.
 """
 
 from .architectures import ModelConfig, build_translator

@@ -84,7 +84,8 @@ class DataConfig(_Section):
     """Where the parallel text comes from and which direction to translate.
 
     Exactly one of ``bundled`` (Multi30k Task 1), ``toy`` or user files
-    (``train`` + ``valid``, optional ``test``). ``src_lang -> tgt_lang`` is the
+    (``train`` + ``valid``, optional ``test``; ``valid``/``test`` beside
+    ``bundled`` or ``toy`` are an error, not silently ignored). ``src_lang -> tgt_lang`` is the
     direction; for the bundled data they pick the files (``de`` or ``en``).
     Training pairs longer than ``max_src_len`` / ``max_tgt_len`` tokens are
     dropped; ``max_train_pairs`` keeps only the first N training pairs.
@@ -110,6 +111,12 @@ class DataConfig(_Section):
             raise ValueError(f"got both {' and '.join(chosen)} (set only one data source)")
         if self.train is not None and self.valid is None:
             raise ValueError("'valid' files are required with 'train' files")
+        for split in ("valid", "test"):  # they belong to data.train; elsewhere never read
+            if self.train is None and getattr(self, split) is not None:
+                raise ValueError(
+                    f"got both {chosen[0]} and data.{split} (data.{split} files go with "
+                    f"data.train; {chosen[0]} has its own {split} split)"
+                )
         if self.bundled == "multi30k" and {self.src_lang, self.tgt_lang} != {"de", "en"}:
             raise ValueError(
                 f"multi30k has languages de and en, got src_lang={self.src_lang!r} "

@@ -3,8 +3,11 @@
 A parallel corpus is a list of (source, target) sentence pairs. Files may be
 gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped).
 Errors name the file and the 1-based line.
-Pairs where either side is empty (after stripping whitespace) are skipped and
-counted, never silently dropped.
+Pairs where either side is empty (:func:`attnkit.nmt.text.is_blank`: only
+whitespace and invisible characters) are skipped and counted, never silently
+dropped — except with ``keep_empty=True``, which keeps every line (a blank side
+as ``""``) so that a test set is scored whole and its translations stay
+line-aligned with its files.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from .config import DataConfig, SplitFiles
+from .text import is_blank
 
 __all__ = [
     "MULTI30K_SPLITS",
@@ -38,7 +42,8 @@ MULTI30K_LANGS = ("de", "en")
 class ParallelCorpus:
     """Aligned source/target sentences, ``src[i]`` translates to ``tgt[i]``.
 
-    ``skipped`` counts the pairs dropped because one side was empty.
+    ``skipped`` counts the pairs dropped because one side was empty (always 0
+    when read with ``keep_empty=True``; blank sides are then ``""``).
     """
 
     src: list[str]
@@ -94,11 +99,13 @@ def read_lines(path: str | Path) -> list[str]:
     return lines
 
 
-def _drop_empty(src: list[str], tgt: list[str], where: str) -> ParallelCorpus:
+def _pairs(src: list[str], tgt: list[str], where: str, keep_empty: bool) -> ParallelCorpus:
+    """Stripped pairs; blank sides become ``""`` and, unless ``keep_empty``, drop the pair."""
     kept_src, kept_tgt = [], []
     for s, t in zip(src, tgt, strict=True):
-        s, t = s.strip(), t.strip()
-        if s and t:
+        s = "" if is_blank(s) else s.strip()
+        t = "" if is_blank(t) else t.strip()
+        if keep_empty or (s and t):
             kept_src.append(s)
             kept_tgt.append(t)
     skipped = len(src) - len(kept_src)
@@ -107,24 +114,39 @@ def _drop_empty(src: list[str], tgt: list[str], where: str) -> ParallelCorpus:
     return ParallelCorpus(kept_src, kept_tgt, skipped)
 
 
-def read_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, keep_empty: bool = False
+) -> ParallelCorpus:
     """Read two line-aligned files: line i of ``src_path`` translates line i of ``tgt_path``.
+
+    Args:
+        src_path: source sentences, one per line, UTF-8, optionally gzipped.
+        tgt_path: their translations, same number of lines.
+        keep_empty: keep pairs with a blank side (as ``""``) instead of skipping them.
 
     Raises:
         FileNotFoundError: a file is missing.
-        ValueError: the files have different line counts, or a line is not UTF-8.
+        ValueError: the files have different line counts (the message names
+            both files and the first line without a partner), or a line is not UTF-8.
     """
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
+        longer = src_path if len(src) > len(tgt) else tgt_path
         raise ValueError(
             f"line counts differ: {src_path} has {len(src)} lines but {tgt_path} has "
-            f"{len(tgt)}; parallel files must be line-aligned"
+            f"{len(tgt)} ({longer}, line {min(len(src), len(tgt)) + 1} has no partner); "
+            "parallel files must be line-aligned"
         )
-    return _drop_empty(src, tgt, f"{src_path} / {tgt_path}")
+    return _pairs(src, tgt, f"{src_path} / {tgt_path}", keep_empty)
 
 
-def read_tsv(path: str | Path, src_column: int = 0, tgt_column: int = 1) -> ParallelCorpus:
+def read_tsv(
+    path: str | Path, src_column: int = 0, tgt_column: int = 1, *, keep_empty: bool = False
+) -> ParallelCorpus:
     """Read a tab-separated file with the source and target in the given columns.
+
+    A blank line is a pair with two blank sides; ``keep_empty`` keeps such
+    pairs (as ``""``) instead of skipping them, as in :func:`read_parallel`.
 
     Raises:
         FileNotFoundError: the file is missing.
@@ -133,7 +155,7 @@ def read_tsv(path: str | Path, src_column: int = 0, tgt_column: int = 1) -> Para
     needed = max(src_column, tgt_column) + 1
     src, tgt = [], []
     for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
+        if is_blank(line):
             src.append("")
             tgt.append("")
             continue
@@ -145,7 +167,7 @@ def read_tsv(path: str | Path, src_column: int = 0, tgt_column: int = 1) -> Para
             )
         src.append(cells[src_column])
         tgt.append(cells[tgt_column])
-    return _drop_empty(src, tgt, str(path))
+    return _pairs(src, tgt, str(path), keep_empty)
 
 
 def multi30k_path(split: str, lang: str) -> Path:
@@ -162,7 +184,9 @@ def multi30k_path(split: str, lang: str) -> Path:
     return Path(str(root / f"{MULTI30K_SPLITS[split]}.{lang}.gz"))
 
 
-def bundled_multi30k(split: str, src_lang: str = "de", tgt_lang: str = "en") -> ParallelCorpus:
+def bundled_multi30k(
+    split: str, src_lang: str = "de", tgt_lang: str = "en", *, keep_empty: bool = False
+) -> ParallelCorpus:
     """The bundled Multi30k Task 1 split in the direction ``src_lang -> tgt_lang``.
 
     Elliott et al. 2016, doi:10.18653/v1/W16-3210 (non-commercial research and
@@ -170,17 +194,22 @@ def bundled_multi30k(split: str, src_lang: str = "de", tgt_lang: str = "en") -> 
     """
     if src_lang == tgt_lang:
         raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
-    return read_parallel(multi30k_path(split, src_lang), multi30k_path(split, tgt_lang))
+    return read_parallel(
+        multi30k_path(split, src_lang), multi30k_path(split, tgt_lang), keep_empty=keep_empty
+    )
 
 
-def _read_split_files(files: SplitFiles) -> ParallelCorpus:
+def _read_split_files(files: SplitFiles, keep_empty: bool) -> ParallelCorpus:
     if files.tsv is not None:
-        return read_tsv(files.tsv, files.src_column, files.tgt_column)
-    return read_parallel(files.src, files.tgt)
+        return read_tsv(files.tsv, files.src_column, files.tgt_column, keep_empty=keep_empty)
+    return read_parallel(files.src, files.tgt, keep_empty=keep_empty)
 
 
-def load_split(data: DataConfig, split: str) -> ParallelCorpus:
+def load_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> ParallelCorpus:
     """The ``split`` ('train', 'valid' or 'test') of the corpus that ``data`` describes.
+
+    ``keep_empty`` keeps pairs with a blank side (see :func:`read_parallel`);
+    evaluation uses it so that it scores, and writes, every line of the split.
 
     Raises:
         ValueError: the config has no such split (user corpora without ``test``).
@@ -188,7 +217,7 @@ def load_split(data: DataConfig, split: str) -> ParallelCorpus:
     if split not in MULTI30K_SPLITS:
         raise ValueError(f"split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
     if data.bundled == "multi30k":
-        corpus = bundled_multi30k(split, data.src_lang, data.tgt_lang)
+        corpus = bundled_multi30k(split, data.src_lang, data.tgt_lang, keep_empty=keep_empty)
     elif data.toy is not None:
         from .toy import toy_corpus
 
@@ -205,5 +234,5 @@ def load_split(data: DataConfig, split: str) -> ParallelCorpus:
         files = getattr(data, split)
         if files is None:
             raise ValueError(f"the config's data section has no '{split}' files")
-        corpus = _read_split_files(files)
+        corpus = _read_split_files(files, keep_empty)
     return corpus.head(data.max_train_pairs) if split == "train" else corpus

@@ -5,6 +5,11 @@ BLEU (Papineni et al. 2002) and chrF (Popović 2015) are computed by sacreBLEU
 numbers are comparable across papers. ``tokenized_bleu`` lowercases and
 applies the 13a tokenizer on both sides — the setting of most Multi30k
 tutorials, which report higher numbers than case-sensitive sacreBLEU.
+
+A corpus score needs at least one sentence: every scorer raises a
+``ValueError`` for empty lists (a score over no sentences is undefined, and a
+0 would look like a real result). Empty strings inside a corpus are scored as
+sacreBLEU scores them (an empty hypothesis matches nothing).
 """
 
 from __future__ import annotations
@@ -35,10 +40,16 @@ def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
         raise ValueError(
             f"hypotheses has {len(hypotheses)} lines but references has {len(references)}"
         )
+    if not hypotheses:
+        raise ValueError("no sentences to score: hypotheses and references are empty")
 
 
 def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
-    """Corpus BLEU of detokenized hypotheses against one reference each (sacreBLEU defaults)."""
+    """Corpus BLEU of detokenized hypotheses against one reference each (sacreBLEU defaults).
+
+    Raises:
+        ValueError: the lists differ in length or are empty (true of every scorer here).
+    """
     _check(hypotheses, references)
     metric = BLEU()
     result = metric.corpus_score(list(hypotheses), [list(references)])

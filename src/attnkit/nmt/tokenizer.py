@@ -2,8 +2,12 @@
 
 Both map text to ids with the fixed specials ``<pad>=0, <unk>=1, <bos>=2,
 <eos>=3`` (:mod:`attnkit.nmt.vocab_ids`) and never add BOS/EOS themselves;
-batching does. A run folder holds ``tokenizer.json`` (which kind, which files)
-beside the model files it names, so :func:`load_tokenizers` rebuilds the pair.
+batching does. User text never yields ``<pad>``, ``<s>`` or ``</s>``: text that
+spells one of them is an unknown word (word tokenizer) or ordinary pieces
+(sentencepiece keeps them as control symbols, which it never reads from text).
+What counts as empty text is :func:`attnkit.nmt.text.is_blank`. A run folder
+holds ``tokenizer.json`` (which kind, which files) beside the model files it
+names, so :func:`load_tokenizers` rebuilds the pair.
 
 Sentencepiece: Kudo & Richardson 2018 (unigram LM, Kudo 2018; BPE, Sennrich
 et al. 2016). ``joint: true`` trains one model on source + target text (one
@@ -23,6 +27,7 @@ from typing import Protocol
 import sentencepiece as spm
 
 from .checkpoint import atomic_write_bytes
+from .text import is_blank
 from .vocab_ids import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
 
 __all__ = [
@@ -52,7 +57,16 @@ class Tokenizer(Protocol):
 
 
 class SentencePieceTokenizer:
-    """A trained sentencepiece model; ``encode`` gives subword ids without BOS/EOS."""
+    """A trained sentencepiece model; ``encode`` gives subword ids without BOS/EOS.
+
+    :meth:`train` makes ``<pad>``, ``<s>`` and ``</s>`` control symbols (and
+    defines no user symbols): sentencepiece never matches a control symbol in
+    input text, so "<s>" in a sentence becomes ordinary pieces or ``<unk>`` and
+    only batching adds their ids.
+
+    Raises:
+        ValueError: the model's special ids are not (0, 1, 2, 3).
+    """
 
     def __init__(self, model_proto: bytes, name: str = "<memory>") -> None:
         self.proto = model_proto
@@ -120,17 +134,23 @@ class SentencePieceTokenizer:
 
 
 class WordTokenizer:
-    """Whitespace-separated words; ids ``0..3`` are the specials, then words by frequency."""
+    """Whitespace-separated words; ids ``0..3`` are the specials, then words by frequency.
+
+    A word that spells a special token (``"</s>"``) is never learned and reads
+    as ``<unk>``; a word made only of invisible characters (a lone U+200B) is
+    skipped, like whitespace.
+    """
 
     def __init__(self, words: Sequence[str]) -> None:
         if tuple(words[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"a word vocabulary must start with {SPECIALS}, got {list(words[:4])}")
         self.words = list(words)
-        self.index = {w: i for i, w in enumerate(self.words)}
+        # specials are not words: text that spells one maps to UNK (the .get default)
+        self.index = {w: i for i, w in enumerate(self.words) if w not in SPECIALS}
 
     @classmethod
     def train(cls, sentences: Iterable[str], *, vocab_size: int | None = None) -> WordTokenizer:
-        counts = Counter(w for s in sentences for w in s.split())
+        counts = Counter(w for s in sentences for w in _words(s) if w not in SPECIALS)
         limit = None if vocab_size is None else max(vocab_size - len(SPECIALS), 0)
         ranked = sorted(counts, key=lambda w: (-counts[w], w))[:limit]
         return cls([*SPECIALS, *ranked])
@@ -156,13 +176,18 @@ class WordTokenizer:
         return len(self.words)
 
     def encode(self, text: str) -> list[int]:
-        return [self.index.get(w, UNK) for w in text.split()]
+        return [self.index.get(w, UNK) for w in _words(text)]
 
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.words[int(i)] for i in ids if int(i) not in (PAD, BOS, EOS))
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.words[int(i)] for i in ids]
+
+
+def _words(text: str) -> list[str]:
+    """The whitespace-separated words of ``text`` that are not blank."""
+    return [w for w in text.split() if not is_blank(w)]
 
 
 def train_tokenizers(

@@ -4,8 +4,12 @@ A run folder (written by :func:`attnkit.nmt.train.train`) holds
 ``config.yaml``, the tokenizer files and the ``best``/``last`` checkpoints.
 Search is greedy for ``beam_size == 1`` and beam search otherwise
 (:mod:`attnkit.nmt.search`); sentences are decoded in length-sorted batches
-and returned in input order. Empty input lines give empty translations, so
-output lines always stay aligned with input lines.
+and returned in input order. Empty input lines — blank after the tokenizer's
+normalisation (:func:`attnkit.nmt.text.is_blank`: a byte order mark, a
+zero-width space or a direction mark is as empty as a space) — give empty
+translations, so output lines always stay aligned with input lines.
+Evaluation scores every line of a test set: an empty source gives an empty
+hypothesis, and both are counted in the result.
 
 Odd input never crashes translation: bytes that are not UTF-8 are replaced
 by U+FFFD (:func:`split_input`, with a warning), unseen characters and other
@@ -28,10 +32,11 @@ from .architectures import build_translator
 from .batching import Examples
 from .checkpoint import load_checkpoint
 from .config import RunConfig
-from .corpus import load_split
+from .corpus import ParallelCorpus, load_split
 from .metrics import Score, chrf, sacre_bleu, tokenized_bleu
 from .model import Translator
 from .search import decode_examples
+from .text import is_blank
 from .tokenizer import Tokenizer, load_tokenizers
 from .vocab_ids import EOS, SPECIAL_TOKENS
 
@@ -40,6 +45,7 @@ __all__ = [
     "LoadedRun",
     "Translation",
     "alignment_text",
+    "evaluate_corpus",
     "evaluate_run",
     "input_limit",
     "load_run",
@@ -116,10 +122,11 @@ class Translation:
 def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[str]:
     """Split raw input (e.g. stdin) into lines at ``\\n`` only; invalid UTF-8 becomes U+FFFD.
 
-    A final line without ``\\n`` counts; a trailing ``\\r`` (CRLF files) is dropped.
-    ``warn`` is told the 1-based number of each line that was not valid UTF-8.
+    A final line without ``\\n`` counts; a trailing ``\\r`` (CRLF files) is dropped,
+    and so is a leading UTF-8 byte order mark, as :func:`attnkit.nmt.corpus.read_lines`
+    drops it. ``warn`` is told the 1-based number of each line that was not valid UTF-8.
     """
-    rows = data.split(b"\n")
+    rows = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     if rows and rows[-1] == b"":
         rows.pop()
     lines = []
@@ -158,14 +165,18 @@ def translate_lines(
 ) -> list[Translation]:
     """Translate each line; blank lines translate to ``""``. One result per line, same order.
 
-    Sources longer than :func:`input_limit` tokens are cut to it; ``warn`` is
-    told which line (1-based) and how long it was.
+    A line is blank when :func:`attnkit.nmt.text.is_blank` says so, or (a guard
+    for a tokenizer that normalises more away) when it encodes to no tokens;
+    the model never sees an empty source. Sources longer than
+    :func:`input_limit` tokens are cut to it; ``warn`` is told which line
+    (1-based) and how long it was.
     """
     decode = run.config.decode
     limit = input_limit(run.config)
     lines = [_clean(line) for line in lines]
-    wanted = [i for i, line in enumerate(lines) if line.strip()]
-    ids = [run.src_tok.encode(lines[i].strip()) for i in wanted]
+    encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
+    wanted = [i for i, x in encoded.items() if x]
+    ids = [encoded[i] for i in wanted]
     lengths = [len(x) for x in ids]
     for i, n in zip(wanted, lengths, strict=True):
         if n > limit and warn is not None:
@@ -221,14 +232,73 @@ def alignment_text(translation: Translation, weights: Tensor | None = None) -> s
 
 @dataclass
 class Evaluation:
-    """Scores of one split plus the hypotheses and references they came from."""
+    """Scores of one whole test set plus the hypotheses and references they came from.
 
-    split: str
+    Attributes:
+        name: what was scored, for messages: ``"the test split"`` or a source file.
+        bleu: case-sensitive sacreBLEU over every pair.
+        chrf: chrF over every pair.
+        tokenized_bleu: lowercased 13a BLEU over every pair.
+        hypotheses: one translation per line of the test set, in order; ``""``
+            for an empty source.
+        references: the reference of each line; ``""`` for an empty one.
+        empty_sources: lines whose source was empty (translated as ``""``).
+        empty_references: lines whose reference was empty (scored as they are).
+    """
+
+    name: str
     bleu: Score
     chrf: Score
     tokenized_bleu: Score
     hypotheses: list[str]
     references: list[str]
+    empty_sources: int = 0
+    empty_references: int = 0
+
+
+def evaluate_corpus(
+    run: LoadedRun,
+    corpus: ParallelCorpus,
+    name: str,
+    *,
+    beam_size: int | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """Translate every source of ``corpus`` and score the result against its references.
+
+    Every pair counts, so the score is on the whole test set and the
+    hypotheses stay line-aligned with its files: an empty source gives an
+    empty hypothesis, an empty reference is scored as it is, and both are
+    counted in the result.
+
+    Args:
+        run: the loaded run that translates.
+        corpus: the test set, read with ``keep_empty=True``.
+        name: what the test set is called in messages (``"the test split"``, a file).
+        beam_size: beam size (1 = greedy); ``None`` takes the run's ``decode.beam_size``.
+        warn: hears of sources truncated to :func:`input_limit` (the score then
+            covers truncated inputs).
+
+    Raises:
+        ValueError: no pair has both a source and a reference
+            (``no sentence pairs in the test split``).
+    """
+    pairs = zip(corpus.src, corpus.tgt, strict=True)
+    if not any(not is_blank(s) and not is_blank(t) for s, t in pairs):
+        detail = f" ({len(corpus)} lines, each with an empty side)" if len(corpus) else ""
+        raise ValueError(f"no sentence pairs in {name}{detail}")
+    translations = translate_lines(run, corpus.src, beam_size=beam_size, warn=warn)
+    hyps = [t.text for t in translations]
+    return Evaluation(
+        name,
+        sacre_bleu(hyps, corpus.tgt),
+        chrf(hyps, corpus.tgt),
+        tokenized_bleu(hyps, corpus.tgt),
+        hyps,
+        list(corpus.tgt),
+        empty_sources=sum(t.weights is None for t in translations),
+        empty_references=sum(is_blank(t) for t in corpus.tgt),
+    )
 
 
 def evaluate_run(
@@ -238,19 +308,12 @@ def evaluate_run(
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> Evaluation:
-    """Translate the config's ``split`` and score it against the references.
+    """Translate every line of the config's ``split`` and score it (:func:`evaluate_corpus`).
 
-    ``warn`` hears of sources truncated to :func:`input_limit` (the score then
-    covers truncated inputs).
+    Raises:
+        ValueError: the config has no such split, a file in it is unreadable, or
+            it holds no sentence pairs.
+        FileNotFoundError: a file of the split is missing.
     """
-    corpus = load_split(run.config.data, split)
-    translations = translate_lines(run, corpus.src, beam_size=beam_size, warn=warn)
-    hyps = [t.text for t in translations]
-    return Evaluation(
-        split,
-        sacre_bleu(hyps, corpus.tgt),
-        chrf(hyps, corpus.tgt),
-        tokenized_bleu(hyps, corpus.tgt),
-        hyps,
-        corpus.tgt,
-    )
+    corpus = load_split(run.config.data, split, keep_empty=True)
+    return evaluate_corpus(run, corpus, f"the {split} split", beam_size=beam_size, warn=warn)
