@@ -14,6 +14,7 @@ from attnkit import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from attnkit.attention.functional import resolve_mask
 
 IDENTITY = torch.eye(3)
 
@@ -327,3 +328,27 @@ def test_combine_and_invert_masks():
     assert invert_mask(ignore).tolist() == [True, False]
     additive = torch.tensor([0.0, -math.inf])
     assert invert_mask(additive) is additive
+
+
+def test_resolve_mask_leaves_causal_to_the_fused_kernel_only_when_alone_and_square():
+    alone = resolve_mask(None, is_causal=True, tq=3, tk=3, dtype=torch.float32)
+    assert alone.is_causal and alone.allowed is None and alone.row_has_key is None
+    for kwargs in (dict(tq=4, tk=3), dict(tq=3, tk=3, fused=False)):
+        merged = resolve_mask(None, is_causal=True, dtype=torch.float32, **kwargs)
+        assert not merged.is_causal
+        torch.testing.assert_close(merged.allowed, causal_mask(kwargs["tq"], 3))
+    tall = resolve_mask(None, is_causal=True, tq=4, tk=3, dtype=torch.float32)
+    assert tall.row_has_key[:, 0].tolist() == [False, True, True, True]
+
+
+def test_resolve_mask_combines_bool_and_float_masks_in_one_place():
+    keep = torch.tensor([[True, True, False]])  # (1, Tk): key padding
+    bias = torch.tensor([[0.5, -math.inf, 1.0], [-math.inf, -math.inf, 2.0]])  # (Tq, Tk)
+    r = resolve_mask(keep, bias, tq=2, tk=3, dtype=torch.float16)
+    assert r.allowed.tolist() == [[True, False, False], [False, False, False]]
+    assert r.bias.dtype == torch.float16 and r.bias.tolist() == [[0.5, 0, 1], [0, 0, 2]]
+    assert r.row_has_key[:, 0].tolist() == [True, False]
+    empty = resolve_mask(None, tq=2, tk=0, dtype=torch.float32)
+    assert empty.row_has_key.shape == (2, 1) and not empty.row_has_key.any()
+    with pytest.raises(TypeError, match="mask must be bool"):
+        resolve_mask(torch.ones(2, 3, dtype=torch.long), tq=2, tk=3, dtype=torch.float32)
