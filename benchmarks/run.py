@@ -16,10 +16,15 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention, bench_decode, bench_train
+from . import bench_attention, bench_compile, bench_decode, bench_train
 from .report import Result, Table
 
-SUITES = {"attention": bench_attention, "train": bench_train, "decode": bench_decode}
+SUITES = {
+    "attention": bench_attention,
+    "compile": bench_compile,
+    "train": bench_train,
+    "decode": bench_decode,
+}
 
 
 def machine() -> dict[str, object]:

@@ -180,3 +180,14 @@ def test_nan_in_padded_encoder_state_does_not_reach_cached_decoding():
         want, _ = mha(step, memory, key_padding_mask=padding, cache=clean_cache)
         got, _ = mha(step, poisoned, key_padding_mask=padding, cache=cache)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_fully_padded_batch_row_gives_exact_zeros_even_with_nan_values(weights):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    v[1] = NAN  # batch row 1 is all padding
+    keep = torch.tensor([[True, True, True, False, False], [False] * 5])[:, None, None]
+    out = sdpa(q, k, v, keep, return_weights=weights)
+    out = out[0] if weights else out
+    assert torch.all(out[1] == 0) and torch.isfinite(out).all()

@@ -225,13 +225,21 @@ def scaled_dot_product_attention(
     ``Tq - Tk`` rows see nothing and come out as zeros.
 
     Masked keys and values: a key that no query may attend to (padding) is
-    replaced by zeros, key and value, before any product, so a NaN or inf there
-    reaches no output on either path. This costs one pass over ``K`` and ``V``
-    whenever a mask is given (a few percent of the kernel at ``Tk = 512``,
-    falling as ``1/Tq``; see ``benchmarks/bench_compile.py``). A key masked for
-    only some queries (causal, per-query masks) is read by the queries that may
-    see it; its score is replaced on the weights path, but a non-finite value
-    there (or key, on the fused path) would reach the other rows as ``0 * inf``.
+    replaced by zeros before any product (its value on both paths, its key on
+    the fused path; the weights path replaces its score instead), so a NaN or
+    inf there reaches no output. The trade-off: whenever a mask is given this
+    costs a ``torch.where`` over ``V`` (and ``K``), i.e. new ``(..., Tk, D)``
+    buffers, a memory-bound pass that does not shrink with the kernel's work.
+    On the fused path it measured 1.2-1.4x the kernel alone at ``T = 512`` and
+    about 1.15-1.2x at ``T = 1024`` (B=8, H=8, Dh=64, 2 shared CPU cores;
+    ``attnkit bench --only compile``), falling as ``1/Tq``; inside
+    :class:`~attnkit.attention.multihead.MultiHeadAttention`, whose projections
+    dominate, it is a few percent. We take it: a padded position holding NaN
+    (uninitialised padding, an upstream overflow) would otherwise turn every
+    output of its batch row into NaN. A key masked for only some queries
+    (causal, per-query masks) is still read by the queries that may see it; its
+    score is replaced on the weights path, but a non-finite value there (or key,
+    on the fused path) would reach the other rows as ``0 * inf``.
 
     Dropout is applied to the weights whenever ``dropout_p > 0``, as in PyTorch;
     modules pass ``dropout_p`` only in training mode. The weights returned are
@@ -348,6 +356,9 @@ def _fused_attention(
 
     Branch-free: empty rows are let attend everywhere (a finite forward and
     backward pass), then their output is selected away with ``torch.where``.
+    That pass is skipped for a key-only mask (``Tq`` dim of 1, e.g. key
+    padding): there an empty row's keys are all dead, and :func:`attend` has
+    zeroed their values, so its output is already exactly 0.
     """
     attn_mask = None
     if r.allowed is not None:
@@ -363,7 +374,7 @@ def _fused_attention(
         is_causal=r.is_causal,
         scale=scale,
     )  # (..., Tq, Dv)
-    if r.row_has_key is None:
+    if r.row_has_key is None or r.allowed.dim() < 2 or r.allowed.shape[-2] == 1:
         return output
     return torch.where(r.row_has_key, output, 0.0)  # (..., Tq, Dv)
 
