@@ -120,7 +120,7 @@ def _masked_row_case(t: int, repeats: int) -> tuple[Comparison, Comparison]:
     scale = 1.0 / math.sqrt(DH)
 
     def unzeroed():
-        resolved = resolve_mask(keep, tq=t, tk=t, dtype=q.dtype)
+        resolved = resolve_mask(keep, query=q, tk=t)
         return _fused_attention(q, k, v, resolved, scale, 0.0)
 
     with torch.no_grad():

@@ -128,13 +128,7 @@ class ResolvedMask(NamedTuple):
 
 
 def resolve_mask(
-    *masks: Tensor | None,
-    is_causal: bool = False,
-    tq: int,
-    tk: int,
-    dtype: torch.dtype,
-    device: torch.device | None = None,
-    fused: bool = True,
+    *masks: Tensor | None, query: Tensor, tk: int, is_causal: bool = False, fused: bool = True
 ) -> ResolvedMask:
     """Resolve masks, the causal flag and the sizes into what the kernels need.
 
@@ -147,11 +141,10 @@ def resolve_mask(
     Args:
         masks: each None, bool (True = may attend) or floating (added to the
             scores, ``-inf`` = masked), broadcastable to ``(..., Tq, Tk)``.
-        is_causal: also apply the bottom-right causal mask.
-        tq: number of queries ``Tq``.
+        query: the queries ``(..., Tq, D)``; only their ``Tq``, dtype (a float
+            mask is cast to it) and device (of the causal mask) are read.
         tk: number of keys ``Tk``.
-        dtype: the dtype of the queries; a float mask is cast to it.
-        device: where to build the causal mask.
+        is_causal: also apply the bottom-right causal mask.
         fused: the fused kernel will run (it may take ``is_causal`` as a flag).
 
     Returns:
@@ -161,10 +154,11 @@ def resolve_mask(
         TypeError: a mask that is not a tensor, or neither bool nor floating.
         ValueError: masks that do not broadcast together.
     """
+    tq, device = query.shape[-2], query.device
     allowed, bias = None, None
     for mask in masks:
         if mask is not None:
-            part, extra = _split_mask(mask, dtype)
+            part, extra = _split_mask(mask, query.dtype)
             allowed = combine_masks(allowed, part)
             if extra is not None:
                 bias = extra if bias is None else bias + extra
@@ -271,19 +265,11 @@ def scaled_dot_product_attention(
     _check_qkv(query, key, value)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    tq, tk = query.shape[-2], key.shape[-2]
+    tk = key.shape[-2]
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    resolved = resolve_mask(
-        mask,
-        is_causal=is_causal,
-        tq=tq,
-        tk=tk,
-        dtype=query.dtype,
-        device=query.device,
-        fused=not return_weights,
-    )
+    resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=not return_weights)
     output, weights = attend(query, key, value, resolved, scale, dropout_p, return_weights)
     return (output, weights) if return_weights else output
 

@@ -293,14 +293,7 @@ class MultiHeadAttention(nn.Module):
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
             attn_mask = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
         return resolve_mask(
-            keep,
-            attn_mask,
-            is_causal=is_causal,
-            tq=tq,
-            tk=tk,
-            dtype=q.dtype,
-            device=q.device,
-            fused=not need_weights,
+            keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=not need_weights
         )
 
     def _check_inputs(
