@@ -86,11 +86,15 @@ def score_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
-    """Dot-product scores ``S = (scale * Q) K^T`` that cannot overflow in reduced precision.
+    """Dot-product scores ``S = scale * Q K^T`` that cannot overflow in reduced precision.
 
-    The scale is applied to ``Q`` before the product (the scaled score fits
-    whenever the result does, the raw one need not: bfloat16 shares float32's
-    range) and float16/bfloat16 inputs are multiplied in float32.
+    float16/bfloat16 inputs are multiplied in float32 with the scale applied to
+    ``Q`` before the product: a float16 ``q . k`` overflows above 65504, and
+    bfloat16 shares float32's range, so only scaling first keeps a scaled score
+    that fits from passing through an unscaled one that does not. Other dtypes
+    are multiplied as given and scaled in place after the product (no second
+    ``(Tq, Tk)`` buffer; the same numbers as the worked examples of
+    :mod:`attnkit.explain`).
 
     Args:
         query: ``(..., Tq, D)``, floating.
@@ -100,11 +104,11 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
     Returns:
         scores ``(..., Tq, Tk)`` in :func:`score_dtype` of the inputs' dtype.
     """
-    work = score_dtype(query.dtype)
-    query = query.to(work)
-    if scale != 1.0:
-        query = query * scale
-    return query @ key.to(work).transpose(-2, -1)  # (..., Tq, Tk)
+    if query.dtype not in _LOW_PRECISION:
+        scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+        return scores if scale == 1.0 else scores.mul_(scale)
+    query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
+    return query @ key.float().transpose(-2, -1)  # (..., Tq, Tk), float32
 
 
 class ResolvedMask(NamedTuple):

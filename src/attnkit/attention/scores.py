@@ -126,7 +126,7 @@ class ScaledDotScore(_WidthsMustMatch):
     name = "scaled_dot"
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
-        scale = 1.0 / math.sqrt(prepared_keys.shape[-1])  # applied before the product
+        scale = 1.0 / math.sqrt(prepared_keys.shape[-1])
         return dot_scores(query, prepared_keys, scale)  # (..., Tq, Tk)
 
 
