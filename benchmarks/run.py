@@ -18,11 +18,12 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention, bench_decode, bench_train, bench_transformer
+from . import bench_attention, bench_compile, bench_decode, bench_train, bench_transformer
 from .report import Result, Table
 
 SUITES = {
     "attention": bench_attention,
+    "compile": bench_compile,
     "train": bench_train,
     "decode": bench_decode,
     "transformer": bench_transformer,

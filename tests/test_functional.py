@@ -14,6 +14,7 @@ from attnkit import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from attnkit.attention.functional import resolve_mask
 
 IDENTITY = torch.eye(3)
 
@@ -327,3 +328,27 @@ def test_combine_and_invert_masks():
     assert invert_mask(ignore).tolist() == [True, False]
     additive = torch.tensor([0.0, -math.inf])
     assert invert_mask(additive) is additive
+
+
+def test_resolve_mask_leaves_causal_to_the_fused_kernel_only_when_alone_and_square():
+    alone = resolve_mask(None, query=torch.empty(3, 4), tk=3, is_causal=True)
+    assert alone.is_causal and alone.allowed is None and alone.row_has_key is None
+    for tq, fused in ((4, True), (3, False)):
+        merged = resolve_mask(None, query=torch.empty(tq, 4), tk=3, is_causal=True, fused=fused)
+        assert not merged.is_causal
+        torch.testing.assert_close(merged.allowed, causal_mask(tq, 3))
+    tall = resolve_mask(None, query=torch.empty(4, 4), tk=3, is_causal=True)
+    assert tall.row_has_key[:, 0].tolist() == [False, True, True, True]
+
+
+def test_resolve_mask_combines_bool_and_float_masks_in_one_place():
+    keep = torch.tensor([[True, True, False]])  # (1, Tk): key padding
+    bias = torch.tensor([[0.5, -math.inf, 1.0], [-math.inf, -math.inf, 2.0]])  # (Tq, Tk)
+    r = resolve_mask(keep, bias, query=torch.empty(2, 4, dtype=torch.float16), tk=3)
+    assert r.allowed.tolist() == [[True, False, False], [False, False, False]]
+    assert r.bias.dtype == torch.float16 and r.bias.tolist() == [[0.5, 0, 1], [0, 0, 2]]
+    assert r.row_has_key[:, 0].tolist() == [True, False]
+    empty = resolve_mask(None, query=torch.empty(2, 4), tk=0)
+    assert empty.row_has_key.shape == (2, 1) and not empty.row_has_key.any()
+    with pytest.raises(TypeError, match="mask must be bool"):
+        resolve_mask(torch.ones(2, 3, dtype=torch.long), query=torch.empty(2, 4), tk=3)

@@ -1,11 +1,13 @@
 """The attention core: score functions, masks, scaled dot-product attention."""
 
 from .functional import (
+    ResolvedMask,
     causal_mask,
     combine_masks,
     invert_mask,
     masked_softmax,
     padding_mask,
+    resolve_mask,
     scaled_dot_product_attention,
 )
 from .layer import Attention
@@ -30,6 +32,7 @@ __all__ = [
     "GeneralScore",
     "KVCache",
     "MultiHeadAttention",
+    "ResolvedMask",
     "ScaledDotScore",
     "Score",
     "causal_mask",
@@ -38,5 +41,6 @@ __all__ = [
     "make_score",
     "masked_softmax",
     "padding_mask",
+    "resolve_mask",
     "scaled_dot_product_attention",
 ]

@@ -12,18 +12,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "ResolvedMask",
+    "attend",
     "causal_mask",
     "combine_masks",
     "invert_mask",
     "masked_softmax",
     "padding_mask",
+    "resolve_mask",
     "scaled_dot_product_attention",
+    "score_dtype",
+    "dot_scores",
+    "zero_dead_keys",
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -35,8 +42,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     ``w_j = exp(s_j - m) / sum_{k allowed} exp(s_k - m)`` for allowed ``j``, where
     ``m`` is the row maximum (the shift that keeps ``exp`` finite); ``w_j = 0``
     for masked ``j``. A row with no allowed position gives all-zero weights and
-    zero gradients. float16/bfloat16 scores are reduced in float32 and the
-    result is cast back.
+    zero gradients. Masked scores are replaced, not added to, so a NaN or inf
+    score at a masked position cannot reach the weights. float16/bfloat16
+    scores are reduced in float32 and the result is cast back.
 
     Args:
         scores: alignment scores, any shape, floating dtype.
@@ -53,7 +61,7 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     """
     if not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
-    work = scores.float() if scores.dtype in _LOW_PRECISION else scores
+    work = scores.to(score_dtype(scores.dtype))
     if mask is None:
         return torch.softmax(work, dim=dim).to(scores.dtype)
     if mask.dtype != torch.bool:
@@ -65,6 +73,124 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     floor = torch.finfo(work.dtype).min
     weights = torch.softmax(work.masked_fill(~mask, floor), dim=dim)
     return torch.where(mask, weights, weights.new_zeros(())).to(scores.dtype)
+
+
+def score_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype scores are formed and reduced in: float32 for float16/bfloat16 inputs.
+
+    A float16 ``q . k`` overflows above 65504 long before softmax would care, so
+    reduced-precision inputs are multiplied and normalised in float32 (as
+    PyTorch's fused kernels accumulate); other dtypes are kept.
+    """
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
+    """Dot-product scores ``S = scale * Q K^T`` that cannot overflow in reduced precision.
+
+    float16/bfloat16 inputs are multiplied in float32 with the scale applied to
+    ``Q`` before the product: a float16 ``q . k`` overflows above 65504, and
+    bfloat16 shares float32's range, so only scaling first keeps a scaled score
+    that fits from passing through an unscaled one that does not. Other dtypes
+    are multiplied as given and scaled in place after the product (no second
+    ``(Tq, Tk)`` buffer; the same numbers as the worked examples of
+    :mod:`attnkit.explain`).
+
+    Args:
+        query: ``(..., Tq, D)``, floating.
+        key: ``(..., Tk, D)``, same dtype.
+        scale: factor on ``Q K^T`` (Vaswani et al. 2017, eq. 1: ``1/sqrt(D)``).
+
+    Returns:
+        scores ``(..., Tq, Tk)`` in :func:`score_dtype` of the inputs' dtype.
+    """
+    if query.dtype not in _LOW_PRECISION:
+        scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+        return scores if scale == 1.0 else scores.mul_(scale)
+    query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
+    return query @ key.float().transpose(-2, -1)  # (..., Tq, Tk), float32
+
+
+class ResolvedMask(NamedTuple):
+    """The user's masks as the attention kernels need them; built by :func:`resolve_mask`.
+
+    Attributes:
+        allowed: bool, broadcastable to ``(..., Tq, Tk)``, True = may attend, the
+            causal mask merged in; None when nothing is masked (bar ``is_causal``).
+        bias: float added to the scores, 0 at blocked positions, broadcastable to
+            ``(..., Tq, Tk)``; None without a float mask.
+        is_causal: the causal mask is left to the fused kernel's flag (only with
+            no other mask, ``Tq == Tk`` and the fused path).
+        row_has_key: bool ``(..., Tq, 1)``, False on query rows with no allowed
+            key; None when the shapes alone say every row has one.
+    """
+
+    allowed: Tensor | None
+    bias: Tensor | None
+    is_causal: bool
+    row_has_key: Tensor | None
+
+
+def resolve_mask(
+    *masks: Tensor | None, query: Tensor, tk: int, is_causal: bool = False, fused: bool = True
+) -> ResolvedMask:
+    """Resolve masks, the causal flag and the sizes into what the kernels need.
+
+    The ONE place masks are combined: bool masks are AND-ed, a float mask is
+    split into its ``-inf`` entries (blocked) and a finite additive bias, and
+    the bottom-right causal mask (:func:`causal_mask`) is merged in unless the
+    fused kernel can take it as a flag. Branch-free on tensor values: no host
+    synchronisation, so it traces into one graph under ``torch.compile``.
+
+    Args:
+        masks: each None, bool (True = may attend) or floating (added to the
+            scores, ``-inf`` = masked), broadcastable to ``(..., Tq, Tk)``.
+        query: the queries ``(..., Tq, D)``; only their ``Tq``, dtype (a float
+            mask is cast to it) and device (of the causal mask) are read.
+        tk: number of keys ``Tk``.
+        is_causal: also apply the bottom-right causal mask.
+        fused: the fused kernel will run (it may take ``is_causal`` as a flag).
+
+    Returns:
+        a :class:`ResolvedMask`.
+
+    Raises:
+        TypeError: a mask that is not a tensor, or neither bool nor floating.
+        ValueError: masks that do not broadcast together.
+    """
+    tq, device = query.shape[-2], query.device
+    allowed, bias = None, None
+    for mask in masks:
+        if mask is not None:
+            part, extra = _split_mask(mask, query.dtype)
+            allowed = combine_masks(allowed, part)
+            if extra is not None:
+                bias = extra if bias is None else bias + extra
+    if is_causal and (not fused or allowed is not None or tq != tk):
+        allowed = combine_masks(allowed, causal_mask(tq, tk, device=device))  # (..., Tq, Tk)
+        is_causal = False
+    row_has_key = None
+    if tk == 0:  # no key at all: every row is empty
+        row_has_key = torch.zeros(tq, 1, dtype=torch.bool, device=device)  # (Tq, 1)
+    elif allowed is not None:
+        row_has_key = allowed.any(dim=-1, keepdim=True)  # (..., Tq|1, 1)
+    return ResolvedMask(allowed, bias, is_causal, row_has_key)
+
+
+def _split_mask(mask: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
+    """One user mask as (allowed bool mask, finite additive bias or None)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        return mask, None
+    if not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be bool (True = may attend) or floating (added to the scores), "
+            f"got dtype {mask.dtype}"
+        )
+    mask = mask.to(dtype)
+    blocked = torch.isneginf(mask)
+    return ~blocked, mask.masked_fill(blocked, 0.0)
 
 
 def scaled_dot_product_attention(
@@ -84,9 +210,11 @@ def scaled_dot_product_attention(
 
     When weights are not requested the work goes to PyTorch's fused kernel
     (``torch.nn.functional.scaled_dot_product_attention``); otherwise the
-    weights are computed explicitly with :func:`masked_softmax`. Both paths give
-    the same output, and a query row with no allowed key gives a zero output on
-    both (PyTorch alone would give NaN).
+    weights are computed explicitly with :func:`masked_softmax`, from scores
+    formed by :func:`dot_scores` (scaled before the product, float32 for
+    float16/bfloat16 inputs, so a raw ``q . k`` beyond the dtype's range cannot
+    turn into NaN). Both paths give the same output, and a query row with no
+    allowed key gives a zero output on both (PyTorch alone would give NaN).
 
     Causal masking is aligned bottom-right: query ``i`` may attend to key ``j``
     when ``j <= i + (Tk - Tq)``, so the last query sees every key, as in
@@ -94,8 +222,27 @@ def scaled_dot_product_attention(
     ``Tq == Tk`` this is the usual lower triangle; for ``Tq > Tk`` the first
     ``Tq - Tk`` rows see nothing and come out as zeros.
 
+    Masked keys and values: a key that no query may attend to (padding) is
+    replaced by zeros before any product (its value on both paths, its key on
+    the fused path; the weights path replaces its score instead), so a NaN or
+    inf there reaches no output. The trade-off: whenever a mask is given this
+    costs a ``torch.where`` over ``V`` (and ``K``), i.e. new ``(..., Tk, D)``
+    buffers, a memory-bound pass that does not shrink with the kernel's work.
+    On the fused path it measured 1.2-1.4x the kernel alone at ``T = 512`` and
+    about 1.15-1.2x at ``T = 1024`` (B=8, H=8, Dh=64, 2 shared CPU cores;
+    ``attnkit bench --only compile``), falling as ``1/Tq``; inside
+    :class:`~attnkit.attention.multihead.MultiHeadAttention`, whose projections
+    dominate, it is a few percent. We take it: a padded position holding NaN
+    (uninitialised padding, an upstream overflow) would otherwise turn every
+    output of its batch row into NaN. A key masked for only some queries
+    (causal, per-query masks) is still read by the queries that may see it; its
+    score is replaced on the weights path, but a non-finite value there (or key,
+    on the fused path) would reach the other rows as ``0 * inf``.
+
     Dropout is applied to the weights whenever ``dropout_p > 0``, as in PyTorch;
-    modules pass ``dropout_p`` only in training mode.
+    modules pass ``dropout_p`` only in training mode. The weights returned are
+    the ones that made the output, after dropout and its ``1/(1-p)`` rescaling,
+    so ``output == weights @ value`` on every path and in every mode.
 
     Args:
         query: ``(..., Tq, D)``, floating.
@@ -110,7 +257,8 @@ def scaled_dot_product_attention(
 
     Returns:
         output ``(..., Tq, Dv)``, or ``(output, weights)`` with weights
-        ``(..., Tq, Tk)`` when ``return_weights`` is True.
+        ``(..., Tq, Tk)`` when ``return_weights`` is True; both in the dtype of
+        ``query``.
 
     Raises:
         ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
@@ -121,84 +269,104 @@ def scaled_dot_product_attention(
     _check_qkv(query, key, value)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    tq, tk = query.shape[-2], key.shape[-2]
+    tk = key.shape[-2]
+    if isinstance(mask, Tensor):
+        _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    allowed, bias = _split_mask(mask, query, tk)
-    if is_causal and (return_weights or allowed is not None or bias is not None or tq != tk):
-        allowed = combine_masks(allowed, causal_mask(tq, tk, device=query.device))
-        is_causal = False
-
-    if tk == 0:  # no key at all: every row is fully masked
-        output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
-        return (output, query.new_zeros(*query.shape[:-1], 0)) if return_weights else output
-    if return_weights:
-        scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
-        scores.mul_(scale)  # in place: no second (Tq, Tk) buffer; matmul keeps no output
-        if bias is not None:
-            scores.add_(bias)
-        weights = masked_softmax(scores, allowed)
-        del scores  # the softmax keeps only its output; free the (Tq, Tk) scores now
-        dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-        return dropped @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
-
-    return _fused_attention(query, key, value, allowed, bias, scale, is_causal, dropout_p)
+    resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=not return_weights)
+    output, weights = attend(query, key, value, resolved, scale, dropout_p, return_weights)
+    return (output, weights) if return_weights else output
 
 
-def _fused_attention(
+def attend(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    allowed: Tensor | None,
-    bias: Tensor | None,
+    resolved: ResolvedMask,
     scale: float,
-    is_causal: bool,
     dropout_p: float,
+    return_weights: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """The kernels behind :func:`scaled_dot_product_attention`, on checked inputs.
+
+    Shapes as there; ``resolved`` from :func:`resolve_mask`. Returns
+    ``(output, weights or None)``.
+    """
+    if key.shape[-2] == 0:  # no key at all: every row is fully masked
+        output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
+        return output, query.new_zeros(*query.shape[:-1], 0) if return_weights else None
+    if resolved.allowed is not None:
+        # Keys no query may see cannot reach any output, even when NaN: the
+        # weights path replaces their scores, so only the values need zeroing.
+        key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not return_weights)
+    if return_weights:
+        return _explicit_attention(query, key, value, resolved, scale, dropout_p)
+    return _fused_attention(query, key, value, resolved, scale, dropout_p), None
+
+
+def zero_dead_keys(
+    allowed: Tensor, key: Tensor, value: Tensor, *, keys_too: bool = True
+) -> tuple[Tensor, Tensor]:
+    """Zero the key (and value) positions that no query may attend to.
+
+    Args:
+        allowed: bool mask broadcastable to ``(..., Tq, Tk)``, True = may attend.
+        key: ``(..., Tk, D)``.
+        value: ``(..., Tk, Dv)``.
+        keys_too: also zero ``key`` (else it comes back unchanged).
+
+    Returns:
+        ``(key, value)`` with zeros at the dead positions.
+    """
+    live = allowed.any(dim=-2) if allowed.dim() > 1 else allowed  # (..., Tk)
+    live = live.unsqueeze(-1)  # (..., Tk, 1)
+    if keys_too:
+        key = torch.where(live, key, 0.0)  # (..., Tk, D)
+    return key, torch.where(live, value, 0.0)  # (..., Tk, Dv)
+
+
+def _explicit_attention(
+    query: Tensor, key: Tensor, value: Tensor, r: ResolvedMask, scale: float, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    """``(weights @ V, weights)`` with the weights computed and returned."""
+    scores = dot_scores(query, key, scale)  # (..., Tq, Tk), float32 for fp16/bf16
+    if r.bias is not None:
+        scores.add_(r.bias)  # in place: no second (Tq, Tk) buffer
+    weights = masked_softmax(scores, r.allowed).to(query.dtype)  # (..., Tq, Tk)
+    del scores  # the softmax keeps only its output; free the (Tq, Tk) scores now
+    if dropout_p > 0:
+        weights = F.dropout(weights, dropout_p)  # these weights make the output
+    return weights @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
+
+
+def _fused_attention(
+    query: Tensor, key: Tensor, value: Tensor, r: ResolvedMask, scale: float, dropout_p: float
 ) -> Tensor:
-    """PyTorch's fused kernel, with fully masked rows mapped to zero output."""
-    empty_rows = None
-    if allowed is not None:
-        row_has_key = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1)
-        if not bool(row_has_key.all()):
-            # Let empty rows attend everywhere (finite forward and backward),
-            # then zero their output below.
-            empty_rows = ~row_has_key
-            allowed = allowed | empty_rows
-    attn_mask = allowed
-    if bias is not None:
-        attn_mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
+    """PyTorch's fused kernel, with fully masked rows mapped to zero output.
+
+    Branch-free: empty rows are let attend everywhere (a finite forward and
+    backward pass), then their output is selected away with ``torch.where``.
+    That pass is skipped for a key-only mask (``Tq`` dim of 1, e.g. key
+    padding): there an empty row's keys are all dead, and :func:`attend` has
+    zeroed their values, so its output is already exactly 0.
+    """
+    attn_mask = None
+    if r.allowed is not None:
+        attn_mask = r.allowed | ~r.row_has_key  # (..., Tq, Tk)
+    if r.bias is not None:
+        attn_mask = r.bias.masked_fill(~attn_mask, -math.inf)  # (..., Tq, Tk)
     output = F.scaled_dot_product_attention(
         query,
         key,
         value,
         attn_mask=attn_mask,
         dropout_p=dropout_p,
-        is_causal=is_causal,
+        is_causal=r.is_causal,
         scale=scale,
-    )
-    if empty_rows is not None:
-        output = output.masked_fill(empty_rows, 0.0)
-    return output
-
-
-def _split_mask(mask: Tensor | None, query: Tensor, tk: int) -> tuple[Tensor | None, Tensor | None]:
-    """Split a user mask into (allowed bool mask, additive float bias)."""
-    if mask is None:
-        return None, None
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-    _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
-    if mask.dtype == torch.bool:
-        return mask, None
-    if not mask.is_floating_point():
-        raise TypeError(
-            f"mask must be bool (True = may attend) or floating (added to the scores), "
-            f"got dtype {mask.dtype}"
-        )
-    mask = mask.to(query.dtype)
-    blocked = torch.isneginf(mask)
-    if not bool(blocked.any()):
-        return None, mask
-    return ~blocked, mask.masked_fill(blocked, 0.0)
+    )  # (..., Tq, Dv)
+    if r.row_has_key is None or r.allowed.dim() < 2 or r.allowed.shape[-2] == 1:
+        return output
+    return torch.where(r.row_has_key, output, 0.0)  # (..., Tq, Dv)
 
 
 def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:

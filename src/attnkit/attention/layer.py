@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .functional import _check_broadcast, masked_softmax
+from .functional import _check_broadcast, masked_softmax, zero_dead_keys
 from .scores import Score
 
 __all__ = ["Attention"]
@@ -19,7 +19,14 @@ class Attention(nn.Module):
     """Attention with a pluggable score.
 
     ``a = masked_softmax(score(q, K), mask)``; ``c = sum_j a_j v_j``
-    (Bahdanau et al. 2015, eqs. 5-6). Weights are returned, never stored.
+    (Bahdanau et al. 2015, eqs. 5-6). Weights are returned, never stored; they
+    are the ones that made the context (``c == a @ V`` in every mode): in
+    training mode with ``dropout``, after dropout and its ``1/(1-p)`` rescaling.
+
+    Scores are formed in float32 for float16/bfloat16 inputs (see
+    :class:`~attnkit.attention.scores.Score`) and the weights cast back. Masked
+    scores are replaced, and values no query may attend to are zeroed, so a NaN
+    or inf in a masked key or value cannot reach the context.
 
     Args:
         score: the alignment score module (see :func:`attnkit.make_score`).
@@ -78,10 +85,13 @@ class Attention(nn.Module):
             query = query.unsqueeze(1)  # (B, 1, Dq)
             mask = None if mask is None else mask.unsqueeze(-2)  # (B, 1, Tk)
         _check_layer_inputs(query, keys, values)
-        scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk)
-        weights = masked_softmax(scores, mask)  # (B, Tq, Tk)
-        dropped = F.dropout(weights, self.dropout) if self.training and self.dropout else weights
-        context = dropped @ values  # (B, Tq, Dv)
+        scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk), float32 for fp16/bf16
+        weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)
+        if self.training and self.dropout:
+            weights = F.dropout(weights, self.dropout)  # these weights make the context
+        if mask is not None:
+            _, values = zero_dead_keys(mask, keys, values, keys_too=False)
+        context = weights @ values  # (B, Tq, Dv)
         if step:
             return context.squeeze(1), weights.squeeze(1)
         return context, weights

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .functional import causal_mask, combine_masks, invert_mask, scaled_dot_product_attention
+from .functional import ResolvedMask, attend, invert_mask, resolve_mask
 
 __all__ = ["KVCache", "MultiHeadAttention"]
 
@@ -183,6 +183,9 @@ class MultiHeadAttention(nn.Module):
         A head whose query row has no allowed key contributes zero to the
         concatenation; a query row with no allowed key in any head has an
         output of exactly 0 (the output bias is not added) and zero weights.
+        Keys that no query may attend to (padding, cached ones included) are
+        zeroed before any product, so a NaN or inf there reaches no output (see
+        :func:`~attnkit.attention.functional.scaled_dot_product_attention`).
 
         Args:
             query: ``(B, Tq, E)``, floating, the parameters' dtype; a single step
@@ -202,7 +205,9 @@ class MultiHeadAttention(nn.Module):
         Returns:
             ``(output, weights)``: output ``(B, Tq, E)``; weights ``(B, Tq, Tk)``
             averaged over heads, ``(B, H, Tq, Tk)`` per head, or None without
-            ``need_weights``. Weights are taken before dropout. For a ``(B, E)``
+            ``need_weights``. The weights are the ones that made the heads'
+            outputs: in training mode with ``dropout``, after dropout and its
+            ``1/(1-p)`` rescaling (as PyTorch returns them). For a ``(B, E)``
             query: ``(B, E)`` and ``(B, Tk)`` / ``(B, H, Tk)``.
 
         Raises:
@@ -219,23 +224,20 @@ class MultiHeadAttention(nn.Module):
         b, tq, _ = query.shape
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, Tq, Dh)
         k, v = self._keys_values(query, key, value, cache)  # (B, Hkv, Tk, Dh) each
-        mask, is_causal, empty_rows = self._mask(
-            key_padding_mask, attn_mask, is_causal, (b, self.num_heads, tq, k.shape[2]), q
-        )
-        result = scaled_dot_product_attention(
+        resolved = self._mask(key_padding_mask, attn_mask, is_causal, need_weights, q, k)
+        heads, weights = attend(
             q,
             self._share_kv_heads(k),  # (B, H, Tk, Dh)
             self._share_kv_heads(v),  # (B, H, Tk, Dh)
-            mask,
-            is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0,
-            return_weights=need_weights,
-        )
-        heads, weights = result if need_weights else (result, None)  # (B, H, Tq, Dh)
+            resolved,
+            1.0 / math.sqrt(self.head_dim),
+            self.dropout if self.training else 0.0,
+            need_weights,
+        )  # (B, H, Tq, Dh), (B, H, Tq, Tk) or None
         concat = heads.transpose(1, 2).reshape(b, tq, self.embed_dim)  # (B, Tq, E)
         output = self.out_proj(concat)  # (B, Tq, E)
-        if empty_rows is not None:
-            output = output.masked_fill(empty_rows, 0.0)
+        if resolved.row_has_key is not None:  # rows no head may attend from: exactly 0
+            output = torch.where(_any_head(resolved.row_has_key), output, 0.0)  # (B, Tq, E)
         if weights is not None and average_weights:
             weights = weights.mean(dim=1)  # (B, Tq, Tk)
         if cache is not None:
@@ -275,44 +277,24 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None,
         attn_mask: Tensor | None,
         is_causal: bool,
-        target: tuple[int, int, int, int],
+        need_weights: bool,
         q: Tensor,
-    ) -> tuple[Tensor | None, bool, Tensor | None]:
-        """The mask for the core, the causal flag left to it, and the empty query rows.
-
-        Returns ``(mask, is_causal, empty_rows)``: ``mask`` broadcastable to
-        ``(B, H, Tq, Tk)`` (bool, or float with ``-inf`` = masked);
-        ``empty_rows`` ``(B or 1, Tq, 1)`` bool, True where no head may attend
-        to any key, or None when every row has a key.
-        """
-        b, _, tq, tk = target
-        allowed = None
+        k: Tensor,
+    ) -> ResolvedMask:
+        """Check the masks, broadcast them to 4-D and resolve them (:func:`resolve_mask`)."""
+        b, _, tq, _ = q.shape
+        tk = k.shape[2]
+        keep = None
         if key_padding_mask is not None:
             _check_mask("key_padding_mask", key_padding_mask, [(b, tk)], bool_only=True)
-            allowed = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
-        bias = None
+            keep = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         if attn_mask is not None:
+            target = (b, self.num_heads, tq, tk)
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
-            extra = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
-            if extra.dtype == torch.bool:
-                allowed = combine_masks(allowed, extra)
-            else:
-                bias = extra.to(q.dtype)
-        if is_causal and (allowed is not None or bias is not None or tq > tk):
-            causal = causal_mask(tq, tk, device=q.device)[None, None]  # (1, 1, Tq, Tk)
-            allowed = combine_masks(allowed, causal)
-            is_causal = False
-        if bias is None:
-            mask, reachable = allowed, allowed
-        else:
-            mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
-            reachable = ~torch.isneginf(mask)
-        if reachable is None and tk == 0:  # no key at all: every row is empty
-            return mask, is_causal, torch.ones(1, tq, 1, dtype=torch.bool, device=q.device)
-        if reachable is None:
-            return mask, is_causal, None
-        empty_rows = ~reachable.any(dim=-1).any(dim=1)  # (B|1, Tq)
-        return mask, is_causal, empty_rows[..., None]  # (B|1, Tq, 1)
+            attn_mask = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
+        return resolve_mask(
+            keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=not need_weights
+        )
 
     def _check_inputs(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
@@ -338,7 +320,7 @@ class MultiHeadAttention(nn.Module):
             )
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
-        has_keys = cache is not None and bool(cache.cross) and cache.key is not None
+        has_keys = cache is not None and cache.cross is True and cache.key is not None
         widths = (self.kdim, self.vdim)
         if key is None and not has_keys and widths != (self.embed_dim, self.embed_dim):
             raise ValueError(
@@ -454,6 +436,11 @@ class MultiHeadAttention(nn.Module):
             pairs += [(p.bias, w) for p, w in zip(projections, biases, strict=True)]
             pairs.append((self.out_proj.bias, module.out_proj.bias))
         return pairs
+
+
+def _any_head(row_has_key: Tensor) -> Tensor:
+    """``(B|1, H|1, Tq, 1)`` or ``(Tq, 1)`` -> True where any head has a key for the row."""
+    return row_has_key.any(dim=1) if row_has_key.dim() == 4 else row_has_key  # (B|1, Tq, 1)
 
 
 def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: torch.dtype) -> None:

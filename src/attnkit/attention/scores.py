@@ -20,6 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .functional import dot_scores, score_dtype
+
 __all__ = [
     "AdditiveScore",
     "ConcatScore",
@@ -66,7 +68,9 @@ class Score(nn.Module):
                 to skip recomputing it; None computes it here.
 
         Returns:
-            scores ``(..., Tq, Tk)``, dtype of ``query``.
+            scores ``(..., Tq, Tk)`` in :func:`~attnkit.attention.functional.score_dtype`
+            of the query's dtype: float32 for float16/bfloat16 inputs (a float16
+            ``q . k`` overflows above 65504), the query's dtype otherwise.
 
         Raises:
             ValueError: a rank below 2, mismatched leading dims, or widths the
@@ -109,7 +113,7 @@ class DotScore(_WidthsMustMatch):
     name = "dot"
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
-        return query @ prepared_keys.transpose(-2, -1)  # (..., Tq, Tk)
+        return dot_scores(query, prepared_keys)  # (..., Tq, Tk)
 
 
 class ScaledDotScore(_WidthsMustMatch):
@@ -123,7 +127,7 @@ class ScaledDotScore(_WidthsMustMatch):
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
         scale = 1.0 / math.sqrt(prepared_keys.shape[-1])
-        return (query @ prepared_keys.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+        return dot_scores(query, prepared_keys, scale)  # (..., Tq, Tk)
 
 
 class GeneralScore(Score):
@@ -148,7 +152,7 @@ class GeneralScore(Score):
         return self.weight(keys)  # (..., Tk, Dq)
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
-        return query @ prepared_keys.transpose(-2, -1)  # (..., Tq, Tk)
+        return dot_scores(query, prepared_keys)  # (..., Tq, Tk)
 
     def check_inputs(self, query: Tensor, keys: Tensor) -> None:
         super().check_inputs(query, keys)
@@ -189,7 +193,7 @@ class AdditiveScore(Score):
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
         q = self.query_proj(query)  # (..., Tq, A)
         hidden = torch.tanh(q.unsqueeze(-2) + prepared_keys.unsqueeze(-3))  # (..., Tq, Tk, A)
-        return self.v(hidden).squeeze(-1)  # (..., Tq, Tk)
+        return self.v(hidden).squeeze(-1).to(score_dtype(query.dtype))  # (..., Tq, Tk)
 
     def check_inputs(self, query: Tensor, keys: Tensor) -> None:
         super().check_inputs(query, keys)
