@@ -13,7 +13,8 @@ time budget runs out.
 A run folder holds ``config.yaml`` (the resolved config), the tokenizer
 files, ``best.json``/``last.json`` checkpoints (+ their safetensors, and
 ``last.prev.json``, the checkpoint before ``last``), the metrics log
-``metrics.jsonl`` and ``learning_curve.png``.
+``metrics.jsonl`` and ``learning_curve.png``. One training at a time writes
+it: :func:`train` holds the folder's lock (:mod:`.runlock`) throughout.
 
 Reliability: ``last`` holds everything a resumed run needs (model, optimizer,
 scheduler, data order, RNG state, the training loss since the last
@@ -55,6 +56,7 @@ from .corpus import load_split
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
 from .model import Translator
+from .runlock import run_lock
 from .schedule import Schedule
 from .search import decode_examples
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
@@ -478,11 +480,17 @@ def train(
         echo: where one-line progress messages go.
 
     Raises:
+        RunInUse: another training holds ``run_dir``'s lock (:mod:`.runlock`).
         ValueError: ``run_dir`` holds another run, or the data/config is unusable.
     """
     run_dir = Path(run_dir)
     if config.name is None:  # saved configs always carry a name
         config = config.model_copy(update={"name": run_dir.name})
+    with run_lock(run_dir, warn=echo):  # before anything in run_dir is written
+        return _train_locked(config, run_dir, resume, overwrite, progress_bar, echo)
+
+
+def _train_locked(config, run_dir, resume, overwrite, progress_bar, echo) -> TrainSummary:
     resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
     ckpt = load_latest(run_dir / "last.json", warn=echo) if resuming else None
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
