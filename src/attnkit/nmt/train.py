@@ -288,7 +288,7 @@ class _Trainer:
         self.started = time.monotonic()
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.epoch_state = self.generator.get_state()
-        self.stop = StopRequest()
+        self.stop = StopRequest(announce=group.is_main)
         self.halt = ""  # the stop request all ranks agreed on (see poll)
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
