@@ -18,10 +18,15 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention, bench_decode, bench_train
+from . import bench_attention, bench_decode, bench_distributed, bench_train
 from .report import Result, Table
 
-SUITES = {"attention": bench_attention, "train": bench_train, "decode": bench_decode}
+SUITES = {
+    "attention": bench_attention,
+    "train": bench_train,
+    "decode": bench_decode,
+    "distributed": bench_distributed,
+}
 
 
 def machine() -> dict[str, object]:
