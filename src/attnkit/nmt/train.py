@@ -25,6 +25,11 @@ count). SIGINT/SIGTERM ask the loop to stop after the current step and save
 falls back to ``last.prev.json`` and says so. A step with a non-finite loss
 or gradient is skipped with a warning; ``train.max_nonfinite`` of them in a
 row raise :class:`TrainingError`, keeping the last good checkpoint.
+
+Started by ``torchrun``, :func:`train` trains data-parallel on all its
+processes (:mod:`.distributed`: ``train.batch_size`` is the global batch,
+rank 0 validates and writes, stops are agreed after each step); the loop
+below talks to a :class:`~.distributed.Group`, a no-op for one process.
 """
 
 from __future__ import annotations
@@ -569,6 +574,10 @@ def train(
         progress_bar: show a tqdm bar (loss, tokens/s, ETA).
         echo: where one-line progress messages go.
 
+    Under ``torchrun`` every process calls this and trains its share of each
+    batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
+    returns a summary with ``main`` True.
+
     Raises:
         RunInUse: another training holds ``run_dir``'s lock (:mod:`.runlock`).
         ValueError: ``run_dir`` holds another run, or the data/config is unusable.
@@ -603,7 +612,8 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
         echo(f"{run_dir} holds a finished run with this config; reusing it (--overwrite retrains)")
         history = _read_history(run_dir / "metrics.jsonl", math.inf)
-        return TrainSummary(run_dir, Progress(**ckpt.state["progress"]), True, history)
+        progress = Progress(**ckpt.state["progress"])
+        return TrainSummary(run_dir, progress, True, history, main=group.is_main)
     threads = set_threads(config.train.threads, group.local_world_size)
     echo(
         f"training {config.name} on {trainer.device}{group.describe()} with {threads} "
