@@ -36,7 +36,8 @@ def test_bench_loads_the_checkouts_benchmarks_by_path_without_touching_sys_path(
     before = list(sys.path)
     runner = bench._benchmarks_runner()
     assert Path(runner.__file__).resolve() == CHECKOUT / "benchmarks" / "run.py"
-    assert set(runner.SUITES) == {"attention", "train", "decode"} and sys.path == before
+    assert set(runner.SUITES) == {"attention", "train", "decode", "distributed"}
+    assert sys.path == before
 
 
 def test_benchmarks_run_as_a_module_from_a_checkout_takes_the_bench_options():

@@ -22,13 +22,11 @@ import yaml
 
 from attnkit.nmt.batching import encode_examples
 from attnkit.nmt.corpus import load_split
-from attnkit.nmt.distributed import Group
+from attnkit.nmt.distributed import ENV_TIMEOUT, Group, join
 from attnkit.nmt.runlock import RunInUse, run_lock
 from attnkit.nmt.train import validate
 from attnkit.nmt.translate import load_run
 from test_reliability_resume import REVERSE, ROOT, assert_same_run, finish, wait_for_checkpoint
-
-pytestmark = pytest.mark.slow
 
 RUN = [
     "--no-progress",
@@ -98,6 +96,7 @@ def runs(tmp_path_factory):
     return base / "two", base / "one", ok(two), ok(one)
 
 
+@pytest.mark.slow
 def test_two_processes_follow_the_one_process_run_step_by_step(runs):
     two, one, log, _ = runs
     assert "× 2 processes (gloo)" in log and "32 sentences per step in all, ~16 each" in log
@@ -109,12 +108,14 @@ def test_two_processes_follow_the_one_process_run_step_by_step(runs):
         assert x["lr"] == y["lr"]
 
 
+@pytest.mark.slow
 def test_every_rank_ends_with_the_same_weights_and_rank_0_alone_reports(runs):
     _, _, log, _ = runs
     assert "weights identical on all 2 processes" in log
     assert log.count("stopped: epochs=2 done") == 1 and "Traceback" not in log
 
 
+@pytest.mark.slow
 def test_rank_0_validation_equals_a_single_process_validation_of_its_weights(runs):
     two, *_ = runs
     run = load_run(two, checkpoint="last")
@@ -142,6 +143,7 @@ def saved_progress(run_dir):
     return json.loads((run_dir / "last.json").read_text())["state"]["progress"]
 
 
+@pytest.mark.slow
 def test_stopped_then_killed_launcher_resumes_to_the_uninterrupted_weights(runs, tmp_path):
     two, *_ = runs
     run_dir = tmp_path / "run"
@@ -168,6 +170,7 @@ def test_stopped_then_killed_launcher_resumes_to_the_uninterrupted_weights(runs,
     assert_same_run(run_dir, two, steps=STEPS)
 
 
+@pytest.mark.slow
 def test_two_nodes_on_loopback_train_one_model_and_stop_cleanly(runs, tmp_path):
     two, *_ = runs
     endpoint = f"127.0.0.1:{free_port()}"
@@ -189,6 +192,7 @@ def plain_ranks(*args, world=2):
     return [launch(command, **ranks, RANK=str(r), LOCAL_RANK=str(r)) for r in range(world)]
 
 
+@pytest.mark.slow
 def test_a_transformer_trains_data_parallel_like_one_process(tmp_path):
     raw = yaml.safe_load(Path(REVERSE).read_text())
     raw["model"] = {"arch": "transformer", "d_model": 16, "heads": 2, "encoder_layers": 1}
@@ -204,6 +208,7 @@ def test_a_transformer_trains_data_parallel_like_one_process(tmp_path):
         assert abs(x["train_loss"] - y["train_loss"]) < TOLERANCE, (x, y)
 
 
+@pytest.mark.slow
 def test_a_dead_peer_is_a_one_line_error_not_a_hang(tmp_path):
     run_dir = tmp_path / "run"
     main, other = plain_ranks(REVERSE, "--out", str(run_dir), *SMALL)
@@ -227,3 +232,11 @@ def test_a_group_of_one_changes_nothing():
 def test_a_global_batch_is_shared_out_by_rank():
     shares = [Group(rank, 3).share(list(range(8))) for rank in range(3)]
     assert shares == [[0, 3, 6], [1, 4, 7], [2, 5]]
+
+
+def test_a_bad_collective_timeout_is_named(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv(ENV_TIMEOUT, "soon")
+    message = f"{ENV_TIMEOUT} must be a number of seconds > 0, got 'soon'"
+    with pytest.raises(ValueError, match=message), join(torch.device("cpu")):
+        pass

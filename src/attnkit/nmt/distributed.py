@@ -147,7 +147,8 @@ class Group:
         """Whether every rank holds bit-identical parameters and buffers (SHA-256 compared)."""
         digest = hashlib.sha256()
         for tensor in model.state_dict().values():
-            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+            flat = tensor.detach().cpu().contiguous().reshape(-1)  # (N,), also for 0-dim buffers
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
         mine = torch.frombuffer(bytearray(digest.digest()), dtype=torch.uint8)
         return all(torch.equal(mine, other) for other in self.gather(mine))
 
@@ -215,8 +216,8 @@ def join(device: torch.device) -> Iterator[Group]:
     created = not dist.is_initialized()
     if created:
         backend = "nccl" if device.type == "cuda" else "gloo"
-        timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+        timeout = datetime.timedelta(seconds=_timeout_s())
+        dist.init_process_group(backend, timeout=timeout)
     if "TORCHELASTIC_RUN_ID" in os.environ:
         _die_with_launcher()
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -225,6 +226,18 @@ def join(device: torch.device) -> Iterator[Group]:
     finally:
         if created:
             dist.destroy_process_group()
+
+
+def _timeout_s() -> float:
+    """``ATTNKIT_DIST_TIMEOUT_S`` (seconds > 0), or the default."""
+    raw = os.environ.get(ENV_TIMEOUT, str(DEFAULT_TIMEOUT_S))
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{ENV_TIMEOUT} must be a number of seconds > 0, got {raw!r}")
+    return seconds
 
 
 def _rank_device(device: torch.device, local_rank: int) -> torch.device:
