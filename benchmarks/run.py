@@ -18,7 +18,14 @@ from pathlib import Path
 
 import torch
 
-from . import bench_attention, bench_compile, bench_decode, bench_train, bench_transformer
+from . import (
+    bench_attention,
+    bench_compile,
+    bench_decode,
+    bench_distributed,
+    bench_train,
+    bench_transformer,
+)
 from .report import Result, Table
 
 SUITES = {
@@ -27,6 +34,7 @@ SUITES = {
     "train": bench_train,
     "decode": bench_decode,
     "transformer": bench_transformer,
+    "distributed": bench_distributed,
 }
 
 

@@ -75,6 +75,24 @@ def test_resaving_replaces_the_old_weights_file(tmp_path):
     assert load_checkpoint(tmp_path / "last.json").state == {"step": 2}
 
 
+def test_reader_caught_mid_save_loads_the_new_checkpoint_whole(tmp_path, monkeypatch):
+    # A training saves between the reader's look at the record and at its weights:
+    # the weights that record named are deleted, and the reader takes the new record.
+    save_checkpoint(tmp_path, "best", tiny_model(0).state_dict(), {"step": 1})
+    read_record = ckpt_module._read_record
+
+    def record_then_concurrent_save(path):
+        record = read_record(path)
+        if record["state"] == {"step": 1}:
+            save_checkpoint(tmp_path, "best", tiny_model(2).state_dict(), {"step": 2})
+        return record
+
+    monkeypatch.setattr(ckpt_module, "_read_record", record_then_concurrent_save)
+    loaded = load_checkpoint(tmp_path / "best.json")
+    assert loaded.state == {"step": 2}
+    assert all(torch.equal(loaded.model[k], v) for k, v in tiny_model(2).state_dict().items())
+
+
 @pytest.mark.parametrize("fail_on_call", [1, 2])
 def test_crash_mid_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch, fail_on_call):
     old = tiny_model(0)

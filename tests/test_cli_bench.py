@@ -36,7 +36,7 @@ def test_bench_loads_the_checkouts_benchmarks_by_path_without_touching_sys_path(
     before = list(sys.path)
     runner = bench._benchmarks_runner()
     assert Path(runner.__file__).resolve() == CHECKOUT / "benchmarks" / "run.py"
-    assert {"attention", "train", "decode", "transformer"} <= set(runner.SUITES)
+    assert {"attention", "train", "decode", "transformer", "distributed"} <= set(runner.SUITES)
     assert sys.path == before
 
 

@@ -83,10 +83,10 @@ def epoch_rows(run_dir):
     return [{k: row[k] for k in COMPARED} for row in rows]
 
 
-def assert_same_run(resumed, reference):
+def assert_same_run(resumed, reference, steps=STEPS):
     assert epoch_rows(resumed) == epoch_rows(reference)
     a, b = load_checkpoint(resumed / "last.json"), load_checkpoint(reference / "last.json")
-    assert a.state["progress"]["step"] == b.state["progress"]["step"] == STEPS
+    assert a.state["progress"]["step"] == b.state["progress"]["step"] == steps
     assert a.model.keys() == b.model.keys()
     for key in b.model:
         assert torch.equal(a.model[key], b.model[key]), key

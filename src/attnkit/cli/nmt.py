@@ -181,6 +181,7 @@ def _config_and_folder(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from ..nmt.distributed import MainFailed, PeerLost
     from ..nmt.train import TrainingError, train
 
     config, out = _config_and_folder(args)
@@ -193,11 +194,13 @@ def run_train(args: argparse.Namespace) -> int:
             progress_bar=not args.no_progress,
             echo=_stderr,
         )
-    except TrainingError as err:
+    except (TrainingError, PeerLost, MainFailed) as err:
         _stderr(f"attnkit train: error: {err}")
         return 1
     if summary.interrupted:
         return 130
+    if not summary.main:  # another rank of a torchrun job: rank 0 reports
+        return 0
     p = summary.progress
     print(f"run folder: {out}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
     return 0

@@ -11,7 +11,8 @@ A checkpoint named ``best`` is two files in one folder:
 Saving writes a fresh weights file, then atomically replaces the JSON record
 (temporary file in the same folder, fsync, ``os.replace``), then deletes the
 weights no record names any more. A crash at any point leaves the previous
-checkpoint loadable. With ``keep_previous`` the record being replaced is kept
+checkpoint loadable, and a reader loading while a training saves gets
+the old checkpoint or the new one, whole. With ``keep_previous`` the record being replaced is kept
 as ``<name>.prev.json`` (with its weights), a fallback for when the newest
 checkpoint is damaged later (:func:`load_latest`). Nothing is pickled and
 ``torch.load`` is never called.
@@ -47,6 +48,7 @@ __all__ = [
 
 FORMAT = "attnkit-checkpoint"
 VERSION = 1
+_READ_ATTEMPTS = 5  # records re-read when a concurrent save replaces one under a reader
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -237,6 +239,26 @@ def _read_record(path: Path) -> dict:
     return record
 
 
+def _record_and_weights(path: Path) -> tuple[dict, bytes]:
+    """The record at ``path`` and the bytes of the weights file it names.
+
+    A training saving into the same folder replaces the record and then
+    deletes the weights the old record named; a reader caught between the two
+    finds the weights gone and reads the new record instead.
+    """
+    record = _read_record(path)
+    for _ in range(_READ_ATTEMPTS):
+        weights_path = path.parent / record["weights"]
+        try:
+            return record, weights_path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            newer = _read_record(path)
+            if newer == record:
+                break
+            record = newer
+    raise FileNotFoundError(f"weights file {weights_path} named by {path} not found")
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint from its JSON record (``run/best.json``).
 
@@ -246,11 +268,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             truncated/corrupt (the message names the file).
     """
     path = Path(path)
-    record = _read_record(path)
+    record, data = _record_and_weights(path)
     weights_path = path.parent / record["weights"]
-    if not weights_path.is_file():
-        raise FileNotFoundError(f"weights file {weights_path} named by {path} not found")
-    data = weights_path.read_bytes()
     if hashlib.sha256(data).hexdigest() != record.get("sha256"):
         raise ValueError(
             f"{weights_path}: checksum mismatch ({len(data)} bytes); the file is truncated "

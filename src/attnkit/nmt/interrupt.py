@@ -13,12 +13,16 @@ class StopRequest:
     """SIGINT/SIGTERM set a flag the loop checks between steps; a second SIGINT aborts.
 
     Only the main thread may install signal handlers; elsewhere this does nothing.
+
+    Args:
+        announce: say on stderr that a checkpoint will be saved (False on the
+            ranks of a torchrun job other than 0, which all get the signal).
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
-        self.requested, self.previous = "", {}
+    def __init__(self, announce: bool = True) -> None:
+        self.requested, self.previous, self.announce = "", {}, announce
 
     def __enter__(self) -> StopRequest:
         for sig in self.SIGNALS:
@@ -36,6 +40,8 @@ class StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = signal.Signals(signum).name
+        if not self.announce:
+            return
         note = f"\n{self.requested}: saving a checkpoint after this step (Ctrl-C again to abort)\n"
         # os.write, not print: printing here while the interrupted code prints raises
         # "reentrant call" on the buffered stream.

@@ -13,7 +13,8 @@ time budget runs out.
 A run folder holds ``config.yaml`` (the resolved config), the tokenizer
 files, ``best.json``/``last.json`` checkpoints (+ their safetensors, and
 ``last.prev.json``, the checkpoint before ``last``), the metrics log
-``metrics.jsonl`` and ``learning_curve.png``.
+``metrics.jsonl`` and ``learning_curve.png``. One training at a time writes
+it: :func:`train` holds the folder's lock (:mod:`.runlock`) throughout.
 
 Reliability: ``last`` holds everything a resumed run needs (model, optimizer,
 scheduler, data order, RNG state, the training loss since the last
@@ -24,10 +25,16 @@ count). SIGINT/SIGTERM ask the loop to stop after the current step and save
 falls back to ``last.prev.json`` and says so. A step with a non-finite loss
 or gradient is skipped with a warning; ``train.max_nonfinite`` of them in a
 row raise :class:`TrainingError`, keeping the last good checkpoint.
+
+Started by ``torchrun``, :func:`train` trains data-parallel on all its
+processes (:mod:`.distributed`: ``train.batch_size`` is the global batch,
+rank 0 validates and writes, stops are agreed after each step); the loop
+below talks to a :class:`~.distributed.Group`, a no-op for one process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -52,9 +59,11 @@ from .checkpoint import (
 )
 from .config import RunConfig
 from .corpus import load_split
+from .distributed import Group, join
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
 from .model import Translator
+from .runlock import run_lock
 from .schedule import Schedule
 from .search import decode_examples
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
@@ -98,14 +107,18 @@ class TrainSummary:
     reused: bool = False
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
+    main: bool = True  # False on the other ranks of a torchrun job (they report nothing)
 
 
-def set_threads(threads: int) -> int:
-    """Use ``threads`` intra-op threads (0 = every CPU this process may use)."""
+def set_threads(threads: int, processes: int = 1) -> int:
+    """Use ``threads`` intra-op threads (0 = this process's share of the CPUs it may use).
+
+    ``processes`` training processes on this machine share its CPUs: with
+    ``threads=0`` each takes ``cpus // processes`` (at least one), never more.
+    """
     if threads == 0:
-        threads = (
-            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        )
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        threads = (cpus or 1) // max(processes, 1)
     torch.set_num_threads(max(int(threads or 1), 1))
     return torch.get_num_threads()
 
@@ -145,7 +158,9 @@ def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite
     return checkpoint_exists(run_dir / "last.json")
 
 
-def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[str], None]):
+def _tokenize(
+    config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[str], None], group: Group
+):
     train_corpus = load_split(config.data, "train")
     valid_corpus = load_split(config.data, "valid")
     for split, corpus in (("train", train_corpus), ("valid", valid_corpus)):
@@ -155,21 +170,22 @@ def _tokenize(config: RunConfig, run_dir: Path, resuming: bool, echo: Callable[[
             raise ValueError(
                 f"no {split} sentence pairs{where} ({corpus.skipped} skipped for an empty side)"
             )
-    if resuming:
-        src_tok, tgt_tok = load_tokenizers(run_dir)
-    else:
-        tok = config.tokenizer
-        src_tok, tgt_tok = train_tokenizers(
-            train_corpus.src,
-            train_corpus.tgt,
-            kind=tok.kind,
-            vocab_size=tok.vocab_size,
-            joint=tok.joint,
-            model_type=tok.model_type,
-            character_coverage=tok.character_coverage,
-            threads=torch.get_num_threads(),
-        )
-        save_tokenizers(run_dir, src_tok, tgt_tok)
+    with group.main_first():  # rank 0 trains the tokenizer once; the others then load it
+        if resuming or not group.is_main:
+            src_tok, tgt_tok = load_tokenizers(run_dir)
+        else:
+            tok = config.tokenizer
+            src_tok, tgt_tok = train_tokenizers(
+                train_corpus.src,
+                train_corpus.tgt,
+                kind=tok.kind,
+                vocab_size=tok.vocab_size,
+                joint=tok.joint,
+                model_type=tok.model_type,
+                character_coverage=tok.character_coverage,
+                threads=torch.get_num_threads(),
+            )
+            save_tokenizers(run_dir, src_tok, tgt_tok)
     data = config.data
     train_ex, dropped = encode_examples(
         train_corpus.src,
@@ -214,6 +230,11 @@ def _loss(
         label_smoothing=smoothing,
         reduction=reduction,
     )
+
+
+def _target_tokens(examples: Examples, indices: list[int]) -> int:
+    """Target tokens the loss counts in the batch of ``indices`` (EOS included, as in Batch)."""
+    return sum(len(examples.tgt[i]) + 1 for i in indices)
 
 
 @torch.no_grad()
@@ -264,20 +285,24 @@ def _write_history(path: Path, rows: list[dict]) -> None:
 class _Trainer:
     """State and steps of one training run (kept small: :func:`train` is the entry point)."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, echo, progress_bar: bool) -> None:
+    def __init__(self, config: RunConfig, run_dir: Path, echo, progress_bar: bool, group: Group):
         self.config, self.run_dir, self.echo, self.bar = config, run_dir, echo, progress_bar
-        self.device = resolve_device(config.train.device)
+        self.group, self.device = group, group.device
         self.progress = Progress()
         self.history: list[dict] = []
         self.started = time.monotonic()
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.epoch_state = self.generator.get_state()
-        self.stop = StopRequest()
+        self.stop = StopRequest(announce=group.is_main)
+        self.halt = ""  # the stop request all ranks agreed on (see poll)
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
         torch.manual_seed(cfg.seed)
         self.model = build_translator(self.config.model, src_vocab, tgt_vocab).to(self.device)
+        self.forward = self.group.wrap(self.model)  # training passes; DDP averages gradients
+        if self.group.rank:  # each rank draws its own dropout; rank 0 keeps the 1-process stream
+            torch.manual_seed(cfg.seed + self.group.rank)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
         )
@@ -292,15 +317,33 @@ class _Trainer:
             self.scheduler.load_state_dict(ckpt.state["scheduler"])
             self.progress = Progress(**ckpt.state["progress"])
             self.epoch_state = ckpt.extra["epoch_generator"]
-            torch.set_rng_state(ckpt.extra["torch_rng"])
-            if self.device.type == "cuda" and "cuda_rng" in ckpt.extra:
-                torch.cuda.set_rng_state(ckpt.extra["cuda_rng"], self.device)
+            self._restore_rng(ckpt.extra, ckpt.state.get("world_size", 1))
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
             raise ValueError(f"{where}: cannot resume from this checkpoint ({err})") from None
         metrics = self.run_dir / "metrics.jsonl"
         self.history = _read_history(metrics, self.progress.step)
-        _write_history(metrics, self.history)
+        if self.group.is_main:
+            _write_history(metrics, self.history)
         self.started -= self.progress.elapsed_s
+
+    def _restore_rng(self, extra: dict, saved_world: int) -> None:
+        """This rank's dropout generator(s) as saved; a new world size keeps fresh ones."""
+        world = self.group.world_size
+        if saved_world != world:
+            self.echo(
+                f"warning: this run was saved by {saved_world} process(es) and resumes on "
+                f"{world}: the batches stay the same (train.batch_size is global) but dropout "
+                f"draws and rounding change, so it will not repeat a {saved_world}-process run"
+            )
+        names = ["torch_rng", *(["cuda_rng"] if self.device.type == "cuda" else [])]
+        for name in names:
+            key = _rank_key(name, self.group.rank)
+            if key not in extra:
+                continue
+            if name == "torch_rng":
+                torch.set_rng_state(extra[key])
+            else:
+                torch.cuda.set_rng_state(extra[key], self.device)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -314,11 +357,18 @@ class _Trainer:
         return ""
 
     def save(self, name: str) -> None:
+        """Save a checkpoint (rank 0 writes it; every rank must call this: it gathers RNGs)."""
         self.progress.elapsed_s = self.elapsed()
-        state = {"progress": asdict(self.progress), "scheduler": self.scheduler.state_dict()}
-        extra = {"epoch_generator": self.epoch_state, "torch_rng": torch.get_rng_state()}
+        state = {
+            "progress": asdict(self.progress),
+            "scheduler": self.scheduler.state_dict(),
+            "world_size": self.group.world_size,
+        }
+        extra = {"epoch_generator": self.epoch_state, **self._rng_states("torch_rng")}
         if self.device.type == "cuda":  # dropout on the GPU draws from its own generator
-            extra["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+            extra.update(self._rng_states("cuda_rng"))
+        if not self.group.is_main:
+            return
         last = name == "last"
         save_checkpoint(
             self.run_dir,
@@ -330,8 +380,19 @@ class _Trainer:
             keep_previous=last,
         )
 
+    def _rng_states(self, name: str) -> dict[str, torch.Tensor]:
+        """Every rank's generator state, keyed ``name`` (rank 0) and ``name.R``."""
+        if name == "torch_rng":
+            state = torch.get_rng_state()
+        else:
+            state = torch.cuda.get_rng_state(self.device)
+        return {_rank_key(name, r): s for r, s in enumerate(self.group.gather(state))}
+
     def run_validation(self, train_loss: float, data) -> None:
-        scores = validate(self.model, *data, self.config, self.device)
+        """Rank 0 validates (the others wait for its scores); every rank applies them."""
+        keys = ("valid_loss", "valid_ppl", "valid_bleu")
+        mine = validate(self.model, *data, self.config, self.device) if self.group.is_main else {}
+        scores = dict(zip(keys, self.group.broadcast([mine.get(k) for k in keys]), strict=True))
         p = self.progress
         improved = scores["valid_bleu"] > p.best_bleu
         if improved:
@@ -353,25 +414,36 @@ class _Trainer:
         p.pending_loss, p.pending_tokens = 0.0, 0
         # The row goes first: resuming drops rows past the checkpoint's step and redoes them.
         self.history.append(row)
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
-            log.write(json.dumps(row) + "\n")
+        if self.group.is_main:
+            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
+                log.write(json.dumps(row) + "\n")
         if improved:
             self.save("best")
         self.save("last")
-        learning_curve(self.history, path=self.run_dir / "learning_curve.png")
+        if self.group.is_main:
+            learning_curve(self.history, path=self.run_dir / "learning_curve.png")
         self.echo(
             f"epoch {p.epoch} step {p.step}: train loss {train_loss:.3f}, valid loss "
             f"{scores['valid_loss']:.3f}, ppl {scores['valid_ppl']:.2f}, BLEU "
             f"{scores['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
         )
 
-    def train_step(self, batch: Batch) -> float | None:
-        """One optimizer step; None when skipped for a non-finite loss or gradient."""
+    def train_step(self, batch: Batch, total_tokens: int, counts: bool = True) -> float | None:
+        """One optimizer step on this rank's share of a global batch of ``total_tokens``.
+
+        The share's mean loss is weighted by ``W * share_tokens / total_tokens``
+        (0 for a stand-in share that ``counts`` nothing), so the gradient DDP
+        averages over the W ranks is that of the global batch's mean loss; with
+        one process the weight is exactly 1. Returns the global batch's mean
+        loss, or None when the step was skipped for a non-finite loss or gradient.
+        """
         cfg, p = self.config.train, self.progress
-        loss = _loss(self.model, batch, cfg.label_smoothing, cfg.teacher_forcing)
+        loss = _loss(self.forward, batch, cfg.label_smoothing, cfg.teacher_forcing)
+        share = batch.num_target_tokens if counts else 0
+        loss = loss * (share * self.group.world_size / total_tokens)
         self.optimizer.zero_grad(set_to_none=True)
         p.epoch_batches_done += 1
-        value = loss.item()
+        value = self.group.mean(loss.item())
         if math.isfinite(value):
             loss.backward()
             norm = self._grad_norm(cfg.clip)
@@ -384,8 +456,8 @@ class _Trainer:
         self.scheduler.after_step()
         p.step += 1
         p.nonfinite_streak = 0
-        p.pending_loss += value * batch.num_target_tokens
-        p.pending_tokens += batch.num_target_tokens
+        p.pending_loss += value * total_tokens
+        p.pending_tokens += total_tokens
         return value
 
     def _grad_norm(self, clip: float | None) -> float:
@@ -409,6 +481,30 @@ class _Trainer:
                 "lower train.lr, set train.clip, or check the data"
             )
         return None
+
+    def poll(self) -> str:
+        """Why training must stop now ('' = go on), agreed by all ranks; sets :attr:`halt`.
+
+        Every rank calls this at the same points (before an epoch, after each
+        step), so a signal that reached some ranks, or a clock that ran out on
+        one, stops all of them at the same step.
+        """
+        reason = self.out_of_budget()
+        budget, signalled = self.group.any(bool(reason), bool(self.stop.requested))
+        if signalled and not self.halt:
+            self.halt = self.stop.requested or "a stop request to another process"
+        if budget and not reason:  # only the clock differs between ranks
+            reason = f"max_minutes={self.config.train.max_minutes} reached"
+        return reason
+
+    def check_replicas(self) -> None:
+        """Say whether every rank holds the same weights (DDP keeps them in step)."""
+        if self.group.distributed:
+            world = self.group.world_size
+            if self.group.same_everywhere(self.model):
+                self.echo(f"weights identical on all {world} processes")
+            else:
+                self.echo(f"warning: the weights differ between the {world} processes")
 
     def validate_pending(self, valid_data) -> None:
         """Validate if any step was taken since the last validation."""
@@ -434,21 +530,22 @@ class _Trainer:
         )
         tick, tokens = time.monotonic(), 0
         for indices in batches[p.epoch_batches_done :]:
-            if (reason := self.out_of_budget()) or p.finished or self.stop.requested:
-                p.stop_reason = p.stop_reason or reason
+            if p.stop_reason or p.finished or self.halt:
                 break
-            batch = make_batch(train_ex, indices).to(self.device)
-            value = self.train_step(batch)
+            mine = self.group.share(indices)  # an idle rank joins the all-reduce with weight 0
+            batch = make_batch(train_ex, mine or indices[:1]).to(self.device)
+            total = _target_tokens(train_ex, indices)
+            value = self.train_step(batch, total, counts=bool(mine))
             bar.update(1)
-            if value is None:
-                continue
-            tokens += batch.num_target_tokens
-            rate = tokens / max(time.monotonic() - tick, 1e-9)
-            bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{rate:.0f}", refresh=False)
-            if cfg.valid_every and p.step % cfg.valid_every == 0:
-                self.validate_pending(valid_data)
-            elif cfg.checkpoint_every and p.step % cfg.checkpoint_every == 0:
-                self.save("last")
+            if value is not None:
+                tokens += total
+                rate = tokens / max(time.monotonic() - tick, 1e-9)
+                bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{rate:.0f}", refresh=False)
+                if cfg.valid_every and p.step % cfg.valid_every == 0:
+                    self.validate_pending(valid_data)
+                elif cfg.checkpoint_every and p.step % cfg.checkpoint_every == 0:
+                    self.save("last")
+            p.stop_reason = p.stop_reason or self.poll()
         bar.close()
         if p.epoch_batches_done == len(batches):
             self.epoch_state = self.generator.get_state()
@@ -477,31 +574,76 @@ def train(
         progress_bar: show a tqdm bar (loss, tokens/s, ETA).
         echo: where one-line progress messages go.
 
+    Under ``torchrun`` every process calls this and trains its share of each
+    batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
+    returns a summary with ``main`` True.
+
     Raises:
+        RunInUse: another training holds ``run_dir``'s lock (:mod:`.runlock`).
         ValueError: ``run_dir`` holds another run, or the data/config is unusable.
     """
     run_dir = Path(run_dir)
     if config.name is None:  # saved configs always carry a name
         config = config.model_copy(update={"name": run_dir.name})
-    resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
+    with join(resolve_device(config.train.device)) as group:  # torchrun's job, or just us
+        if not group.is_main:  # rank 0 alone logs, shows progress and writes
+            echo, progress_bar = _silent, False
+        # the lock comes before anything in run_dir is written
+        lock = run_lock(run_dir, warn=echo) if group.is_main else contextlib.nullcontext()
+        with lock:
+            trainer = _Trainer(config, run_dir, echo, progress_bar, group)
+            return _train_locked(trainer, resume, overwrite)
+
+
+def _silent(_line: str) -> None:
+    pass
+
+
+def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSummary:
+    config, run_dir, echo, group = trainer.config, trainer.run_dir, trainer.echo, trainer.group
+    with group.main_first():  # rank 0 prepares the folder, then the others read it
+        if group.is_main:
+            resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
+            if not resuming:  # rows of a run killed before saving
+                (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        else:
+            resuming = _shared_checkpoint_exists(run_dir)
     ckpt = load_latest(run_dir / "last.json", warn=echo) if resuming else None
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
         echo(f"{run_dir} holds a finished run with this config; reusing it (--overwrite retrains)")
         history = _read_history(run_dir / "metrics.jsonl", math.inf)
-        return TrainSummary(run_dir, Progress(**ckpt.state["progress"]), True, history)
-    if not resuming:
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # rows of a run killed before saving
-    threads = set_threads(config.train.threads)
-    trainer = _Trainer(config, run_dir, echo, progress_bar)
-    echo(f"training {config.name} on {trainer.device} with {threads} thread(s) into {run_dir}")
+        progress = Progress(**ckpt.state["progress"])
+        return TrainSummary(run_dir, progress, True, history, main=group.is_main)
+    threads = set_threads(config.train.threads, group.local_world_size)
+    echo(
+        f"training {config.name} on {trainer.device}{group.describe()} with {threads} "
+        f"thread(s) into {run_dir}{_batch_note(config, group)}"
+    )
     with trainer.stop:
         return _run(trainer, ckpt)
+
+
+def _shared_checkpoint_exists(run_dir: Path) -> bool:
+    """On a rank other than 0: whether rank 0's run folder holds a checkpoint."""
+    if not (run_dir / "config.yaml").is_file():
+        raise ValueError(
+            f"{run_dir}/config.yaml, written by rank 0, is not visible here: the run folder "
+            "must be on a file system all machines share (see docs/distributed.md)"
+        )
+    return checkpoint_exists(run_dir / "last.json")
+
+
+def _batch_note(config: RunConfig, group: Group) -> str:
+    if not group.distributed:
+        return ""
+    size = config.train.batch_size
+    return f"; train.batch_size {size} sentences per step in all, ~{size / group.world_size:g} each"
 
 
 def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     config, run_dir, echo = trainer.config, trainer.run_dir, trainer.echo
     src_tok, tgt_tok, train_ex, valid_ex, valid_refs = _tokenize(
-        config, run_dir, ckpt is not None, echo
+        config, run_dir, ckpt is not None, echo, trainer.group
     )
     trainer.setup(src_tok.vocab_size, tgt_tok.vocab_size)
     if ckpt is not None:
@@ -509,8 +651,10 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
         echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
     p = trainer.progress
     valid_data = (valid_ex, valid_refs, tgt_tok)
-    while not (p.finished or p.stop_reason or trainer.stop.requested):
-        p.stop_reason = trainer.out_of_budget()
+    while not (p.finished or p.stop_reason or trainer.halt):
+        p.stop_reason = trainer.poll()
+        if trainer.halt:
+            break
         if p.epoch_batches_done == 0 and not p.stop_reason:
             if p.epoch >= config.train.epochs:
                 p.stop_reason = f"epochs={config.train.epochs} done"
@@ -518,14 +662,16 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
             p.epoch += 1
         if not p.stop_reason:
             trainer.train_epoch(train_ex, valid_data)
-    if trainer.stop.requested and not p.finished:
+    trainer.check_replicas()
+    main = trainer.group.is_main
+    if trainer.halt and not p.finished:
         p.stop_reason = ""  # the run goes on when resumed
         trainer.save("last")
         echo(
-            f"interrupted ({trainer.stop.requested}) at epoch {p.epoch}, step {p.step}; "
+            f"interrupted ({trainer.halt}) at epoch {p.epoch}, step {p.step}; "
             f"checkpoint saved; continue with: attnkit train --resume {run_dir}"
         )
-        return TrainSummary(run_dir, p, False, trainer.history, interrupted=True)
+        return TrainSummary(run_dir, p, False, trainer.history, interrupted=True, main=main)
     trainer.validate_pending(valid_data)
     p.finished = True
     trainer.save("last")
@@ -534,4 +680,9 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
         f"stopped: {p.stop_reason}; best valid BLEU {p.best_bleu:.2f} at step {p.best_step} "
         f"({trainer.elapsed() / 60:.1f} min){skipped}"
     )
-    return TrainSummary(run_dir, p, False, trainer.history)
+    return TrainSummary(run_dir, p, False, trainer.history, main=main)
+
+
+def _rank_key(name: str, rank: int) -> str:
+    """Checkpoint key of a rank's generator state: ``name`` for rank 0, ``name.R`` for others."""
+    return name if rank == 0 else f"{name}.{rank}"
