@@ -46,6 +46,17 @@ def tiny_transformer(
     return TransformerTranslator(TransformerConfig(**fields), vocab, vocab + 1).eval()
 
 
+def step_by_step(model, src: Tensor, src_lengths: Tensor, tgt_in: Tensor):
+    """Run ``model.step`` over ``tgt_in``: logits ``(B, T, V)``, weights ``(B, T, S)``, state."""
+    memory = model.encode(src, src_lengths)
+    state, logits, weights = model.initial_state(memory), [], []
+    for t in range(tgt_in.shape[1]):
+        step_logits, step_weights, state = model.step(tgt_in[:, t], state, memory)
+        logits.append(step_logits)
+        weights.append(step_weights)
+    return torch.stack(logits, 1), torch.stack(weights, 1), state
+
+
 def pad(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
     """Right-pad integer sequences with PAD: ``(B, max_len)`` long and lengths ``(B,)``."""
     lengths = torch.tensor([len(s) for s in seqs])

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.rnn.encoder import RNNEncoder
 from attnkit.nmt.vocab_ids import BOS, EOS
-from conftest_nmt import TOY_VOCAB, pad, tiny_model
+from conftest_nmt import TOY_VOCAB, pad, step_by_step, tiny_model
 
 SCORES = ("dot", "scaled_dot", "general", "concat", "additive")
 TIMINGS = (("previous", False), ("current", False), ("current", True))
@@ -94,14 +94,9 @@ def test_teacher_forced_pass_equals_step_by_step_decoding(rnn, timing, score, ba
     logits, weights = model(src, src_lengths, tgt_in)
     assert logits.shape == (3, 6, TOY_VOCAB + 1) and weights.shape == (3, 6, 5)
 
-    enc = model.encode(src, src_lengths)
-    state, step_logits, step_weights = model.initial_state(enc), [], []
-    for t in range(tgt_in.shape[1]):
-        out, w, state = model.step(tgt_in[:, t], state, enc)
-        step_logits.append(out)
-        step_weights.append(w)
-    torch.testing.assert_close(torch.stack(step_logits, 1), logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.stack(step_weights, 1), weights, atol=1e-5, rtol=0)
+    step_logits, step_weights, _ = step_by_step(model, src, src_lengths, tgt_in)
+    torch.testing.assert_close(step_logits, logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(step_weights, weights, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("timing", TIMINGS)

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
+from attnkit.nmt.architectures import build_translator
 from attnkit.nmt.batching import Examples
 from attnkit.nmt.checkpoint import load_checkpoint, save_checkpoint
 from attnkit.nmt.config import RunConfig
-from attnkit.nmt.rnn import RNNTranslator
 from attnkit.nmt.search import decode_examples
 from attnkit.nmt.tokenizer import WordTokenizer, save_tokenizers
 from attnkit.nmt.train import train
@@ -39,6 +39,13 @@ TINY = {
     "train": {"batch_size": 32, "lr": 0.01, "epochs": 3, "valid_every": 5, "seed": 3, "threads": 1},
     "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 2},
 }
+
+
+# A tiny Transformer in place of TINY's RNN (a --set override).
+TRANSFORMER = (
+    "model={arch: transformer, d_model: 16, heads: 4, encoder_layers: 2, decoder_layers: 2, "
+    "ff_dim: 32, dropout: 0.1, attention_dropout: 0.1, share_embeddings: true}"
+)
 
 
 def config(*overrides):
@@ -134,11 +141,12 @@ def test_early_stopping_on_flat_validation_bleu(tmp_path):
     assert summary.progress.step == 6  # best at step 2, no gain at 4 and 6
 
 
-def test_saved_model_translates_exactly_like_the_original(tmp_path):
-    cfg = config()
+@pytest.mark.parametrize("overrides", [(), (TRANSFORMER,)], ids=["rnn", "transformer"])
+def test_saved_model_translates_exactly_like_the_original(tmp_path, overrides):
+    cfg = config(*overrides)
     tok = WordTokenizer.train(["s0 s1 s2 s3 s4 s5"])
     torch.manual_seed(0)
-    model = RNNTranslator(cfg.model, tok.vocab_size, tok.vocab_size).eval()
+    model = build_translator(cfg.model, tok.vocab_size, tok.vocab_size).eval()
     (tmp_path / "config.yaml").write_text(cfg.to_yaml())
     save_tokenizers(tmp_path, tok, tok)
     save_checkpoint(tmp_path, "best", model.state_dict(), {})

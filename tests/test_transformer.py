@@ -12,7 +12,14 @@ from attnkit.nmt.config import RunConfig
 from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.transformer.embedding import sinusoids
 from attnkit.nmt.transformer.layers import DecoderLayer, EncoderLayer
-from conftest_nmt import TOY_VOCAB, pad, random_sequences, tiny_transformer, toy_batch
+from conftest_nmt import (
+    TOY_VOCAB,
+    pad,
+    random_sequences,
+    step_by_step,
+    tiny_transformer,
+    toy_batch,
+)
 
 D, H, F = 16, 4, 32
 
@@ -80,23 +87,13 @@ def _batch(seed: int = 0):
     return toy_batch("reverse", 5, torch.Generator().manual_seed(seed), min_len=1, max_len=7)
 
 
-def _step_by_step(model, src, src_lengths, tgt_in):
-    memory = model.encode(src, src_lengths)
-    state, logits, weights = model.initial_state(memory), [], []
-    for t in range(tgt_in.shape[1]):
-        step_logits, step_weights, state = model.step(tgt_in[:, t], state, memory)
-        logits.append(step_logits)
-        weights.append(step_weights)
-    return torch.stack(logits, 1), torch.stack(weights, 1), state
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cached_step_by_step_decoding_equals_the_teacher_forced_pass(variant):
     model = tiny_transformer(**variant)
     src, src_lengths, tgt_in, _ = _batch()
     with torch.no_grad():
         logits, weights = model(src, src_lengths, tgt_in)
-        step_logits, step_weights, state = _step_by_step(model, src, src_lengths, tgt_in)
+        step_logits, step_weights, state = step_by_step(model, src, src_lengths, tgt_in)
     torch.testing.assert_close(step_logits, logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(step_weights, weights, atol=1e-5, rtol=0)
     assert state.steps == tgt_in.shape[1]
@@ -111,7 +108,7 @@ def test_each_step_attends_over_the_cache_and_projects_one_new_position(monkeypa
     original = attn.k_proj.forward
     monkeypatch.setattr(attn.k_proj, "forward", lambda x: widths.append(x.shape[1]) or original(x))
     with torch.no_grad():
-        _step_by_step(model, src, src_lengths, tgt_in)
+        step_by_step(model, src, src_lengths, tgt_in)
     assert widths == [1] * tgt_in.shape[1]  # O(t) per step: no recomputation of the prefix
 
 
@@ -127,7 +124,7 @@ def test_cross_attention_keys_are_projected_once_per_source(monkeypatch):
             lambda x, original=original: calls.append(x.shape) or original(x),
         )
     with torch.no_grad():
-        _step_by_step(model, src, src_lengths, tgt_in)
+        step_by_step(model, src, src_lengths, tgt_in)
     assert len(calls) == len(model.decoder_layers)  # in encode(), none per step
 
 

@@ -67,17 +67,14 @@ class _FeedForward(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x)))), None  # (B, T, D)
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention over the source, then the feed-forward network.
+class _Layer(nn.Module):
+    """The sublayers both layer kinds are built from (see :class:`EncoderLayer`'s Args).
 
-    Args:
-        d_model: D.
-        heads: H; must divide D.
-        ff_dim: F.
-        dropout: on residual branches and inside the feed-forward network.
-        attention_dropout: on the attention weights.
-        norm_first: pre-LN (True) or the paper's post-LN (False).
+    A subclass with ``cross_attention = True`` also gets the cross-attention
+    ``multihead_attn`` and its norm ``norm3``.
     """
+
+    cross_attention = False
 
     def __init__(
         self,
@@ -91,10 +88,27 @@ class EncoderLayer(nn.Module):
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
+        if self.cross_attention:
+            self.multihead_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
         self.ff = _FeedForward(d_model, ff_dim, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        if self.cross_attention:
+            self.norm3 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
+
+
+class EncoderLayer(_Layer):
+    """Self-attention over the source, then the feed-forward network.
+
+    Args:
+        d_model: D.
+        heads: H; must divide D.
+        ff_dim: F.
+        dropout: on residual branches and inside the feed-forward network.
+        attention_dropout: on the attention weights.
+        norm_first: pre-LN (True) or the paper's post-LN (False).
+    """
 
     def forward(
         self, x: Tensor, src_mask: Tensor, *, need_weights: bool = False
@@ -119,7 +133,7 @@ class EncoderLayer(nn.Module):
         return x, weights
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Causal self-attention, cross-attention to the source, then the feed-forward network.
 
     Args:
@@ -131,23 +145,7 @@ class DecoderLayer(nn.Module):
         norm_first: pre-LN (True) or the paper's post-LN (False).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        heads: int,
-        ff_dim: int,
-        *,
-        dropout: float,
-        attention_dropout: float,
-        norm_first: bool,
-    ) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
-        self.multihead_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
-        self.ff = _FeedForward(d_model, ff_dim, dropout)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
-        self.dropout = nn.Dropout(dropout)
-        self.norm_first = norm_first
+    cross_attention = True
 
     def forward(
         self,
