@@ -136,13 +136,7 @@ class EncoderLayer(_Layer):
 class DecoderLayer(_Layer):
     """Causal self-attention, cross-attention to the source, then the feed-forward network.
 
-    Args:
-        d_model: D.
-        heads: H; must divide D.
-        ff_dim: F.
-        dropout: on residual branches and inside the feed-forward network.
-        attention_dropout: on the attention weights.
-        norm_first: pre-LN (True) or the paper's post-LN (False).
+    Args: the same as :class:`EncoderLayer`'s.
     """
 
     cross_attention = True
