@@ -1,11 +1,17 @@
 """Copy and reverse toy tasks: learned to >= 95% exact match with (anti-)diagonal attention.
 
-Each model (LSTM, additive score, E=32, D=64) trains for a fixed budget of
+Each RNN (LSTM, additive score, E=32, D=64) trains for a fixed budget of
 400 Adam steps on batches of 64 random sequences of 3-8 symbols, with the
 learning rate decayed linearly to 0. For copy the attention argmax of output
 ``i`` must be source position ``i``; for reverse, ``n - 1 - i``. Measured on
 this setup over seeds 0-3: exact match >= 99.5% and >= 96.7% of the target
 tokens on the (anti-)diagonal for both query timings.
+
+The Transformer (D=64, 4 heads, 2 encoder layers, 1 decoder layer, F=128)
+gets 800 steps, a 50-step warm-up to lr 2e-3 and the same linear decay; its
+alignment view is the decoder's cross-attention averaged over heads. Measured
+over seeds 0-2: exact match >= 97.5% (reverse) and 100% (copy), >= 92.7% of
+the target tokens on the (anti-)diagonal.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from torch.nn import functional as F
 
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.search import Hypothesis, beam_search, greedy_decode
+from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.vocab_ids import PAD
 from conftest_nmt import TOY_VOCAB, toy_batch
 
@@ -30,9 +37,27 @@ def _train(
     torch.manual_seed(seed)
     settings = {"rnn": "lstm", "dropout": 0.3, **model}
     config = RNNConfig(embed_dim=32, hidden_size=64, query_timing=query_timing, **settings)
-    model = RNNTranslator(config, TOY_VOCAB, TOY_VOCAB).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
+    model = RNNTranslator(config, TOY_VOCAB, TOY_VOCAB)
+    return _fit(model, task, seed, steps, LR)
+
+
+def _train_transformer(task: str, seed: int = 0) -> TransformerTranslator:
+    torch.manual_seed(seed)
+    config = TransformerConfig(
+        d_model=64, heads=4, encoder_layers=2, decoder_layers=1, ff_dim=128, dropout=0.1,
+        attention_dropout=0.0, share_embeddings=False,
+    )  # fmt: skip
+    model = TransformerTranslator(config, TOY_VOCAB, TOY_VOCAB)
+    return _fit(model, task, seed, 800, 2e-3, warmup=50, betas=(0.9, 0.98))
+
+
+def _fit(model, task, seed, steps, lr, warmup=0, betas=(0.9, 0.999)):
+    """Adam with a linear warm-up over ``warmup`` steps and a linear decay to 0."""
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / max(warmup, 1), 1.0) * (1 - step / steps)
+    )
     data = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         src, src_lengths, tgt_in, tgt_out = toy_batch(task, BATCH, data)
@@ -61,10 +86,11 @@ def _on_diagonal(hyps: list[Hypothesis], lengths: list[int], task: str) -> float
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("query_timing", ["previous", "current"])
+@pytest.mark.parametrize("model", ["rnn previous", "rnn current", "transformer"])
 @pytest.mark.parametrize("task", ["copy", "reverse"])
-def test_toy_task_is_learned_with_diagonal_attention(task: str, query_timing: str) -> None:
-    model = _train(task, query_timing)
+def test_toy_task_is_learned_with_diagonal_attention(task: str, model: str) -> None:
+    arch, _, query_timing = model.partition(" ")
+    model = _train(task, query_timing) if arch == "rnn" else _train_transformer(task)
     src, src_lengths, _, _ = toy_batch(task, 200, torch.Generator().manual_seed(1234))
     lengths = src_lengths.tolist()
     sources = [src[i, :n].tolist() for i, n in enumerate(lengths)]
