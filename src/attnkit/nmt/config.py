@@ -88,6 +88,9 @@ class DataConfig(_Section):
     direction; for the bundled data they pick the files (``de`` or ``en``).
     Training pairs longer than ``max_src_len`` / ``max_tgt_len`` tokens are
     dropped; ``max_train_pairs`` keeps only the first N training pairs.
+    ``valid_holdout: N`` (user files without ``valid``) takes N training pairs,
+    evenly spread (every ``len(train) // N``-th pair), out of training as the
+    validation split: for a corpus that comes as one file, such as Tatoeba.
     """
 
     bundled: Literal["multi30k"] | None = None
@@ -100,6 +103,7 @@ class DataConfig(_Section):
     max_src_len: int | None = Field(50, gt=0)
     max_tgt_len: int | None = Field(50, gt=0)
     max_train_pairs: int | None = Field(None, gt=0)
+    valid_holdout: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:
@@ -108,8 +112,10 @@ class DataConfig(_Section):
             raise ValueError("no data source: set data.bundled, data.toy or data.train")
         if len(chosen) > 1:
             raise ValueError(f"got both {' and '.join(chosen)} (set only one data source)")
-        if self.train is not None and self.valid is None:
-            raise ValueError("'valid' files are required with 'train' files")
+        if self.valid_holdout is not None and (self.train is None or self.valid is not None):
+            raise ValueError("valid_holdout needs 'train' files and no 'valid' files")
+        if self.train is not None and self.valid is None and self.valid_holdout is None:
+            raise ValueError("'valid' files (or valid_holdout) are required with 'train' files")
         if self.bundled == "multi30k" and {self.src_lang, self.tgt_lang} != {"de", "en"}:
             raise ValueError(
                 f"multi30k has languages de and en, got src_lang={self.src_lang!r} "
