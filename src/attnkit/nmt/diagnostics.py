@@ -91,7 +91,8 @@ def padding_mass(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> float:
         ValueError: shapes that do not fit ``(B, T, S)``.
     """
     _check(weights, src_mask, tgt_mask)
-    on_padding = weights.detach().float() * (~src_mask)[:, None, :] * tgt_mask[:, :, None]  # (B, T, S)
+    real_rows = weights.detach().float() * tgt_mask[:, :, None]  # (B, T, S)
+    on_padding = real_rows * (~src_mask)[:, None, :]  # (B, T, S)
     return float(on_padding.sum())
 
 
