@@ -120,3 +120,19 @@ def test_inspect_on_files_and_bad_arguments(run_dir, files, capsys):
     assert_one_line_error(err, "inspect", "give --split or --src/--tgt, not both")
     status, _, err = run(capsys, "inspect", str(run_dir), "--plot", str(files / "c.txt"))
     assert_one_line_error(err, "inspect", "cannot save a picture as 'c.txt'")
+
+
+def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
+    run_dir, tmp_path, capsys
+):
+    json_file = tmp_path / "figures.json"
+    status, _, _ = run(capsys, "inspect", str(run_dir), "--beam", "3", "--coverage-penalty",
+                       "0.4", "--no-repeat-ngram", "2", "--json", str(json_file))  # fmt: skip
+    figures = json.loads(json_file.read_text())
+    assert status == 0 and figures["coverage_penalty"] == 0.4 and figures["no_repeat_ngram"] == 2
+    status, out, _ = run(capsys, "translate", str(run_dir), "s1 s1 s1 s1 s1 s1",
+                         "--no-repeat-ngram", "1")  # fmt: skip
+    assert status == 0 and len(out.split()) == len(set(out.split()))
+    status, _, err = run(capsys, "evaluate", str(run_dir), "--coverage-penalty", "-1")
+    assert status == 2
+    assert_one_line_error(err, "evaluate", "--coverage-penalty must be >= 0, got -1.0")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import UsageError
+from .nmt import apply_search_options, search_options
 
 MEAN = "mean"
 
@@ -204,6 +205,7 @@ def _register_inspect(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
     p.add_argument("--tgt", metavar="FILE", help="references, line-aligned with --src")
     p.add_argument("--beam", type=int, metavar="K", help="beam size (default: the config's)")
+    search_options(p)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")
     p.set_defaults(func=run_inspect)
@@ -237,12 +239,19 @@ def run_inspect(args: argparse.Namespace) -> int:
 
         check_path(args.plot)
     run = _load(args)
+    apply_search_options(args, run)
     sources, references, name = _corpus(args, run)
     decode = run.config.decode
     if args.beam is not None:
         decode = decode.model_copy(update={"beam_size": args.beam})
     found = inspect_run(run, sources, references, decode=decode)
-    figures = {"corpus": name, "beam_size": decode.beam_size, **found.summary.as_dict()}
+    figures = {
+        "corpus": name,
+        "beam_size": decode.beam_size,
+        "coverage_penalty": decode.coverage_penalty,
+        "no_repeat_ngram": decode.no_repeat_ngram,
+        **found.summary.as_dict(),
+    }
     figures.update(bleu=found.bleu.score, chrf=found.chrf.score)
     for key, value in figures.items():
         print(f"{key:>24}: {value:.4f}" if isinstance(value, float) else f"{key:>24}: {value}")

@@ -80,6 +80,8 @@ def inspect_run(
         Examples(src_ids),
         beam_size=decode.beam_size,
         length_penalty=decode.length_penalty,
+        coverage_penalty=decode.coverage_penalty,
+        no_repeat_ngram=decode.no_repeat_ngram,
         max_len_a=decode.max_len_a,
         max_len_b=decode.max_len_b,
         batch_size=decode.batch_size,

@@ -171,6 +171,8 @@ def translate_lines(
         Examples(ids),
         beam_size=decode.beam_size if beam_size is None else beam_size,
         length_penalty=decode.length_penalty,
+        coverage_penalty=decode.coverage_penalty,
+        no_repeat_ngram=decode.no_repeat_ngram,
         max_len_a=decode.max_len_a,
         max_len_b=decode.max_len_b,
         batch_size=decode.batch_size,
