@@ -19,8 +19,7 @@ from .batching import Examples, make_batch, sorted_batches
 from .config import DecodeConfig
 from .diagnostics import Summary, summarize
 from .metrics import Score, chrf, sacre_bleu
-from .search import decode_examples
-from .translate import LoadedRun, input_limit
+from .translate import LoadedRun, decode_ids, input_limit
 from .vocab_ids import PAD
 
 __all__ = ["Inspection", "inspect_run"]
@@ -75,18 +74,7 @@ def inspect_run(
     decode = decode or run.config.decode
     limit = input_limit(run.config)
     src_ids = [run.src_tok.encode(line.strip())[:limit] for line in sources]
-    hyps = decode_examples(
-        run.model,
-        Examples(src_ids),
-        beam_size=decode.beam_size,
-        length_penalty=decode.length_penalty,
-        coverage_penalty=decode.coverage_penalty,
-        no_repeat_ngram=decode.no_repeat_ngram,
-        max_len_a=decode.max_len_a,
-        max_len_b=decode.max_len_b,
-        batch_size=decode.batch_size,
-        device=run.device,
-    )
+    hyps = decode_ids(run, src_ids, decode)
     texts = [run.tgt_tok.decode(h.tokens) for h in hyps]
     forced = Examples(src_ids, [h.tokens for h in hyps])
     summary, cover = summarize(_forced_batches(run, forced, decode.batch_size), texts, references)
