@@ -188,15 +188,18 @@ def test_coverage_penalty_value_by_hand() -> None:
 
 def test_beam_scores_add_the_coverage_penalty_to_the_length_normalised_log_prob() -> None:
     model = _model(VARIANTS[0])
-    src, src_lengths = pad(_sources(4, seed=5))
+    sources = _sources(4, seed=5)
+    sources[1] = [*sources[1], EOS]  # a final </s> is no word: the penalty leaves it out
+    src, src_lengths = pad(sources)
     alpha, beta = 0.7, 0.4
     n_best = beam_search_n_best(
         model, src, src_lengths, beam_size=3, length_penalty=alpha, coverage_penalty=beta
     )
-    for hyps in n_best:
+    for source, hyps in zip(sources, n_best, strict=True):
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        words = len(source) - (source[-1] == EOS)
         for hyp in hyps:
-            cover = hyp.weights.sum(dim=0).clamp(max=1.0)  # (S,)
+            cover = hyp.weights[:, :words].sum(dim=0).clamp(max=1.0)  # (S,)
             expected = hyp.log_prob / length_penalty(hyp.weights.shape[0], alpha)
             expected += beta * float(cover.log().sum())
             assert hyp.score == pytest.approx(expected, abs=1e-5)

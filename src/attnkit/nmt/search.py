@@ -20,7 +20,9 @@ hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
 plain log-probability. The GNMT coverage penalty of the same equation can be
 added, ``cp(x; y) = beta * sum_i log(min(sum_t p_ti, 1))`` over the source
-tokens ``i`` (``</s>`` included) and the output steps ``t``: it lowers the
+tokens ``i`` (a final ``</s>`` left out: it is no word of the sentence, and
+counting it would reward running on past the end, where attention goes to
+``</s>``) and the output steps ``t``: it lowers the
 score of a finished hypothesis whose attention left source tokens uncovered
 (``beta = 0``, the default, turns it off). Since ``cp <= 0``, the stopping
 bound below stays valid. ``no_repeat_ngram = n`` rules out any token that
@@ -112,13 +114,25 @@ def coverage_penalty(weights: Tensor, beta: float) -> float:
 
 @dataclass(frozen=True)
 class _Ranking:
-    """How a finished hypothesis is scored: ``log p / lp(alpha) + cp(beta)`` (GNMT eq. 14)."""
+    """How a finished hypothesis is scored: ``log p / lp(alpha) + cp(beta)`` (GNMT eq. 14).
+
+    ``words[b]``: how many leading source tokens of sentence ``b`` the coverage
+    penalty counts (its real length, less a final ``</s>``).
+    """
 
     alpha: float
     beta: float
+    words: list[int]
 
-    def score(self, log_prob: float, steps: int, weights: Tensor) -> float:
-        return log_prob / length_penalty(steps, self.alpha) + coverage_penalty(weights, self.beta)
+    def score(self, log_prob: float, steps: int, weights: Tensor, sentence: int) -> float:
+        cp = coverage_penalty(weights[:, : self.words[sentence]], self.beta)  # (t, words)
+        return log_prob / length_penalty(steps, self.alpha) + cp
+
+
+def _source_words(src: Tensor, src_lengths: Tensor) -> list[int]:
+    """Real source lengths ``(B,)`` less one where the source ends in ``</s>``."""
+    last = src.gather(1, (src_lengths.long() - 1)[:, None])[:, 0]  # (B,)
+    return (src_lengths.long() - (last == EOS).long()).tolist()
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -344,9 +358,9 @@ def beam_search_n_best(
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
     if not coverage_penalty >= 0:
         raise ValueError(f"coverage_penalty must be >= 0, got {coverage_penalty!r}")
-    ranking = _Ranking(length_penalty, coverage_penalty)
     with _inference(model):
         memory = model.encode(src, src_lengths)
+        ranking = _Ranking(length_penalty, coverage_penalty, _source_words(src, memory.lengths))
         limits = _max_lengths(memory.lengths, max_len_a, max_len_b).tolist()
         finished: list[list[Hypothesis]] = [[] for _ in limits]
         beams = _initial_beams(model, memory, beam_size)
@@ -424,7 +438,8 @@ def _record(
     sentences = beams.sentence.tolist()
     for p, (i, _, log_prob) in enumerate(picks):
         own = weights[p, :, : lengths[p]].clone()  # (t, S_i)
-        hyp = Hypothesis(tokens[p], own, ranking.score(log_prob, step, own), log_prob)
+        score = ranking.score(log_prob, step, own, sentences[i])
+        hyp = Hypothesis(tokens[p], own, score, log_prob)
         finished[sentences[i]].append(hyp)
 
 
