@@ -20,11 +20,10 @@ hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
 plain log-probability. The GNMT coverage penalty of the same equation can be
 added, ``cp(x; y) = beta * sum_i log(min(sum_t p_ti, 1))`` over the source
-tokens ``i`` (a final ``</s>`` left out: it is no word of the sentence, and
-counting it would reward running on past the end, where attention goes to
-``</s>``) and the output steps ``t``: it lowers the
-score of a finished hypothesis whose attention left source tokens uncovered
-(``beta = 0``, the default, turns it off). Since ``cp <= 0``, the stopping
+tokens ``i`` (a final ``</s>`` left out: it is no word of the sentence) and
+the output steps ``t``: it lowers the score of a finished hypothesis whose
+attention left source tokens uncovered (``beta = 0``, the default, turns it
+off). Since ``cp <= 0``, the stopping
 bound below stays valid. ``no_repeat_ngram = n`` rules out any token that
 would repeat an n-gram the hypothesis already holds (greedy search too), so
 no output repeats an n-gram. Finished sentences leave the batch
