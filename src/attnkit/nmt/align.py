@@ -11,9 +11,9 @@ target *words* (whitespace tokens, as in the gold files):
    of the step whose *input* is piece ``t`` (row ``t+1``): attention often
    lags one output step behind the word it is said to align, as reported for
    Transformers by Chen et al. 2020 (Shift-Att) and for one of the RNN
-   systems of Koehn & Knowles 2017 (sec. 3.5). The row of ``</s>`` (``shift=0``) or of
-   ``<s>`` (``shift=1``) and the source ``</s>`` column are dropped; the other
-   weights are kept as they are (not renormalised).
+   systems of Koehn & Knowles 2017 (sec. 3.5). The row of ``</s>``
+   (``shift=0``) or of ``<s>`` (``shift=1``) and the source ``</s>`` column
+   are dropped; the other weights are kept as they are (not renormalised).
 3. Subwords to words (:func:`merge_pieces`): a source word's weight is the
    ``sum`` (its attention mass) or the ``max`` over its pieces; a target
    word's row is the mean (``sum``) or the ``max`` over its pieces' rows.
