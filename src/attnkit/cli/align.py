@@ -56,10 +56,11 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--shift",
-        default="auto",
-        choices=("auto", "0", "1"),
-        help="1: align target word t with the step that reads it (row t+1); auto: 1 for an "
-        "RNN with query_timing previous (Bahdanau), else 0",
+        default="0",
+        choices=("0", "1", "auto"),
+        help="1: align target word t with the step that reads it (row t+1); auto: the "
+        "literature's rule from the run's config, 1 for an RNN with query_timing previous "
+        "(Bahdanau), else 0 (default 0: measured better for both timings, docs/align.md)",
     )
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
     _head_options(p)

@@ -117,9 +117,13 @@ class GoldAlignment:
 
 
 def default_shift(model_config: object) -> int:
-    """1 for an RNN with Bahdanau timing (``query_timing: previous``), else 0.
+    """The literature's shift: 1 for an RNN with Bahdanau timing (``query_timing: previous``).
 
-    Read from the run config, so no architecture class is needed here.
+    Read from the run config, so no architecture class is needed here. On
+    attnkit's Tatoeba runs shift 0 was better for both timings (AER 0.760 vs
+    0.774 with Bahdanau timing, 0.602 vs 0.778 with Luong timing; argmax,
+    benchmarks/RESULTS.md), so ``attnkit align`` uses this only with
+    ``--shift auto``.
     """
     return int(getattr(model_config, "query_timing", None) == "previous")
 
