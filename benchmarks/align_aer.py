@@ -2,14 +2,17 @@
 
 From the root of a clone::
 
-    python -m benchmarks.align_aer RUN_DIR [--gold-dir DIR] [--eflomal-venv DIR] [--json FILE]
+    python -m benchmarks.align_aer RUN_DIR [--reverse-run DIR] [--gold-dir DIR]
+        [--eflomal-venv DIR] [--json FILE]
 
 Attention: ``attnkit.nmt.align.align_words`` on the Hansards English-French
 gold set (447 pairs, Och & Ney's sure/possible links, 1-based), for every
 extraction method (argmax; thresholds 0.1-0.5), timing (shift 0/1) and
-subword merge (sum/max). Baseline: eflomal (Östling & Tiedemann 2017), trained
-on the run's training text (the config's train split) plus the 447 test
-sentences, as unsupervised aligners are used; its forward, reverse,
+subword merge (sum/max); with ``--reverse-run DIR`` (a target->source run)
+also both directions' attention symmetrised like eflomal's. Baseline:
+eflomal (Östling & Tiedemann 2017), trained on the run's training text
+(the config's train split) plus the 447 test sentences, as unsupervised
+aligners are used; its forward, reverse,
 intersection and grow-diag-final-and links are scored by the same
 ``attnkit.nmt.metrics.alignment_error_rate``.
 
@@ -61,7 +64,7 @@ def attention_rows(run_dir: Path, src, tgt, gold) -> list[dict]:
     for shift in (0, 1):
         for merge in ("sum", "max"):
             base = AlignOptions(shift=shift, merge=merge)
-            found = align_words(run.model, run.src_tok, run.tgt_tok, src, tgt, base, batch_size=32)
+            found = _align(run, src, tgt, base)
             rules = [("argmax", None), *(("threshold", t) for t in THRESHOLDS)]
             for method, tau in rules:
                 links = [extract_links(a.weights, method, tau or 0.3) for a in found]
@@ -94,13 +97,36 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
         subprocess.run(cmd, check=True)
         forward = [_links(line) for line in fwd.read_text().splitlines()[-len(src) :]]
         reverse = [_links(line) for line in rev.read_text().splitlines()[-len(src) :]]
+    return _symmetrised("eflomal", forward, reverse, gold)
+
+
+def _symmetrised(name: str, forward, reverse, gold) -> list[dict]:
+    """Rows for both directions' links and their intersection and grow-diag-final-and."""
     pairs = list(zip(forward, reverse, strict=True))
     return [
-        _row("eflomal forward", forward, gold),
-        _row("eflomal reverse", reverse, gold),
-        _row("eflomal intersection", [f & r for f, r in pairs], gold),
-        _row("eflomal grow-diag-final-and", [_gdfa(f, r) for f, r in pairs], gold),
+        _row(f"{name} forward", forward, gold),
+        _row(f"{name} reverse", reverse, gold),
+        _row(f"{name} intersection", [f & r for f, r in pairs], gold),
+        _row(f"{name} grow-diag-final-and", [_gdfa(f, r) for f, r in pairs], gold),
     ]
+
+
+def both_ways_rows(run_dir: Path, reverse_dir: Path, src, tgt, gold) -> list[dict]:
+    """Attention of a source->target run and a target->source run, symmetrised like eflomal's."""
+    forward_run, reverse_run = load_run(run_dir), load_run(reverse_dir)
+    rows = []
+    for method in ("argmax", "threshold"):
+        options = AlignOptions(method=method, threshold=0.3)
+        forward = [a.links for a in _align(forward_run, src, tgt, options)]
+        backward = _align(reverse_run, tgt, src, options)
+        reverse = [{(i, j) for j, i in a.links} for a in backward]  # back to (source, target)
+        rule = "argmax" if method == "argmax" else "threshold 0.3"
+        rows += _symmetrised(f"attention both ways, {rule},", forward, reverse, gold)[1:]
+    return rows
+
+
+def _align(run, src, tgt, options: AlignOptions):
+    return align_words(run.model, run.src_tok, run.tgt_tok, src, tgt, options, batch_size=32)
 
 
 def _links(line: str) -> set[Link]:
@@ -139,10 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gold-dir", type=Path, default=GOLD_DIR)
     parser.add_argument("--eflomal-venv", type=Path, default=Path("/work/eflomal-venv"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--reverse-run", type=Path, help="a target->source run: symmetrise the two attentions"
+    )
     args = parser.parse_args(argv)
     src, tgt = read_bitext(args.gold_dir / "enfr.src-tgt")
     gold = read_gold(args.gold_dir / "enfr.gold")
     rows = attention_rows(args.run_dir, src, tgt, gold)
+    if args.reverse_run:
+        rows += both_ways_rows(args.run_dir, args.reverse_run, src, tgt, gold)
     try:
         rows += eflomal_rows(args.eflomal_venv, args.run_dir, src, tgt, gold)
     except (OSError, subprocess.CalledProcessError) as err:
