@@ -5,7 +5,14 @@ import logging
 
 import pytest
 
-from attnkit.nmt.corpus import bundled_multi30k, read_lines, read_parallel, read_tsv
+from attnkit.nmt.config import DataConfig
+from attnkit.nmt.corpus import (
+    bundled_multi30k,
+    load_split,
+    read_lines,
+    read_parallel,
+    read_tsv,
+)
 
 
 def write(path, text, *, gz=False):
@@ -112,3 +119,23 @@ def test_bundled_multi30k_splits_and_direction():
 def test_bundled_multi30k_rejects_unknown_language():
     with pytest.raises(ValueError, match="language must be one of"):
         bundled_multi30k("train", "fr", "en")
+
+
+def _holdout_data(tmp_path, holdout: int, **extra) -> DataConfig:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"s{i}\tt{i}\n" for i in range(10)))
+    return DataConfig(train={"tsv": str(path)}, valid_holdout=holdout, **extra)
+
+
+def test_valid_holdout_takes_evenly_spread_pairs_out_of_training(tmp_path):
+    data = _holdout_data(tmp_path, 3)
+    train, valid = load_split(data, "train"), load_split(data, "valid")
+    assert valid.src == ["s0", "s3", "s6"] and valid.tgt == ["t0", "t3", "t6"]
+    assert len(train) == 7 and not set(train.src) & set(valid.src)
+
+
+def test_valid_holdout_needs_train_files_only_and_room_for_training(tmp_path):
+    with pytest.raises(ValueError, match="valid_holdout needs 'train' files and no 'valid'"):
+        _holdout_data(tmp_path, 3, valid={"tsv": "other.tsv"})
+    with pytest.raises(ValueError, match="data.valid_holdout=10 leaves no training pairs"):
+        load_split(_holdout_data(tmp_path, 10), "train")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from attnkit.nmt.search import (
     Hypothesis,
     beam_search,
     beam_search_n_best,
+    coverage_penalty,
     greedy_decode,
     length_penalty,
 )
@@ -166,7 +168,76 @@ def test_bad_arguments_raise_value_errors() -> None:
     src, src_lengths = pad(_sources(2))
     with pytest.raises(ValueError, match="beam_size"):
         beam_search(model, src, src_lengths, beam_size=0)
+    with pytest.raises(ValueError, match="coverage_penalty must be >= 0, got -0.1"):
+        beam_search(model, src, src_lengths, coverage_penalty=-0.1)
     with pytest.raises(ValueError, match="max_len_a"):
         greedy_decode(model, src, src_lengths, max_len_a=0.0, max_len_b=0.5)
     with pytest.raises(ValueError, match="src_lengths"):
         greedy_decode(model, src, src_lengths[:1])
+
+
+def test_coverage_penalty_value_by_hand() -> None:
+    # two output steps over three source tokens: coverage 1.2, 0.45, 0.35 -> min(., 1)
+    weights = torch.tensor([[0.5, 0.25, 0.25], [0.7, 0.2, 0.1]])
+    expected = 0.2 * (math.log(1.0) + math.log(0.45) + math.log(0.35))
+    assert coverage_penalty(weights, 0.2) == pytest.approx(expected)
+    assert coverage_penalty(weights, 0.0) == 0.0
+    unattended = torch.tensor([[1.0, 0.0]])  # a source token with no attention: finite, not -inf
+    assert coverage_penalty(unattended, 1.0) == pytest.approx(math.log(torch.finfo().tiny))
+
+
+def test_beam_scores_add_the_coverage_penalty_to_the_length_normalised_log_prob() -> None:
+    model = _model(VARIANTS[0])
+    sources = _sources(4, seed=5)
+    sources[1] = [*sources[1], EOS]  # a final </s> is no word: the penalty leaves it out
+    src, src_lengths = pad(sources)
+    alpha, beta = 0.7, 0.4
+    n_best = beam_search_n_best(
+        model, src, src_lengths, beam_size=3, length_penalty=alpha, coverage_penalty=beta
+    )
+    for source, hyps in zip(sources, n_best, strict=True):
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        words = len(source) - (source[-1] == EOS)
+        for hyp in hyps:
+            cover = hyp.weights[:, :words].sum(dim=0).clamp(max=1.0)  # (S,)
+            expected = hyp.log_prob / length_penalty(hyp.weights.shape[0], alpha)
+            expected += beta * float(cover.log().sum())
+            assert hyp.score == pytest.approx(expected, abs=1e-5)
+
+
+def _repetitive_model():
+    model = _model(VARIANTS[0])
+    with torch.no_grad():  # make symbols 4 and 5 the likeliest outputs at every step
+        model.decoder.output.bias[4] += 6.0
+        model.decoder.output.bias[5] += 5.5
+        model.decoder.output.bias[EOS] -= 5.0
+    return model
+
+
+def _repeats(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ngram_blocking_never_emits_a_repeated_ngram(n) -> None:
+    model = _repetitive_model()
+    src, src_lengths = pad(_sources(4, seed=6))
+    unblocked = greedy_decode(model, src, src_lengths)
+    assert any(_repeats(h.tokens, n) for h in unblocked)  # the test would catch a repeat
+    for hyps in (
+        greedy_decode(model, src, src_lengths, no_repeat_ngram=n),
+        beam_search(model, src, src_lengths, beam_size=3, no_repeat_ngram=n),
+        *beam_search_n_best(model, src, src_lengths, beam_size=3, no_repeat_ngram=n),
+    ):
+        for hyp in hyps:
+            assert not _repeats(hyp.tokens, n), hyp.tokens
+
+
+def test_beam_size_one_equals_greedy_with_ngram_blocking() -> None:
+    model = _repetitive_model()
+    src, src_lengths = pad(_sources())
+    greedy = greedy_decode(model, src, src_lengths, no_repeat_ngram=2)
+    beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0, no_repeat_ngram=2)
+    for g, b in zip(greedy, beam, strict=True):
+        _assert_same(g, b)

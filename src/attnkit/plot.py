@@ -38,6 +38,7 @@ __all__ = [
     "TITLE_MAX",
     "SavedWeights",
     "check_path",
+    "coverage_histogram",
     "heatmap",
     "heatmap_grid",
     "image_size",
@@ -298,6 +299,41 @@ def learning_curve(history: Sequence[dict], *, path: str | os.PathLike | None = 
     handles, labels = ax.get_legend_handles_labels()
     more_handles, more_labels = right.get_legend_handles_labels()
     ax.legend(handles + more_handles, labels + more_labels, loc="center right")
+    return _finish(fig, path)
+
+
+def coverage_histogram(
+    coverage: Sequence[float],
+    *,
+    low: float = 0.5,
+    high: float = 1.5,
+    title: str | None = None,
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """Histogram of source-token coverage (summed attention), with the under/over bounds marked.
+
+    Args:
+        coverage: one value per source token (``attnkit inspect``'s coverage).
+        low: under-coverage bound, drawn as a dashed line.
+        high: over-coverage bound, drawn as a dashed line.
+        title: figure title (escaped and shortened here).
+        path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+
+    Returns:
+        the figure.
+    """
+    values = np.asarray(coverage, dtype=float).ravel()
+    fig = _figure((6.0, 3.6))
+    ax = fig.add_subplot()
+    ax.hist(
+        values, bins=40, range=(0.0, max(2.5, float(values.max(initial=0.0)))), color=MAIN_COLOR
+    )
+    for bound in (low, high):
+        ax.axvline(bound, color=ACCENT_COLOR, ls="--", lw=1)
+    ax.set_xlabel("coverage: attention summed over the output", fontsize=FONT_SIZE)
+    ax.set_ylabel("source tokens", fontsize=FONT_SIZE)
+    if title:
+        ax.set_title(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
     return _finish(fig, path)
 
 

@@ -144,8 +144,44 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)")
+    search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+
+
+def search_options(p: argparse.ArgumentParser) -> None:
+    """Add --coverage-penalty and --no-repeat-ngram (defaults: the run's decode section)."""
+    p.add_argument(
+        "--coverage-penalty",
+        type=float,
+        metavar="BETA",
+        help="GNMT coverage penalty weight for beam search (0 = off; default: config)",
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        metavar="N",
+        help="never repeat an n-gram of the output (0 = off; default: config)",
+    )
+
+
+def apply_search_options(args: argparse.Namespace, run) -> None:
+    """Put the search options given on the command line into ``run.config.decode``.
+
+    Raises:
+        UsageError: a negative value.
+    """
+    update = {}
+    for option, key in (
+        ("--coverage-penalty", "coverage_penalty"),
+        ("--no-repeat-ngram", "no_repeat_ngram"),
+    ):
+        value = getattr(args, key)
+        if value is not None and not value >= 0:
+            raise UsageError(f"{option} must be >= 0, got {value}")
+        if value is not None:
+            update[key] = value
+    run.config.decode = run.config.decode.model_copy(update=update)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -219,7 +255,9 @@ def _load(args: argparse.Namespace):
 
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")
-    return load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
+    run = load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
+    apply_search_options(args, run)
+    return run
 
 
 def run_translate(args: argparse.Namespace) -> int:

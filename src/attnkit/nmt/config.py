@@ -89,6 +89,9 @@ class DataConfig(_Section):
     direction; for the bundled data they pick the files (``de`` or ``en``).
     Training pairs longer than ``max_src_len`` / ``max_tgt_len`` tokens are
     dropped; ``max_train_pairs`` keeps only the first N training pairs.
+    ``valid_holdout: N`` (user files without ``valid``) takes N training pairs,
+    evenly spread (every ``len(train) // N``-th pair), out of training as the
+    validation split: for a corpus that comes as one file, such as Tatoeba.
     """
 
     bundled: Literal["multi30k"] | None = None
@@ -101,6 +104,7 @@ class DataConfig(_Section):
     max_src_len: int | None = Field(50, gt=0)
     max_tgt_len: int | None = Field(50, gt=0)
     max_train_pairs: int | None = Field(None, gt=0)
+    valid_holdout: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:
@@ -109,8 +113,10 @@ class DataConfig(_Section):
             raise ValueError("no data source: set data.bundled, data.toy or data.train")
         if len(chosen) > 1:
             raise ValueError(f"got both {' and '.join(chosen)} (set only one data source)")
-        if self.train is not None and self.valid is None:
-            raise ValueError("'valid' files are required with 'train' files")
+        if self.valid_holdout is not None and (self.train is None or self.valid is not None):
+            raise ValueError("valid_holdout needs 'train' files and no 'valid' files")
+        if self.train is not None and self.valid is None and self.valid_holdout is None:
+            raise ValueError("'valid' files (or valid_holdout) are required with 'train' files")
         for split in ("valid", "test"):  # they belong to data.train; elsewhere never read
             if self.train is None and getattr(self, split) is not None:
                 raise ValueError(
@@ -183,12 +189,17 @@ class DecodeConfig(_Section):
 
     Inputs longer than ``max_input_len`` tokens are truncated with a warning;
     ``None`` means the training limit ``data.max_src_len``, or 256 tokens.
+    ``length_penalty`` (alpha) and ``coverage_penalty`` (beta) are GNMT's
+    (Wu et al. 2016, eq. 14), for beam search; ``no_repeat_ngram: n`` forbids
+    repeating any n-gram of the output (0 = off).
     """
 
     beam_size: int = Field(5, gt=0)
     length_penalty: float = Field(1.0, ge=0)
     max_len_a: float = Field(1.5, ge=0)
     max_len_b: int = Field(10, ge=0)
+    coverage_penalty: float = Field(0.0, ge=0)
+    no_repeat_ngram: int = Field(0, ge=0)
     batch_size: int = Field(64, gt=0)
     max_input_len: int | None = Field(None, gt=0)
 

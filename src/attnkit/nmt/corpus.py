@@ -205,6 +205,23 @@ def _read_split_files(files: SplitFiles, keep_empty: bool) -> ParallelCorpus:
     return read_parallel(files.src, files.tgt, keep_empty=keep_empty)
 
 
+def _holdout(corpus: ParallelCorpus, size: int, split: str) -> ParallelCorpus:
+    """Every ``len(corpus) // size``-th pair (``size`` of them) for 'valid'; the rest for 'train'.
+
+    Raises:
+        ValueError: ``size`` leaves no training pairs.
+    """
+    if size >= len(corpus):
+        raise ValueError(
+            f"data.valid_holdout={size} leaves no training pairs ({len(corpus)} pairs in all)"
+        )
+    stride = len(corpus) // size
+    held = set(range(0, stride * size, stride))
+    keep = [i for i in range(len(corpus)) if (i in held) == (split == "valid")]
+    pick = [corpus.src[i] for i in keep], [corpus.tgt[i] for i in keep]
+    return ParallelCorpus(*pick, corpus.skipped)
+
+
 def load_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> ParallelCorpus:
     """The ``split`` ('train', 'valid' or 'test') of the corpus that ``data`` describes.
 
@@ -230,6 +247,8 @@ def load_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> Par
             max_len=toy.max_len,
             seed=toy.seed + list(MULTI30K_SPLITS).index(split),
         )
+    elif data.valid_holdout is not None and split in ("train", "valid"):
+        corpus = _holdout(_read_split_files(data.train, keep_empty), data.valid_holdout, split)
     else:
         files = getattr(data, split)
         if files is None:

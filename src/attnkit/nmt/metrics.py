@@ -1,4 +1,4 @@
-"""Translation metrics: sacreBLEU, chrF, lowercased tokenized BLEU, perplexity.
+"""Translation metrics: sacreBLEU, chrF, lowercased tokenized BLEU, perplexity, AER.
 
 BLEU (Papineni et al. 2002) and chrF (Popović 2015) are computed by sacreBLEU
 (Post 2018) on detokenized text, and reported with sacreBLEU's signature so
@@ -10,17 +10,31 @@ A corpus score needs at least one sentence: every scorer raises a
 ``ValueError`` for empty lists (a score over no sentences is undefined, and a
 0 would look like a real result). Empty strings inside a corpus are scored as
 sacreBLEU scores them (an empty hypothesis matches nothing).
+
+``alignment_error_rate`` scores word alignments against sure and possible
+gold links (Och & Ney 2003).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-__all__ = ["Score", "chrf", "perplexity", "sacre_bleu", "tokenized_bleu"]
+__all__ = [
+    "AlignmentScore",
+    "Link",
+    "Score",
+    "alignment_error_rate",
+    "chrf",
+    "perplexity",
+    "sacre_bleu",
+    "tokenized_bleu",
+]
+
+Link = tuple[int, int]  # (source word index, target word index), 0-based
 
 
 @dataclass(frozen=True)
@@ -75,3 +89,86 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
 def perplexity(mean_nll: float) -> float:
     """``exp(mean negative log-likelihood per token)``; ``inf`` if it would overflow."""
     return math.exp(mean_nll) if mean_nll < 700 else math.inf
+
+
+@dataclass(frozen=True)
+class AlignmentScore:
+    """Corpus-level word-alignment quality; the rates are fractions in [0, 1].
+
+    Attributes:
+        precision: ``|A ∩ P| / |A|`` (1.0 when nothing was predicted).
+        recall: ``|A ∩ S| / |S|`` (1.0 when the gold has no sure link).
+        aer: ``1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)``.
+        predicted: ``|A|``, links predicted.
+        sure: ``|S|``, sure gold links.
+        possible: ``|P|``, possible gold links, sure ones included.
+    """
+
+    precision: float
+    recall: float
+    aer: float
+    predicted: int
+    sure: int
+    possible: int
+
+    def __str__(self) -> str:
+        return (
+            f"AER = {self.aer:.4f}  precision {self.precision:.4f}  recall {self.recall:.4f}  "
+            f"({self.predicted} links; gold {self.sure} sure, {self.possible} possible)"
+        )
+
+
+def alignment_error_rate(
+    predicted: Sequence[Collection[Link]],
+    sure: Sequence[Collection[Link]],
+    possible: Sequence[Collection[Link]] | None = None,
+) -> AlignmentScore:
+    """Precision, recall and alignment error rate of a corpus (Och & Ney 2003, sec. 5).
+
+    With ``A`` the predicted links, ``S`` the sure and ``P ⊇ S`` the possible
+    gold links, all summed over the corpus::
+
+        precision = |A ∩ P| / |A|      recall = |A ∩ S| / |S|
+        AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)
+
+    A perfect alignment (``S ⊆ A ⊆ P``) has AER 0. Sure links are added to
+    ``P`` here, so a gold file may list each link once, as sure or possible.
+
+    Args:
+        predicted: per sentence, the predicted ``(source, target)`` word links.
+        sure: per sentence, the sure gold links.
+        possible: per sentence, the possible gold links (None: no possible links).
+
+    Returns:
+        the corpus :class:`AlignmentScore`.
+
+    Raises:
+        ValueError: the three sequences have different numbers of sentences, or
+            there are no predicted and no sure links at all (AER is undefined).
+
+    Source: Och & Ney 2003, "A Systematic Comparison of Various Statistical
+    Alignment Models", Computational Linguistics 29(1), the AER definition
+    of its evaluation methodology.
+    """
+    possible = [()] * len(sure) if possible is None else possible
+    if not len(predicted) == len(sure) == len(possible):
+        raise ValueError(
+            f"predicted has {len(predicted)} sentences, sure {len(sure)} and possible "
+            f"{len(possible)}; they must match"
+        )
+    n_a = n_s = n_p = a_s = a_p = 0
+    for a, s, p in zip(predicted, sure, possible, strict=True):
+        a, s = set(a), set(s)
+        p = set(p) | s
+        n_a, n_s, n_p = n_a + len(a), n_s + len(s), n_p + len(p)
+        a_s, a_p = a_s + len(a & s), a_p + len(a & p)
+    if n_a + n_s == 0:
+        raise ValueError("no predicted and no sure gold links: AER is undefined")
+    return AlignmentScore(
+        precision=a_p / n_a if n_a else 1.0,
+        recall=a_s / n_s if n_s else 1.0,
+        aer=1.0 - (a_s + a_p) / (n_a + n_s),
+        predicted=n_a,
+        sure=n_s,
+        possible=n_p,
+    )

@@ -18,8 +18,16 @@ are added; the bound uses the largest length penalty still reachable). Finished
 hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
-plain log-probability. Finished sentences leave the batch (``index_select``
-on the source memory and the decoder state).
+plain log-probability. The GNMT coverage penalty of the same equation can be
+added, ``cp(x; y) = beta * sum_i log(min(sum_t p_ti, 1))`` over the source
+tokens ``i`` (a final ``</s>`` left out: it is no word of the sentence) and
+the output steps ``t``: it lowers the score of a finished hypothesis whose
+attention left source tokens uncovered (``beta = 0``, the default, turns it
+off). Since ``cp <= 0``, the stopping
+bound below stays valid. ``no_repeat_ngram = n`` rules out any token that
+would repeat an n-gram the hypothesis already holds (greedy search too), so
+no output repeats an n-gram. Finished sentences leave the batch
+(``index_select`` on the source memory and the decoder state).
 
 :func:`decode_examples` drives either search over a whole tokenized corpus in
 length-sorted batches and returns the hypotheses in input order.
@@ -46,6 +54,7 @@ __all__ = [
     "Hypothesis",
     "beam_search",
     "beam_search_n_best",
+    "coverage_penalty",
     "decode_examples",
     "greedy_decode",
     "length_penalty",
@@ -81,6 +90,48 @@ class Hypothesis:
 def length_penalty(steps: int, alpha: float) -> float:
     """GNMT length penalty ``((5 + steps) / 6) ** alpha`` (Wu et al. 2016, eq. 14)."""
     return ((5.0 + steps) / 6.0) ** alpha
+
+
+def coverage_penalty(weights: Tensor, beta: float) -> float:
+    """GNMT coverage penalty ``cp = beta * sum_i log(min(sum_t p_ti, 1))`` (Wu et al. 2016, eq. 14).
+
+    Args:
+        weights: attention of one hypothesis ``(t, S_i)``, float: one row per
+            output step, one column per real source token.
+        beta: the penalty weight, >= 0; 0 gives exactly 0.0.
+
+    Returns:
+        ``cp <= 0``; a source token that received no attention at all counts
+        as the smallest positive float32 (log about -87) instead of ``-inf``.
+    """
+    if beta == 0:
+        return 0.0
+    cover = weights.float().sum(dim=0)  # (S_i,) attention each source token received
+    cover = cover.clamp(min=torch.finfo(torch.float32).tiny, max=1.0)
+    return beta * float(cover.log().sum())
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """How a finished hypothesis is scored: ``log p / lp(alpha) + cp(beta)`` (GNMT eq. 14).
+
+    ``words[b]``: how many leading source tokens of sentence ``b`` the coverage
+    penalty counts (its real length, less a final ``</s>``).
+    """
+
+    alpha: float
+    beta: float
+    words: list[int]
+
+    def score(self, log_prob: float, steps: int, weights: Tensor, sentence: int) -> float:
+        cp = coverage_penalty(weights[:, : self.words[sentence]], self.beta)  # (t, words)
+        return log_prob / length_penalty(steps, self.alpha) + cp
+
+
+def _source_words(src: Tensor, src_lengths: Tensor) -> list[int]:
+    """Real source lengths ``(B,)`` less one where the source ends in ``</s>``."""
+    last = src.gather(1, (src_lengths.long() - 1)[:, None])[:, 0]  # (B,)
+    return (src_lengths.long() - (last == EOS).long()).tolist()
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -121,6 +172,24 @@ def _next_log_probs(
     return log_probs, weights, state
 
 
+def _block_repeats(log_probs: Tensor, history: Tensor, n: int) -> None:
+    """Rule out, in place, each row's tokens that would repeat an n-gram of its ``history``.
+
+    ``log_probs`` ``(N, V)``; ``history`` ``(N, t)`` long, the tokens emitted so
+    far (no ``<bos>``); ``n <= 0`` blocks nothing. ``<eos>`` never appears in a
+    live history, so some token always stays allowed.
+    """
+    if n <= 0 or history.shape[1] < n:
+        return
+    grams = history.unfold(1, n, 1)  # (N, G, n), every n-gram so far
+    prefix = history[:, history.shape[1] - (n - 1) :]  # (N, n-1), the newest n-1 tokens
+    match = (grams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (N, G)
+    banned = torch.zeros_like(log_probs, dtype=torch.long).scatter_reduce_(
+        1, grams[:, :, -1], match.long(), "amax"
+    )  # (N, V)
+    log_probs.masked_fill_(banned.bool(), -torch.inf)
+
+
 # ---------------------------------------------------------------- greedy
 
 
@@ -131,6 +200,7 @@ def greedy_decode(
     *,
     max_len_a: float = 1.5,
     max_len_b: float = 10,
+    no_repeat_ngram: int = 0,
 ) -> list[Hypothesis]:
     """Greedy decoding: emit the most probable token at each step until ``<eos>``.
 
@@ -141,6 +211,7 @@ def greedy_decode(
         src_lengths: ``(B,)`` integer, any order.
         max_len_a: length limit slope (times the source length).
         max_len_b: length limit intercept.
+        no_repeat_ngram: n > 0 never emits a token that repeats an n-gram.
 
     Returns:
         one :class:`Hypothesis` per sentence, in input order; ``score`` is the
@@ -157,6 +228,8 @@ def greedy_decode(
         steps, weights, log_probs = [], [], []
         for t in range(int(limits.max())):
             step_log_probs, step_weights, state = _next_log_probs(model, tokens, state, memory)
+            if steps:
+                _block_repeats(step_log_probs, torch.stack(steps, 1), no_repeat_ngram)  # (B, t)
             best, tokens = step_log_probs.max(dim=-1)  # (B,), (B,)
             steps.append(tokens)
             weights.append(step_weights)
@@ -225,6 +298,8 @@ def beam_search(
     length_penalty: float = 1.0,
     max_len_a: float = 1.5,
     max_len_b: float = 10,
+    coverage_penalty: float = 0.0,
+    no_repeat_ngram: int = 0,
 ) -> list[Hypothesis]:
     """Batched beam search; the best hypothesis per sentence (see the module docstring).
 
@@ -236,13 +311,16 @@ def beam_search(
         length_penalty: alpha of the GNMT penalty ``((5 + |y|) / 6) ** alpha``.
         max_len_a: length limit slope (times the source length).
         max_len_b: length limit intercept.
+        coverage_penalty: beta >= 0 of the GNMT coverage penalty (0 = off).
+        no_repeat_ngram: n > 0 never emits a token that repeats an n-gram.
 
     Returns:
         one :class:`Hypothesis` per sentence, in input order; ``score`` is
-        ``log p(y) / lp(y)``.
+        ``log p(y) / lp(y) + cp(x; y)``.
 
     Raises:
-        ValueError: ``beam_size < 1``, bad source tensors or a length limit < 1.
+        ValueError: ``beam_size < 1``, ``coverage_penalty < 0``, bad source
+            tensors or a length limit < 1.
     """
     n_best = beam_search_n_best(
         model,
@@ -252,6 +330,8 @@ def beam_search(
         length_penalty=length_penalty,
         max_len_a=max_len_a,
         max_len_b=max_len_b,
+        coverage_penalty=coverage_penalty,
+        no_repeat_ngram=no_repeat_ngram,
     )
     return [hypotheses[0] for hypotheses in n_best]
 
@@ -265,6 +345,8 @@ def beam_search_n_best(
     length_penalty: float = 1.0,
     max_len_a: float = 1.5,
     max_len_b: float = 10,
+    coverage_penalty: float = 0.0,
+    no_repeat_ngram: int = 0,
 ) -> list[list[Hypothesis]]:
     """Like :func:`beam_search`, but every finished hypothesis per sentence, best first.
 
@@ -273,8 +355,11 @@ def beam_search_n_best(
     """
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    if not coverage_penalty >= 0:
+        raise ValueError(f"coverage_penalty must be >= 0, got {coverage_penalty!r}")
     with _inference(model):
         memory = model.encode(src, src_lengths)
+        ranking = _Ranking(length_penalty, coverage_penalty, _source_words(src, memory.lengths))
         limits = _max_lengths(memory.lengths, max_len_a, max_len_b).tolist()
         finished: list[list[Hypothesis]] = [[] for _ in limits]
         beams = _initial_beams(model, memory, beam_size)
@@ -284,13 +369,14 @@ def beam_search_n_best(
             log_probs, weights, state = _next_log_probs(
                 model, beams.tokens[:, -1], beams.state, beams.memory
             )
+            _block_repeats(log_probs, beams.tokens[:, 1:], no_repeat_ngram)
             beams.weights = torch.cat([beams.weights, weights[:, None]], dim=1)  # (N, t, S)
             beams.state = state
             candidates = _top_candidates(beams.scores, log_probs, beam_size)
-            _finish_eos(beams, candidates, step, beam_size, length_penalty, finished)
+            _finish_eos(beams, candidates, step, beam_size, ranking, finished)
             beams = _advance(beams, candidates, beam_size)
-            _finish_at_limit(beams, step, limits, length_penalty, finished)
-            beams = _drop_done(beams, step, limits, length_penalty, finished)
+            _finish_at_limit(beams, step, limits, ranking, finished)
+            beams = _drop_done(beams, step, limits, ranking, finished)
     return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
 
 
@@ -320,7 +406,7 @@ def _finish_eos(
     candidates: tuple[Tensor, Tensor, Tensor],
     step: int,
     k: int,
-    alpha: float,
+    ranking: _Ranking,
     finished: list[list[Hypothesis]],
 ) -> None:
     """Record the candidates that end in EOS and rank in the top K of their sentence."""
@@ -331,13 +417,14 @@ def _finish_eos(
         return
     score_rows, beam_rows = scores.tolist(), beam.tolist()
     picks = [(i, i * k + beam_rows[i][j], score_rows[i][j]) for i, j in is_final.nonzero().tolist()]
-    _record(beams, picks, length_penalty(step, alpha), finished)
+    _record(beams, picks, step, ranking, finished)
 
 
 def _record(
     beams: _Beams,
     picks: list[tuple[int, int, float]],
-    penalty: float,
+    step: int,
+    ranking: _Ranking,
     finished: list[list[Hypothesis]],
 ) -> None:
     """Store finished hypotheses; ``picks`` holds (live sentence, row, log-probability)."""
@@ -349,9 +436,9 @@ def _record(
     lengths = beams.memory.lengths[rows].tolist()
     sentences = beams.sentence.tolist()
     for p, (i, _, log_prob) in enumerate(picks):
-        hyp = Hypothesis(
-            tokens[p], weights[p, :, : lengths[p]].clone(), log_prob / penalty, log_prob
-        )
+        own = weights[p, :, : lengths[p]].clone()  # (t, S_i)
+        score = ranking.score(log_prob, step, own, sentences[i])
+        hyp = Hypothesis(tokens[p], own, score, log_prob)
         finished[sentences[i]].append(hyp)
 
 
@@ -378,7 +465,11 @@ def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -
 
 
 def _finish_at_limit(
-    beams: _Beams, step: int, limits: list[int], alpha: float, finished: list[list[Hypothesis]]
+    beams: _Beams,
+    step: int,
+    limits: list[int],
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
 ) -> None:
     """Finish, without EOS, the live beams of sentences that reached their length limit."""
     k = beams.scores.shape[1]
@@ -391,18 +482,23 @@ def _finish_at_limit(
         for j, log_prob in enumerate(row_scores)
         if log_prob != -math.inf
     ]
-    _record(beams, picks, length_penalty(step, alpha), finished)
+    _record(beams, picks, step, ranking, finished)
 
 
 def _drop_done(
-    beams: _Beams, step: int, limits: list[int], alpha: float, finished: list[list[Hypothesis]]
+    beams: _Beams,
+    step: int,
+    limits: list[int],
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
 ) -> _Beams:
     """Remove the sentences that are at their length limit or can no longer improve.
 
     A sentence is done once it has K finished hypotheses and the best of them
     scores at least as well as any live beam still could: live log-probabilities
     only fall as tokens are added, so a live beam's best possible final score
-    is its log-probability over the largest length penalty it can still reach.
+    is its log-probability over the largest length penalty it can still reach
+    (the coverage penalty is <= 0, so leaving it out keeps this an upper bound).
     Stopping at K finished hypotheses alone would end a sentence on K early,
     poor ``<eos>`` candidates while a far better beam is still one step short.
     """
@@ -412,7 +508,7 @@ def _drop_done(
         i
         for i, sentence in enumerate(beams.sentence.tolist())
         if step < limits[sentence]
-        and not _settled(finished[sentence], best_live[i], k, alpha, step, limits[sentence])
+        and not _settled(finished[sentence], best_live[i], k, ranking.alpha, step, limits[sentence])
     ]
     if len(keep) == beams.sentence.numel():
         return beams
@@ -445,6 +541,8 @@ def decode_examples(
     length_penalty: float = 1.0,
     max_len_a: float = 1.5,
     max_len_b: float = 10,
+    coverage_penalty: float = 0.0,
+    no_repeat_ngram: int = 0,
     batch_size: int = 64,
     device: torch.device | str = "cpu",
 ) -> list[Hypothesis]:
@@ -463,6 +561,8 @@ def decode_examples(
         length_penalty: alpha of the GNMT length penalty (beam search only).
         max_len_a: length limit slope (times the source length).
         max_len_b: length limit intercept.
+        coverage_penalty: beta of the GNMT coverage penalty (beam search only).
+        no_repeat_ngram: n > 0 never emits a token that repeats an n-gram.
         batch_size: sentences per batch.
         device: where the batches go (the model's device).
 
@@ -474,7 +574,7 @@ def decode_examples(
     """
     sources = Examples(examples.src)
     results: list[Hypothesis | None] = [None] * len(sources)
-    limits = {"max_len_a": max_len_a, "max_len_b": max_len_b}
+    limits = {"max_len_a": max_len_a, "max_len_b": max_len_b, "no_repeat_ngram": no_repeat_ngram}
     for indices in sorted_batches(sources, batch_size):
         batch = make_batch(sources, indices).to(device)
         if beam_size == 1:
@@ -486,6 +586,7 @@ def decode_examples(
                 batch.src_lengths,
                 beam_size=beam_size,
                 length_penalty=length_penalty,
+                coverage_penalty=coverage_penalty,
                 **limits,
             )
         for index, hyp in zip(indices, hyps, strict=True):

@@ -31,11 +31,11 @@ from torch import Tensor
 from .architectures import build_translator
 from .batching import Examples
 from .checkpoint import load_checkpoint
-from .config import RunConfig
+from .config import DecodeConfig, RunConfig
 from .corpus import ParallelCorpus, load_split
 from .metrics import Score, chrf, sacre_bleu, tokenized_bleu
 from .model import Translator
-from .search import decode_examples
+from .search import Hypothesis, decode_examples
 from .text import is_blank
 from .tokenizer import Tokenizer, load_tokenizers
 from .vocab_ids import EOS, SPECIAL_TOKENS
@@ -45,6 +45,7 @@ __all__ = [
     "LoadedRun",
     "Translation",
     "alignment_text",
+    "decode_ids",
     "evaluate_corpus",
     "evaluate_run",
     "input_limit",
@@ -156,6 +157,33 @@ def _clean(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
+def decode_ids(
+    run: LoadedRun, ids: Sequence[Sequence[int]], decode: DecodeConfig
+) -> list[Hypothesis]:
+    """Search for translations of tokenized sources with the settings of ``decode``.
+
+    Args:
+        run: the loaded run (its model and device).
+        ids: source token ids per sentence, without specials.
+        decode: beam size, length and coverage penalties, n-gram blocking, limits.
+
+    Returns:
+        one :class:`~attnkit.nmt.search.Hypothesis` per source, in input order.
+    """
+    return decode_examples(
+        run.model,
+        Examples([list(x) for x in ids]),
+        beam_size=decode.beam_size,
+        length_penalty=decode.length_penalty,
+        coverage_penalty=decode.coverage_penalty,
+        no_repeat_ngram=decode.no_repeat_ngram,
+        max_len_a=decode.max_len_a,
+        max_len_b=decode.max_len_b,
+        batch_size=decode.batch_size,
+        device=run.device,
+    )
+
+
 def translate_lines(
     run: LoadedRun,
     lines: Sequence[str],
@@ -182,16 +210,9 @@ def translate_lines(
         if n > limit and warn is not None:
             warn(f"line {i + 1}: {n} tokens, truncated to the model's limit of {limit}")
     ids = [x[:limit] for x in ids]
-    hyps = decode_examples(
-        run.model,
-        Examples(ids),
-        beam_size=decode.beam_size if beam_size is None else beam_size,
-        length_penalty=decode.length_penalty,
-        max_len_a=decode.max_len_a,
-        max_len_b=decode.max_len_b,
-        batch_size=decode.batch_size,
-        device=run.device,
-    )
+    if beam_size is not None:
+        decode = decode.model_copy(update={"beam_size": beam_size})
+    hyps = decode_ids(run, ids, decode)
     results = [Translation(line, "", [], [], None) for line in lines]
     for i, src_ids, hyp in zip(wanted, ids, hyps, strict=True):
         tgt_pieces = run.tgt_tok.pieces(hyp.tokens)
