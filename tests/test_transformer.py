@@ -220,3 +220,19 @@ def test_gradients_reach_every_parameter():
     nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0).backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
     assert missing == []
+
+
+def test_cached_decoder_step_compiles_without_graph_breaks():
+    # aot_eager: the same graph capture as Inductor without its C++ compile time
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    with torch.no_grad():
+        memory = model.encode(src, src_lengths)
+        state = model.initial_state(memory)
+        compiled = torch.compile(model.step, fullgraph=True, backend="aot_eager")
+        for t in range(3):
+            got = compiled(tgt_in[:, t], state, memory)
+            want = model.step(tgt_in[:, t], state, memory)
+            torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
+            state = want[2]
