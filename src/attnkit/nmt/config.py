@@ -227,7 +227,9 @@ class RunConfig(_Section):
             raw = apply_overrides(raw, overrides)
             return cls.model_validate(raw)
         except ValidationError as err:
-            raise ValueError(f"invalid {source}:\n{format_validation_error(err)}") from None
+            blamed = _blamed_overrides(err, overrides)
+            where = f"override {' '.join(blamed)}" if blamed else source
+            raise ValueError(f"invalid {where}:\n{format_validation_error(err)}") from None
         except RecursionError:
             raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
 
@@ -297,6 +299,27 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
     return result
 
 
+def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[str]:
+    """The overrides behind every error of ``err``; empty when some error is the file's own.
+
+    An override ``a.b=v`` is behind an error at ``a.b``, below it (``a.b.c``) or
+    above it (``a``, a whole section rejected for the value it set).
+    """
+    keys = {item.partition("=")[0]: item for item in overrides}
+    blamed: list[str] = []
+    for error in err.errors():
+        where = ".".join(str(part) for part in _shown_loc(error["loc"]))
+        found = [
+            item
+            for key, item in keys.items()
+            if where and (f"{where}.".startswith(f"{key}.") or f"{key}.".startswith(f"{where}."))
+        ]
+        if not found:
+            return []
+        blamed += [item for item in found if item not in blamed]
+    return blamed
+
+
 def _deep_copy(raw: Any) -> Any:
     if isinstance(raw, dict):
         return {k: _deep_copy(v) for k, v in raw.items()}
@@ -318,6 +341,11 @@ def _section_models(annotation: Any) -> list[type[BaseModel]]:
 def _arch_tag(loc: Sequence[Any]) -> bool:
     """Whether ``loc`` starts ``model.<arch tag>`` (pydantic names the union member chosen)."""
     return len(loc) > 1 and loc[0] == "model" and loc[1] in ARCHITECTURES
+
+
+def _shown_loc(loc: Sequence[Any]) -> Sequence[Any]:
+    """An error location as the user writes the key: ``model.<arch tag>.x`` -> ``model.x``."""
+    return loc[:1] + loc[2:] if _arch_tag(loc) else loc
 
 
 def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
@@ -370,8 +398,7 @@ def format_validation_error(err: ValidationError) -> str:
     """One line per error: ``key.path: what is allowed, got VALUE``."""
     lines = []
     for item in err.errors():
-        shown = item["loc"][:1] + item["loc"][2:] if _arch_tag(item["loc"]) else item["loc"]
-        loc = ".".join(_key_text(p) for p in shown) or "(top level)"
+        loc = ".".join(_key_text(p) for p in _shown_loc(item["loc"])) or "(top level)"
         kind, message = item["type"], item["msg"]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             tag = item["input"].get("arch") if isinstance(item["input"], dict) else None

@@ -59,6 +59,7 @@ from .checkpoint import (
 )
 from .config import RunConfig
 from .corpus import load_split
+from .device import resolve_device
 from .distributed import Group, join
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
@@ -121,15 +122,6 @@ def set_threads(threads: int, processes: int = 1) -> int:
         threads = (cpus or 1) // max(processes, 1)
     torch.set_num_threads(max(int(threads or 1), 1))
     return torch.get_num_threads()
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device is 'cuda' but no CUDA device is available")
-    return torch.device(name)
 
 
 def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool) -> bool:
