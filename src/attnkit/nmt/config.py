@@ -30,6 +30,7 @@ __all__ = [
     "ToyConfig",
     "TrainConfig",
     "apply_overrides",
+    "config_changes",
     "format_validation_error",
     "leaf_keys",
 ]
@@ -150,6 +151,17 @@ class TrainConfig(_Section):
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
     skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
+
+    ``threads`` is the number of CPU threads torch uses (intra-op). The default
+    0 means: ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may
+    use (shared among the ``torchrun`` processes on the machine), never more
+    than torch's own setting. Set it (e.g. 1) for runs that repeat exactly.
+
+    Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
+    ``early_stopping``, ``valid_every``, ``checkpoint_every``,
+    ``valid_bleu_sentences``) may change when a run is resumed; a finished run
+    whose budget is raised trains on. ``max_minutes`` counts the whole run's
+    training time, earlier sessions included.
     """
 
     batch_size: int = Field(64, gt=0)
@@ -268,6 +280,21 @@ class RunConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def config_changes(before: RunConfig, after: RunConfig) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, value before, value after)`` for each value that differs, in key order."""
+    old, new = _flat(before.model_dump(mode="json")), _flat(after.model_dump(mode="json"))
+    return [(k, old.get(k), new.get(k)) for k in sorted({*old, *new}) if old.get(k) != new.get(k)]
+
+
+def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested sections as ``{"model.hidden_size": 64, ...}``."""
+    if not isinstance(raw, dict):
+        return {prefix.removesuffix("."): raw}
+    return {
+        k: v for name, value in raw.items() for k, v in _flat(value, f"{prefix}{name}.").items()
+    }
 
 
 def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
