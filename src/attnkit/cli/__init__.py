@@ -74,7 +74,8 @@ def _run(argv: Sequence[str]) -> int:
     if extra and trailing and not any(e.startswith("-") for e in extra):
         setattr(args, trailing, [*getattr(args, trailing), *extra])
     elif extra:
-        _command_parser(parser, args).error(_unrecognized(parser, args, extra))
+        command = _command_parser(parser, args)  # its usage fits the mistake
+        command.error(_unrecognized(command, extra))
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
@@ -89,17 +90,17 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
-    """The parser of the command given (its usage fits the mistake), else the top one."""
+    """The parser of the command given, else the top one."""
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         if isinstance(action, argparse._SubParsersAction):
             return action.choices.get(getattr(args, "command", None), parser)
     return parser
 
 
-def _unrecognized(parser: argparse.ArgumentParser, args, extra: Sequence[str]) -> str:
-    """``unrecognized arguments: ...``, with the closest option for a misspelt one."""
+def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """``unrecognized arguments: ...``, with ``parser``'s closest option to a misspelt one."""
     message = f"unrecognized arguments: {' '.join(extra)}"
-    known = _command_parser(parser, args)._option_string_actions
+    known = parser._option_string_actions
     for word in extra:
         option = word.partition("=")[0]
         if option.startswith("--"):
