@@ -167,3 +167,14 @@ def test_mha_compiles_with_inductor():
 
     with torch.no_grad():  # forward only: the C++ compile of Inductor dominates
         assert_same(compiled(fn, "inductor")(x, memory), fn(x, memory))
+
+
+def test_mha_padding_polarity_check_stays_out_of_the_compiled_graph(monkeypatch):
+    from attnkit.attention import multihead
+
+    monkeypatch.setattr(multihead, "_warned_all_padding", False)
+    mha = MultiHeadAttention(8, 2).eval()
+    x, padding = torch.randn(2, 3, 8), torch.tensor([[False] * 3, [True, True, False]])
+    fn = lambda x: mha(x, key_padding_mask=padding)  # noqa: E731  row 0 masks every key
+    out, _ = compiled(fn)(x)  # fullgraph: the eager-only check (a host sync) must not run
+    assert torch.equal(out[0], torch.zeros(3, 8)) and not multihead._warned_all_padding

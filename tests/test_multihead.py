@@ -53,6 +53,7 @@ def test_fully_masked_head_row_gives_zero_and_leaves_the_rest_unchanged(need_wei
 
 
 @PATHS
+@pytest.mark.filterwarnings("ignore:key_padding_mask masks every key")  # an empty sentence
 def test_key_padding_mask_matches_reference_with_an_empty_sentence(need_weights):
     mha = make()
     x = torch.randn(B, T, E)
@@ -228,3 +229,22 @@ def test_module_keeps_no_per_batch_state():
     mha(torch.randn(B, T, E), key_padding_mask=padding_mask([4, 1]), need_weights=True)
     assert set(vars(mha)) == set(vars(make()))
     assert all(torch.equal(before[k], v) for k, v in mha.state_dict().items())
+
+
+def test_torch_polarity_padding_mask_warns_once_pointing_to_invert_mask(monkeypatch):
+    import warnings
+
+    from attnkit.attention import multihead
+
+    monkeypatch.setattr(multihead, "_warned_all_padding", False)
+    mha, x = make(), torch.randn(B, T, E)
+    torch_style = ~padding_mask([T, 2], T)  # True = ignore: row 0 (full length) masks all keys
+    with pytest.warns(UserWarning, match="attnkit.invert_mask") as caught:
+        out, _ = mha(x, key_padding_mask=torch_style)
+    assert caught[0].filename == __file__  # points at the caller's line
+    assert torch.equal(out[0], torch.zeros(T, E))  # what the warning is about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process: no second warning
+        mha(x, key_padding_mask=torch_style)
+        monkeypatch.setattr(multihead, "_warned_all_padding", False)
+        mha(x, key_padding_mask=padding_mask([T, 2], T))  # right polarity: no warning

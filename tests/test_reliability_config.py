@@ -87,7 +87,9 @@ def check_outcome(raw, overrides=()):
         config = RunConfig.from_dict(raw, overrides)
     except ValueError as err:
         lines = str(err).splitlines()
-        assert lines and lines[0].startswith(("invalid config:", "config:", "override"))
+        assert lines and lines[0].startswith(
+            ("invalid config:", "config:", "override", "invalid override ")
+        )
         assert all(": " in line for line in lines[1:])
         return str(err)
     assert RunConfig.from_dict(yaml.safe_load(config.to_yaml())) == config  # round trip

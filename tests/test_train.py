@@ -1,6 +1,7 @@
 """Training loop on a tiny reverse task: run folder, determinism, resume, early stop, reload."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -126,8 +127,20 @@ def test_finished_run_is_reused_and_other_runs_are_protected(finished_run):
     assert summary.reused and "reusing" in messages[0]
     with pytest.raises(ValueError, match="already holds a run; pass --resume"):
         train(config("train.max_steps=20"), run_dir, progress_bar=False, echo=quiet)
-    with pytest.raises(ValueError, match="config differs"):
-        train(config("train.max_steps=21"), run_dir, resume=True, progress_bar=False, echo=quiet)
+    with pytest.raises(ValueError, match="model.hidden_size: 24 in the run, 25 given"):
+        train(config("model.hidden_size=25"), run_dir, resume=True, progress_bar=False, echo=quiet)
+
+
+def test_a_finished_run_whose_budget_is_raised_trains_on(finished_run, tmp_path):
+    shutil.copytree(finished_run[0], tmp_path, dirs_exist_ok=True)
+    messages = []
+    more = config("train.max_steps=25")
+    summary = train(more, tmp_path, resume=True, progress_bar=False, echo=messages.append)
+    assert not summary.reused and summary.progress.step == 25
+    assert any("train.max_steps: 20 in the run, 25 given" in m for m in messages)
+    assert "max_steps: 25" in (tmp_path / "config.yaml").read_text()
+    again = train(more, tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert again.reused and again.progress.step == 25
 
 
 def test_early_stopping_on_flat_validation_bleu(tmp_path):

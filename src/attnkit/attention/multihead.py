@@ -19,6 +19,7 @@ Mask convention: a bool mask is True where attention is ALLOWED.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -192,8 +193,13 @@ class MultiHeadAttention(nn.Module):
                 may be ``(B, E)`` (then ``Tq = 1`` and the outputs lose that dim).
             key: ``(B, Tk, kdim)`` for cross-attention, or None.
             value: ``(B, Tk, vdim)``; defaults to ``key``.
-            key_padding_mask: ``(B, Tk)`` bool, True = real token. With a cache,
-                ``Tk`` counts the cached positions too.
+            key_padding_mask: ``(B, Tk)`` bool, True = real token (the opposite of
+                ``torch.nn.MultiheadAttention``; convert with
+                :func:`~attnkit.attention.functional.invert_mask`). With a cache,
+                ``Tk`` counts the cached positions too. A row that masks every
+                key (an empty sentence, or torch's polarity by mistake) gives
+                zero outputs; on CPU, outside ``torch.compile``, it also warns
+                once per process.
             attn_mask: ``(Tq, Tk)`` or ``(B, H, Tq, Tk)`` (size-1 dims broadcast);
                 bool (True = may attend) or float (added to the scores, ``-inf``
                 = masked).
@@ -287,6 +293,7 @@ class MultiHeadAttention(nn.Module):
         keep = None
         if key_padding_mask is not None:
             _check_mask("key_padding_mask", key_padding_mask, [(b, tk)], bool_only=True)
+            _warn_if_all_padding(key_padding_mask)
             keep = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         if attn_mask is not None:
             target = (b, self.num_heads, tq, tk)
@@ -452,6 +459,32 @@ def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: tor
         raise ValueError(f"{name} has batch size {x.shape[0]} but query has B={batch}")
     if x.dtype != dtype:
         raise TypeError(f"{name} has dtype {x.dtype} but the parameters are {dtype}")
+
+
+_warned_all_padding = False  # the polarity warning is given once per process
+
+
+def _warn_if_all_padding(key_padding_mask: Tensor) -> None:
+    """Warn once when some batch row of ``key_padding_mask`` (B, Tk) masks every key.
+
+    That is what torch's polarity (True = ignore) looks like here, where True
+    means a real token: full-length sentences would come out as zeros. Checked
+    only for CPU tensors outside ``torch.compile``: reading the answer is a host
+    synchronisation, which would stall a GPU and break a compiled graph.
+    """
+    global _warned_all_padding
+    if _warned_all_padding or key_padding_mask.device.type != "cpu":
+        return
+    if torch.compiler.is_compiling() or bool(key_padding_mask.any(dim=-1).all()):
+        return
+    _warned_all_padding = True
+    warnings.warn(
+        "key_padding_mask masks every key of some batch row; attnkit's mask is True for a "
+        "real token (torch.nn.MultiheadAttention's is True for padding): convert a torch "
+        "mask with attnkit.invert_mask. Such rows give zero outputs. (Warned once.)",
+        UserWarning,
+        stacklevel=6,  # the caller of the module: _mask, forward, torch's two call frames
+    )
 
 
 def _check_mask(name: str, mask: Tensor, shapes: list[tuple[int, ...]], *, bool_only: bool) -> None:

@@ -17,6 +17,7 @@ scripts see the same thing they would for any other Unix tool.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -74,7 +75,8 @@ def _run(argv: Sequence[str]) -> int:
     if extra and trailing and not any(e.startswith("-") for e in extra):
         setattr(args, trailing, [*getattr(args, trailing), *extra])
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command = _command_parser(parser, args)  # its usage fits the mistake
+        command.error(_unrecognized(command, extra))
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
@@ -86,6 +88,27 @@ def _run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the command given, else the top one."""
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(getattr(args, "command", None), parser)
+    return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """``unrecognized arguments: ...``, with ``parser``'s closest option to a misspelt one."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    known = parser._option_string_actions
+    for word in extra:
+        option = word.partition("=")[0]
+        if option.startswith("--"):
+            close = difflib.get_close_matches(option, list(known), n=1, cutoff=0.75)
+            if close:
+                return f"{message} (did you mean {close[0]}?)"
+    return message
 
 
 def _reader_gone() -> int:

@@ -31,6 +31,8 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
         help="train a translator from a YAML config",
+        usage="%(prog)s [-h] CONFIG.yaml|RUN_DIR [--out DIR] [--set KEY=VALUE] "
+        "[--SECTION.KEY VALUE] [--resume | --overwrite] [--no-progress]",
         description=(
             "Train a translator with attention (model.arch: rnn or transformer). Writes a run "
             "folder: config.yaml, "
@@ -83,7 +85,12 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
-    p.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
+    p.add_argument(
+        "sentences",
+        nargs="*",
+        default=[],  # optional: without a default, Python 3.11 lists it as required
+        help="sentences to translate (default: read stdin)",
+    )
     _decoding_options(p)
     p.add_argument(
         "--show-attention",
@@ -146,7 +153,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)")
     search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
 
 
 def search_options(p: argparse.ArgumentParser) -> None:
@@ -251,11 +258,13 @@ def _warn(line: str) -> None:
 
 
 def _load(args: argparse.Namespace):
+    from ..nmt.device import resolve_device
     from ..nmt.translate import load_run
 
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")
-    run = load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
+    device = resolve_device(args.device, "--device")
+    run = load_run(args.run_dir, checkpoint=args.checkpoint, device=str(device))
     apply_search_options(args, run)
     return run
 

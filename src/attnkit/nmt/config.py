@@ -30,6 +30,7 @@ __all__ = [
     "ToyConfig",
     "TrainConfig",
     "apply_overrides",
+    "config_changes",
     "format_validation_error",
     "leaf_keys",
 ]
@@ -156,6 +157,17 @@ class TrainConfig(_Section):
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
     skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
+
+    ``threads`` is the number of CPU threads torch uses (intra-op). The default
+    0 means: ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may
+    use (shared among the ``torchrun`` processes on the machine), never more
+    than torch's own setting. Set it (e.g. 1) for runs that repeat exactly.
+
+    Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
+    ``early_stopping``, ``valid_every``, ``checkpoint_every``,
+    ``valid_bleu_sentences``) may change when a run is resumed; a finished run
+    whose budget is raised trains on. ``max_minutes`` counts the whole run's
+    training time, earlier sessions included.
     """
 
     batch_size: int = Field(64, gt=0)
@@ -238,7 +250,9 @@ class RunConfig(_Section):
             raw = apply_overrides(raw, overrides)
             return cls.model_validate(raw)
         except ValidationError as err:
-            raise ValueError(f"invalid {source}:\n{format_validation_error(err)}") from None
+            blamed = _blamed_overrides(err, overrides)
+            where = f"override {' '.join(blamed)}" if blamed else source
+            raise ValueError(f"invalid {where}:\n{format_validation_error(err)}") from None
         except RecursionError:
             raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
 
@@ -279,6 +293,21 @@ class RunConfig(_Section):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
+def config_changes(before: RunConfig, after: RunConfig) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, value before, value after)`` for each value that differs, in key order."""
+    old, new = _flat(before.model_dump(mode="json")), _flat(after.model_dump(mode="json"))
+    return [(k, old.get(k), new.get(k)) for k in sorted({*old, *new}) if old.get(k) != new.get(k)]
+
+
+def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested sections as ``{"model.hidden_size": 64, ...}``."""
+    if not isinstance(raw, dict):
+        return {prefix.removesuffix("."): raw}
+    return {
+        k: v for name, value in raw.items() for k, v in _flat(value, f"{prefix}{name}.").items()
+    }
+
+
 def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
     """Return a copy of ``raw`` with each ``a.b.c=value`` set (value parsed as YAML).
 
@@ -308,6 +337,27 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
     return result
 
 
+def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[str]:
+    """The overrides behind every error of ``err``; empty when some error is the file's own.
+
+    An override ``a.b=v`` is behind an error at ``a.b``, below it (``a.b.c``) or
+    above it (``a``, a whole section rejected for the value it set).
+    """
+    keys = {item.partition("=")[0]: item for item in overrides}
+    blamed: list[str] = []
+    for error in err.errors():
+        where = ".".join(str(part) for part in _shown_loc(error["loc"]))
+        found = [
+            item
+            for key, item in keys.items()
+            if where and (f"{where}.".startswith(f"{key}.") or f"{key}.".startswith(f"{where}."))
+        ]
+        if not found:
+            return []
+        blamed += [item for item in found if item not in blamed]
+    return blamed
+
+
 def _deep_copy(raw: Any) -> Any:
     if isinstance(raw, dict):
         return {k: _deep_copy(v) for k, v in raw.items()}
@@ -329,6 +379,11 @@ def _section_models(annotation: Any) -> list[type[BaseModel]]:
 def _arch_tag(loc: Sequence[Any]) -> bool:
     """Whether ``loc`` starts ``model.<arch tag>`` (pydantic names the union member chosen)."""
     return len(loc) > 1 and loc[0] == "model" and loc[1] in ARCHITECTURES
+
+
+def _shown_loc(loc: Sequence[Any]) -> Sequence[Any]:
+    """An error location as the user writes the key: ``model.<arch tag>.x`` -> ``model.x``."""
+    return loc[:1] + loc[2:] if _arch_tag(loc) else loc
 
 
 def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
@@ -381,8 +436,7 @@ def format_validation_error(err: ValidationError) -> str:
     """One line per error: ``key.path: what is allowed, got VALUE``."""
     lines = []
     for item in err.errors():
-        shown = item["loc"][:1] + item["loc"][2:] if _arch_tag(item["loc"]) else item["loc"]
-        loc = ".".join(_key_text(p) for p in shown) or "(top level)"
+        loc = ".".join(_key_text(p) for p in _shown_loc(item["loc"])) or "(top level)"
         kind, message = item["type"], item["msg"]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             tag = item["input"].get("arch") if isinstance(item["input"], dict) else None

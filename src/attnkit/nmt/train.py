@@ -57,8 +57,9 @@ from .checkpoint import (
     load_latest,
     save_checkpoint,
 )
-from .config import RunConfig
+from .config import RunConfig, TrainConfig, config_changes
 from .corpus import load_split
+from .device import resolve_device
 from .distributed import Group, join
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
@@ -111,29 +112,51 @@ class TrainSummary:
 
 
 def set_threads(threads: int, processes: int = 1) -> int:
-    """Use ``threads`` intra-op threads (0 = this process's share of the CPUs it may use).
+    """Use ``threads`` intra-op threads; 0 picks the default.
 
-    ``processes`` training processes on this machine share its CPUs: with
-    ``threads=0`` each takes ``cpus // processes`` (at least one), never more.
+    The default respects what the user already chose: ``OMP_NUM_THREADS`` when
+    set (``torchrun`` sets it to 1 for several processes per machine), and
+    never more than torch's own thread count; otherwise this process's share
+    of the CPUs it may use (``processes`` training processes on this machine
+    share them: each takes ``cpus // processes``, at least one).
     """
     if threads == 0:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        threads = (cpus or 1) // max(processes, 1)
+        threads = min((cpus or 1) // max(processes, 1), torch.get_num_threads())
+        chosen = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if chosen.isdigit() and int(chosen) > 0:
+            threads = int(chosen)
     torch.set_num_threads(max(int(threads or 1), 1))
     return torch.get_num_threads()
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device is 'cuda' but no CUDA device is available")
-    return torch.device(name)
+# What --resume may change: how long the run goes on, how often it validates and saves,
+# and its label.
+RESUME_MAY_CHANGE = (
+    *(
+        f"train.{key}"
+        for key in (
+            "epochs",
+            "max_steps",
+            "max_minutes",
+            "early_stopping",
+            "valid_every",
+            "checkpoint_every",
+            "valid_bleu_sentences",
+        )
+    ),
+    "name",
+)
 
 
-def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool) -> bool:
-    """Make ``run_dir`` ready; True when it holds a checkpoint to resume from."""
+def _prepare_folder(
+    run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool, echo: Callable[[str], None]
+) -> bool:
+    """Make ``run_dir`` ready; True when it holds a checkpoint to resume from.
+
+    A folder without a ``last`` checkpoint holds no run (a start that failed
+    before its first save): it is reused as if empty, so a retry needs no flag.
+    """
     saved = run_dir / "config.yaml"
     if overwrite:
         for name in RUN_FILES:
@@ -141,21 +164,44 @@ def _prepare_folder(run_dir: Path, config: RunConfig, *, resume: bool, overwrite
         for pattern in RUN_GLOBS:
             for path in run_dir.glob(pattern):
                 path.unlink()
-    elif saved.is_file():
-        if not resume:
-            raise ValueError(
-                f"{run_dir} already holds a run; pass --resume to continue or reuse it, "
-                "or --overwrite to start over"
-            )
-        if RunConfig.load(saved).model_dump() != config.model_dump():
-            raise ValueError(
-                f"the config differs from the one saved in {saved}; pass --overwrite to start over "
-                "or use another --out folder"
-            )
+    resuming = checkpoint_exists(run_dir / "last.json")
+    if resuming and not resume:
+        raise ValueError(
+            f"{run_dir} already holds a run; pass --resume to continue or reuse it, "
+            "or --overwrite to start over"
+        )
+    changes = config_changes(RunConfig.load(saved), config) if resuming else []
+    fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
+    if fixed:
+        raise ValueError(
+            f"the config differs from the one saved in {saved} ({_changes_text(fixed)}); only "
+            f"{', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite to start "
+            "over or use another --out folder"
+        )
+    if changes:
+        echo(f"resuming with {_changes_text(changes)}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not saved.is_file():
+    if changes or not resuming:
         atomic_write_bytes(saved, config.to_yaml().encode("utf-8"))
-    return checkpoint_exists(run_dir / "last.json")
+    return resuming
+
+
+def _changes_text(changes: list[tuple[str, object, object]]) -> str:
+    """``model.hidden_size: 64 in the run, 128 given; ...``."""
+    return "; ".join(
+        f"{key}: {json.dumps(before)} in the run, {json.dumps(after)} given"
+        for key, before, after in changes
+    )
+
+
+def _budget_left(cfg: TrainConfig, p: Progress) -> bool:
+    """Whether a finished run may train on under ``cfg`` (its budget was raised on resume)."""
+    return (
+        (p.epoch < cfg.epochs or p.epoch_batches_done > 0)
+        and (cfg.max_steps is None or p.step < cfg.max_steps)
+        and (cfg.max_minutes is None or p.elapsed_s < cfg.max_minutes * 60)
+        and (cfg.early_stopping is None or p.bad_validations < cfg.early_stopping)
+    )
 
 
 def _tokenize(
@@ -316,6 +362,8 @@ class _Trainer:
             self.optimizer.load_state_dict(ckpt.optimizer)
             self.scheduler.load_state_dict(ckpt.state["scheduler"])
             self.progress = Progress(**ckpt.state["progress"])
+            # a finished run gets here only when its budget was raised: it goes on
+            self.progress.finished, self.progress.stop_reason = False, ""
             self.epoch_state = ckpt.extra["epoch_generator"]
             self._restore_rng(ckpt.extra, ckpt.state.get("world_size", 1))
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
@@ -603,17 +651,24 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     config, run_dir, echo, group = trainer.config, trainer.run_dir, trainer.echo, trainer.group
     with group.main_first():  # rank 0 prepares the folder, then the others read it
         if group.is_main:
-            resuming = _prepare_folder(run_dir, config, resume=resume, overwrite=overwrite)
+            resuming = _prepare_folder(
+                run_dir, config, resume=resume, overwrite=overwrite, echo=echo
+            )
             if not resuming:  # rows of a run killed before saving
                 (run_dir / "metrics.jsonl").unlink(missing_ok=True)
         else:
             resuming = _shared_checkpoint_exists(run_dir)
     ckpt = load_latest(run_dir / "last.json", warn=echo) if resuming else None
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
-        echo(f"{run_dir} holds a finished run with this config; reusing it (--overwrite retrains)")
-        history = _read_history(run_dir / "metrics.jsonl", math.inf)
         progress = Progress(**ckpt.state["progress"])
-        return TrainSummary(run_dir, progress, True, history, main=group.is_main)
+        if not _budget_left(config.train, progress):
+            echo(
+                f"{run_dir} holds a finished run with this config; reusing it (--overwrite "
+                "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
+            )
+            history = _read_history(run_dir / "metrics.jsonl", math.inf)
+            return TrainSummary(run_dir, progress, True, history, main=group.is_main)
+        echo(f"{run_dir} finished ({progress.stop_reason}); the new budget lets it go on")
     threads = set_threads(config.train.threads, group.local_world_size)
     echo(
         f"training {config.name} on {trainer.device}{group.describe()} with {threads} "

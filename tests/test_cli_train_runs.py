@@ -1,0 +1,75 @@
+"""``attnkit train`` run-folder behaviour (issue 13): resume budgets, failed starts, threads.
+
+Tiny word-level runs on user files (a few steps, one thread) through the CLI.
+"""
+
+import pytest
+import torch
+
+from cli_helpers import assert_one_line_error, run
+
+PAIRS = [(f"a{i} b{i % 3}", f"b{i % 3} a{i}") for i in range(24)]
+
+
+def write_config(folder, src_lines=PAIRS, threads=1, max_steps=2):
+    """A word-level config on files in ``folder`` (every pair in train and valid)."""
+    (folder / "train.src").write_text("".join(f"{s}\n" for s, _ in src_lines))
+    (folder / "train.tgt").write_text("".join(f"{t}\n" for _, t in PAIRS))
+    config = folder / "tiny.yaml"
+    config.write_text(
+        "data: {train: {src: train.src, tgt: train.tgt}, valid: {src: train.src, tgt: train.tgt}}\n"
+        "tokenizer: {kind: word}\n"
+        "model: {embed_dim: 8, hidden_size: 8, dropout: 0.0}\n"
+        f"train: {{batch_size: 8, max_steps: {max_steps}, threads: {threads}, epochs: 5}}\n"
+        "decode: {beam_size: 1, max_len_a: 1.0, max_len_b: 2}\n"
+    )
+    return str(config)
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_resume_names_the_keys_that_differ(tmp_path, capsys):
+    config, out = write_config(tmp_path), str(tmp_path / "run")
+    assert run(capsys, "train", config, "--out", out, "--no-progress")[0] == 0
+    status, stdout, err = run(capsys, "train", "--resume", out, "--model.hidden_size", "16")
+    assert status == 2 and stdout == ""
+    assert_one_line_error(err, "train", "(model.hidden_size: 8 in the run, 16 given)")
+    assert "pass --overwrite" in err
+
+
+def test_resume_with_a_raised_budget_trains_on(tmp_path, capsys):
+    config, out = write_config(tmp_path), str(tmp_path / "run")
+    assert run(capsys, "train", config, "--out", out, "--no-progress")[0] == 0
+    status, stdout, err = run(
+        capsys, "train", "--resume", out, "--train.max_steps", "4", "--train.max_minutes", "2"
+    )
+    assert status == 0 and f"run folder: {out}" in stdout
+    assert "resuming with train.max_minutes: null in the run, 2.0 given; " in err
+    assert "train.max_steps: 2 in the run, 4 given" in err
+    assert "the new budget lets it go on" in err and "step 4" in err
+    status, _, err = run(capsys, "train", "--resume", out, "--no-progress")
+    assert status == 0 and "reusing it" in err
+
+
+def test_a_failed_start_does_not_block_the_retry(tmp_path, capsys):
+    config, out = write_config(tmp_path, src_lines=PAIRS[:-1]), str(tmp_path / "run")
+    status, stdout, err = run(capsys, "train", config, "--out", out, "--no-progress")
+    assert status == 2 and stdout == "" and err.startswith("training tiny on cpu")
+    error = err.splitlines(keepends=True)[-1]  # after the "training ..." progress line
+    assert_one_line_error(error, "train", "line counts differ: ")
+    assert "train.src has 23 lines" in error
+    config = write_config(tmp_path)  # the corpus fixed, the same command again
+    status, stdout, err = run(capsys, "train", config, "--out", out, "--no-progress")
+    assert status == 0 and "--resume" not in err and f"run folder: {out}" in stdout
+
+
+def test_default_threads_respect_omp_num_threads(tmp_path, capsys, monkeypatch, keep_threads):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    config = write_config(tmp_path, threads=0, max_steps=1)
+    status, _, err = run(capsys, "train", config, "--out", str(tmp_path / "run"), "--no-progress")
+    assert status == 0 and " with 1 thread(s) into " in err
