@@ -18,6 +18,7 @@ import attnkit
 from attnkit.nmt.streaming import read_buffers
 from attnkit.nmt.tokenizer import WordTokenizer
 from attnkit.nmt.translate import LineSplitter, load_run, translate_lines
+from benchmarks.stream_memory import peak_rss_kib
 from cli_helpers import assert_one_line_error, run
 from conftest_nmt import make_run
 
@@ -25,13 +26,6 @@ WORDS = ["ein Mann mit einem Hut", "zwei Hunde laufen schnell", "eine Frau liest
 # lengths vary so that length sorting inside a buffer reorders them
 LINES = ["ein Mann", "zwei Hunde laufen schnell heute", "", "eine", "Frau liest ein Buch"] * 3
 ENV = {**os.environ, "PYTHONPATH": str(Path(attnkit.__file__).parents[1])}
-RSS_PROBE = (
-    "import resource, sys\n"
-    "from attnkit.cli import main\n"
-    "code = main(sys.argv[1:])\n"
-    "sys.stderr.write(f'maxrss_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
-    "sys.exit(code)\n"
-)
 
 
 @pytest.fixture(scope="module")
@@ -119,21 +113,11 @@ def test_output_order_equals_input_order_across_buffer_boundaries(word_run, caps
     assert outputs[3] == alone
 
 
-def _peak_rss_kib(word_run, lines: int, buffer_size: int) -> int:
-    data = b"Mann\n" * lines
-    argv = ["translate", str(word_run), "--beam", "1", "--buffer-size", str(buffer_size)]
-    proc = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE, *argv], input=data, capture_output=True, env=ENV
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-500:]
-    assert proc.stdout.count(b"\n") == lines
-    return int(proc.stderr.decode().rsplit("maxrss_kib=", 1)[1])
-
-
 def test_memory_follows_the_buffer_not_the_input(word_run):
-    small = _peak_rss_kib(word_run, 1_000, buffer_size=100)
-    large = _peak_rss_kib(word_run, 50_000, buffer_size=100)
-    assert large - small < 20 * 1024, (small, large)  # KiB; all 50,000 at once take far more
+    small, written = peak_rss_kib(word_run, 1_000, buffer_size=100)
+    large, written_large = peak_rss_kib(word_run, 20_000, buffer_size=100)
+    assert (written, written_large) == (1_000, 20_000)
+    assert large - small < 8 * 1024, (small, large)  # KiB; in one buffer the 20,000 take more
 
 
 def test_show_attention_goes_to_stderr_or_to_a_file(word_run, capsys, tmp_path):

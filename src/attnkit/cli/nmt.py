@@ -2,7 +2,8 @@
 
 ``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
-``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]
+``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
+[--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
 ``attnkit evaluate RUN_DIR [--split test | --src FILE --ref FILE] [--beam K] [--output FILE]``
 """
