@@ -209,3 +209,16 @@ def test_stream_option_errors_are_one_line(word_run, capsys, argv, message):
     status, out, err = run(capsys, "translate", str(word_run), "ein", *argv)
     assert status == 2 and out == ""
     assert_one_line_error(err, "translate", message)
+
+
+def test_stdin_from_a_file_shows_progress_and_reads_the_descriptor(word_run, capsys, tmp_path):
+    source = tmp_path / "in.de"
+    source.write_bytes(b"\xef\xbb\xbfein Mann\n\xff zwei\n\neine Frau\n")
+    with open(source, "rb") as stdin:
+        sys_stdin = io.TextIOWrapper(stdin)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("sys.stdin", sys_stdin)
+            status, out, err = run(capsys, "translate", str(word_run), "--buffer-size", "2")
+    assert status == 0 and "Traceback" not in err
+    assert out.count("\n") == 4 and out.split("\n")[2] == "" and "lines" not in out
+    assert "line 2: invalid UTF-8" in err and "4 lines" in err and "lines/s" in err
