@@ -64,8 +64,11 @@ def test_translate_show_attention_and_plot(run_dir, capsys, tmp_path):
     assert (
         main(["translate", str(run_dir), "s1 s2 s3", "--show-attention", "--plot", str(plots)]) == 0
     )
-    out = capsys.readouterr().out.splitlines()
-    alignment = out[1:]
+    captured = capsys.readouterr()
+    out, err = captured.out.splitlines(), captured.err.splitlines()
+    assert len(out) == 1 and out[0]  # stdout: the translation only
+    assert err[0] == f"line 1: {out[0]}"
+    alignment = [row for row in err[1:] if not row.startswith("heatmap: ")]
     assert alignment and all("<-" in row for row in alignment)
     weight = float(alignment[0].split()[-1])
     assert 0.0 <= weight <= 1.0

@@ -71,8 +71,9 @@ def test_translate_cli_shows_a_chosen_layer_and_head(transformer_run, tmp_path, 
         "--show-attention", "--layer", "0", "--head", "1", "--plot", str(out_dir),
     )  # fmt: skip
     assert status == 0, err
-    lines = out.splitlines()
-    assert len(lines) >= 2 and all("<-" in line for line in lines[1:])
+    assert len(out.splitlines()) == 1  # the alignment goes to stderr
+    rows = [r for r in err.splitlines()[1:] if not r.startswith("heatmap: ")]
+    assert err.startswith("line 1: ") and rows and all("<-" in row for row in rows)
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "sentence_001.decoder.png",
         "sentence_001.encoder.png",

@@ -2,7 +2,8 @@
 
 ``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
-``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--show-attention] [--plot DIR]
+``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
+[--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
 ``attnkit evaluate RUN_DIR [--split test | --src FILE --ref FILE] [--beam K] [--output FILE]``
 """
@@ -10,12 +11,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import stat
 import sys
 from pathlib import Path
 
 from .errors import UsageError
 
 OVERRIDE_PREFIX = "override:"
+DEFAULT_BUFFER_LINES = 256
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,14 +103,49 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--show-attention",
         action="store_true",
-        help="after each translation, print each target token's most attended source token "
-        "and its weight (indented lines)",
+        help="for each translation, write 'line N: TRANSLATION' and then each target token's "
+        "most attended source token and its weight (indented lines) to stderr, or to "
+        "--attention-out; stdout keeps one line per input line",
+    )
+    p.add_argument(
+        "--attention-out",
+        metavar="FILE",
+        help="write the --show-attention lines to FILE instead of stderr",
+    )
+    p.add_argument(
+        "--attention-json",
+        metavar="FILE",
+        help="write JSON Lines to FILE, one object per input line: source, translation, "
+        "score, src_tokens, tgt_tokens, weights (rows = target tokens); "
+        "'attnkit plot weights FILE --index N' draws line N",
+    )
+    p.add_argument(
+        "--n-best",
+        type=int,
+        metavar="N",
+        help="with --attention-json: add the N best beam hypotheses of each line "
+        "(tokens, weights, score)",
     )
     p.add_argument(
         "--plot",
         metavar="DIR",
-        help="write attention heatmaps per sentence: NNN.png (cross-attention) and, for a "
-        "Transformer, NNN.encoder.png and NNN.decoder.png (self-attention)",
+        help="write attention heatmaps per sentence: sentence_NNN.png (cross-attention) and, "
+        "for a Transformer, sentence_NNN.encoder.png and sentence_NNN.decoder.png "
+        "(self-attention); sentence_*.png left in DIR by an earlier run are deleted first",
+    )
+    p.add_argument(
+        "--buffer-size",
+        type=int,
+        default=DEFAULT_BUFFER_LINES,
+        metavar="N",
+        help="translate stdin N lines at a time, writing each buffer's translations as soon "
+        f"as they are done (default {DEFAULT_BUFFER_LINES}; fewer when a pipe or terminal "
+        "has nothing more ready)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show lines done and lines/s on stderr (default: only when stdin is a file)",
     )
     p.add_argument(
         "--layer",
@@ -270,24 +313,122 @@ def _load(args: argparse.Namespace):
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    from ..nmt.translate import alignment_text, translate_lines
+    """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
+    from ..nmt.streaming import translate_buffers
 
     head = _head(args.head)
+    _check_stream_options(args)
     run = _load(args)
     _check_view(run, args.layer, head)
-    lines = args.sentences or _stdin_lines()
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
-    translations = translate_lines(run, lines, beam_size=args.beam, warn=_warn)
-    chosen = args.layer is not None or head is not None
-    for t in translations:
-        print(t.text)
-        if args.show_attention and t.weights is not None:
-            weights = _chosen_cross(run, t, args.layer, head) if chosen else None
-            print(alignment_text(t, weights))
-    if args.plot:
-        _plot(run, translations, Path(args.plot), args.layer, head)
+    with contextlib.ExitStack() as stack:
+        sinks = _TranslateSinks(args, run, head, stack)
+        for first, translations in translate_buffers(
+            run, _input_buffers(args), beam_size=args.beam, warn=_warn
+        ):
+            sinks.write(first, translations)
     return 0
+
+
+def _check_stream_options(args: argparse.Namespace) -> None:
+    if args.buffer_size < 1:
+        raise UsageError(f"--buffer-size must be >= 1, got {args.buffer_size}")
+    if args.n_best is not None and args.n_best < 1:
+        raise UsageError(f"--n-best must be >= 1, got {args.n_best}")
+    if args.n_best is not None and not args.attention_json:
+        raise UsageError("--n-best needs --attention-json FILE (the hypotheses go there)")
+    if args.attention_out and not args.show_attention:
+        raise UsageError("--attention-out needs --show-attention")
+
+
+def _input_buffers(args: argparse.Namespace):
+    """The sentences given as arguments, else stdin, in buffers of ``--buffer-size`` lines."""
+    from ..nmt.streaming import read_buffers
+
+    if args.sentences:
+        size = args.buffer_size
+        return (args.sentences[i : i + size] for i in range(0, len(args.sentences), size))
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is None:  # a text stream without bytes underneath (e.g. io.StringIO)
+        binary = io.BytesIO(sys.stdin.read().encode("utf-8", "replace"))
+    return read_buffers(binary, args.buffer_size, warn=_warn)
+
+
+def _stdin_is_a_file() -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # no descriptor (captured in tests)
+        return False
+
+
+class _TranslateSinks:
+    """Where translate writes: stdout, the alignments, the JSON Lines, the heatmaps, progress."""
+
+    def __init__(self, args: argparse.Namespace, run, head, stack: contextlib.ExitStack) -> None:
+        from tqdm.auto import tqdm
+
+        self.args, self.run, self.head = args, run, head
+        self.chosen = args.layer is not None or head is not None
+        self.alignments = sys.stderr if args.show_attention else None
+        if args.show_attention and args.attention_out:
+            self.alignments = stack.enter_context(_open_for_writing(args.attention_out))
+        self.json = None
+        if args.attention_json:
+            self.json = stack.enter_context(_open_for_writing(args.attention_json))
+        if args.plot:
+            _clear_old_heatmaps(Path(args.plot))
+        show = args.progress or (not args.sentences and _stdin_is_a_file())
+        self.bar = stack.enter_context(
+            tqdm(unit=" lines", file=sys.stderr, disable=not show, dynamic_ncols=True)
+        )
+
+    def write(self, first: int, translations) -> None:
+        """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
+        for t in translations:
+            print(t.text)
+        sys.stdout.flush()
+        if self.alignments is not None:
+            self._write_alignments(first, translations)
+        if self.json is not None:
+            self._write_json(first, translations)
+        if self.args.plot:
+            _plot(self.run, translations, Path(self.args.plot), self.args.layer, self.head, first)
+        self.bar.update(len(translations))
+
+    def _weights(self, t):
+        """The --layer/--head cross-attention when chosen, else None (the translation's own)."""
+        if not self.chosen or t.weights is None:
+            return None
+        return _chosen_cross(self.run, t, self.args.layer, self.head)
+
+    def _write_alignments(self, first: int, translations) -> None:
+        from ..nmt.translate import alignment_text
+
+        for number, t in enumerate(translations, start=first):
+            if t.weights is not None:
+                print(f"line {number}: {t.text}", file=self.alignments)
+                print(alignment_text(t, self._weights(t)), file=self.alignments)
+        self.alignments.flush()
+
+    def _write_json(self, first: int, translations) -> None:
+        from ..nmt.streaming import json_record, n_best
+
+        n = self.args.n_best
+        best = (
+            n_best(self.run, translations, n, self.args.beam) if n else [None] * len(translations)
+        )
+        for number, (t, hyps) in enumerate(zip(translations, best, strict=True), start=first):
+            record = json_record(self.run, t, number, self._weights(t), hyps)
+            self.json.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.json.flush()
+
+
+def _open_for_writing(path: str):
+    try:
+        return open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed by the ExitStack)
+    except OSError as err:
+        raise UsageError(f"cannot write {path}: {err.strerror}") from None
 
 
 def _head(value: str | None) -> int | str | None:
@@ -319,20 +460,26 @@ def _chosen_cross(run, translation, layer: int | None, head):
     return pick(views.cross, layer, None if head == "all" else head)
 
 
-def _stdin_lines() -> list[str]:
-    """Lines of stdin, split at "\\n" only; bad UTF-8 is replaced (with a warning), not fatal."""
-    from ..nmt.translate import split_input
-
-    binary = getattr(sys.stdin, "buffer", None)
-    data = binary.read() if binary is not None else sys.stdin.read().encode("utf-8", "replace")
-    return split_input(data, warn=_warn)
+# What --plot writes: sentence_NNN.png, sentence_NNN.encoder.png, sentence_NNN.decoder.png
+_HEATMAP_NAME = re.compile(r"sentence_\d{3,}(\.encoder|\.decoder)?\.png")
 
 
-def _plot(run, translations, folder: Path, layer: int | None, head) -> None:
+def _clear_old_heatmaps(folder: Path) -> None:
+    """Delete the heatmaps an earlier ``translate --plot`` left in ``folder`` (only those)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in folder.iterdir():
+            if _HEATMAP_NAME.fullmatch(path.name) and path.is_file():
+                path.unlink()
+    except OSError as err:
+        raise UsageError(f"cannot write heatmaps to {folder}: {err.strerror}") from None
+
+
+def _plot(run, translations, folder: Path, layer: int | None, head, first: int = 1) -> None:
+    """Heatmaps of each translation, numbered by input line (``first`` = the first's)."""
     from ..nmt.views import attention_views, write_heatmaps
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for number, t in enumerate(translations, start=1):
+    for number, t in enumerate(translations, start=first):
         if t.weights is None:
             continue
         views = attention_views(run.model, t.src_ids, t.output_ids, run.device)

@@ -1,7 +1,7 @@
 """CLI command group ``attnkit plot``: ``plot mask`` and ``plot weights`` (drawn by attnkit.plot).
 
 ``attnkit plot mask (--causal N | --lengths 3,5) [-o FILE]``
-``attnkit plot weights FILE.json [-o FILE] [--title T] [--xlabel X] [--ylabel Y]``
+``attnkit plot weights FILE.json [--index K] [-o FILE] [--title T] [--xlabel X] [--ylabel Y]``
 
 Output paths are checked (extension, writable folder) before anything is
 drawn; labels are passed to :mod:`attnkit.plot` raw, which escapes them.
@@ -44,6 +44,13 @@ def _add_weights(kinds: argparse._SubParsersAction) -> None:
         "hatched. The output of `attnkit explain --format json` works too.",
     )
     weights.add_argument("file", help="JSON file with the weights")
+    weights.add_argument(
+        "--index",
+        type=int,
+        metavar="K",
+        help="FILE is JSON Lines (e.g. from 'attnkit translate --attention-json'): draw "
+        "entry K (1-based, = the input line)",
+    )
     weights.add_argument("-o", "--output", help="image file (default: FILE with .png)")
     weights.add_argument("--title", help="title above the heatmap")
     weights.add_argument("--xlabel", default="source (keys)", help="column axis title")
@@ -80,7 +87,7 @@ def _run_weights(args: argparse.Namespace) -> int:
 
     output = args.output or str(Path(args.file).with_suffix(".png"))
     plot.check_path(output)
-    saved = plot.read_weights(args.file)
+    saved = plot.read_weights(args.file, index=args.index)
     fig = plot.heatmap(
         saved.weights,
         saved.row_labels,

@@ -43,6 +43,7 @@ from .vocab_ids import EOS, SPECIAL_TOKENS
 
 __all__ = [
     "Evaluation",
+    "LineSplitter",
     "LoadedRun",
     "Translation",
     "alignment_text",
@@ -59,6 +60,7 @@ EOS_LABEL = SPECIAL_TOKENS[EOS]
 DEFAULT_INPUT_LIMIT = 256
 # What str.splitlines() breaks on besides "\n"; none may appear inside an output line.
 _LINE_BREAKS = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -147,22 +149,55 @@ def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[
     and so is a leading UTF-8 byte order mark, as :func:`attnkit.nmt.corpus.read_lines`
     drops it. ``warn`` is told the 1-based number of each line that was not valid UTF-8.
     """
-    rows = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
-    if rows and rows[-1] == b"":
-        rows.pop()
-    lines = []
-    for number, raw in enumerate(rows, start=1):
+    splitter = LineSplitter(warn)
+    return [*splitter.feed(data), *splitter.close()]
+
+
+class LineSplitter:
+    """:func:`split_input` for a stream that arrives in chunks (stdin read piece by piece).
+
+    :meth:`feed` takes the next bytes and returns the lines they complete;
+    :meth:`close` returns the last line when it had no ``\\n``. Line numbers in
+    warnings count from the first line of the stream (1-based), and only the
+    stream's very first bytes may be a byte order mark. Only the unfinished
+    last line is held, so memory follows the longest line, not the stream.
+    """
+
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
+        self.warn = warn
+        self.lines_done = 0
+        self._pending = b""
+        self._started = False
+
+    def feed(self, data: bytes) -> list[str]:
+        """Lines completed by ``data`` (a ``\\n`` ends a line), decoded."""
+        self._pending += data
+        if not self._started:
+            if len(self._pending) < len(_BOM) and _BOM.startswith(self._pending):
+                return []  # maybe the start of a byte order mark: wait for more
+            self._pending = self._pending.removeprefix(_BOM)
+            self._started = True
+        *rows, self._pending = self._pending.split(b"\n")
+        return [self._decode(raw) for raw in rows]
+
+    def close(self) -> list[str]:
+        """The last line when the stream did not end with ``\\n`` (else nothing)."""
+        rest = self._pending if self._started else self._pending.removeprefix(_BOM)
+        self._pending, self._started = b"", True
+        return [self._decode(rest)] if rest else []
+
+    def _decode(self, raw: bytes) -> str:
+        self.lines_done += 1
         raw = raw.removesuffix(b"\r")
         try:
-            lines.append(raw.decode("utf-8"))
+            return raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            lines.append(raw.decode("utf-8", errors="replace"))
-            if warn is not None:
-                warn(
-                    f"line {number}: invalid UTF-8 at byte {err.start} ({err.reason}); "
+            if self.warn is not None:
+                self.warn(
+                    f"line {self.lines_done}: invalid UTF-8 at byte {err.start} ({err.reason}); "
                     "undecodable bytes replaced by U+FFFD"
                 )
-    return lines
+            return raw.decode("utf-8", errors="replace")
 
 
 def input_limit(config: RunConfig) -> int:
@@ -210,6 +245,7 @@ def translate_lines(
     *,
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
+    first_line: int = 1,
 ) -> list[Translation]:
     """Translate each line; blank lines translate to ``""``. One result per line, same order.
 
@@ -217,7 +253,8 @@ def translate_lines(
     for a tokenizer that normalises more away) when it encodes to no tokens;
     the model never sees an empty source. Sources longer than
     :func:`input_limit` tokens are cut to it; ``warn`` is told which line
-    (1-based) and how long it was.
+    and how long it was, counting ``lines[0]`` as line ``first_line`` (a buffer
+    of a longer stream passes its first line's number).
     """
     decode = run.config.decode
     limit = input_limit(run.config)
@@ -228,7 +265,7 @@ def translate_lines(
     lengths = [len(x) for x in ids]
     for i, n in zip(wanted, lengths, strict=True):
         if n > limit and warn is not None:
-            warn(f"line {i + 1}: {n} tokens, truncated to the model's limit of {limit}")
+            warn(f"line {i + first_line}: {n} tokens, truncated to the model's limit of {limit}")
     ids = [x[:limit] for x in ids]
     if beam_size is not None:
         decode = decode.model_copy(update={"beam_size": beam_size})
