@@ -3,9 +3,10 @@
 Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
 arguments and returning an exit status: ``lessons`` (explain, saturation),
-``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate) and
-``bench``. Bad user input raises :class:`UsageError` (or ``ValueError``), which
-is printed as one line on stderr with exit status 2, never as a traceback.
+``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate),
+``bench`` and ``serve`` (the explorer in the browser). Bad user input raises
+:class:`UsageError` (or ``ValueError``), which is printed as one line on stderr
+with exit status 2, never as a traceback.
 
 When the reader of stdout goes away (``attnkit explain ... | head -1``), the
 command stops quietly with exit status 141 (128 + SIGPIPE), the status a shell
@@ -30,7 +31,7 @@ BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ende
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, lessons, nmt, plot
+    from . import bench, lessons, nmt, plot, serve
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (lessons, plot, nmt, bench):
+    for group in (lessons, plot, nmt, bench, serve):
         group.register(subparsers)
     return parser
 
