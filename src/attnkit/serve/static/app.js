@@ -1,5 +1,5 @@
 // attnkit explorer: plain JavaScript, no libraries. Every piece of data reaches
-// the page through textContent or attributes, never innerHTML, so a token that
+// the page through textContent or attributes (never parsed as HTML), so a token that
 // spells <script> is shown as text.
 "use strict";
 
