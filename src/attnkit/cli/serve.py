@@ -1,12 +1,14 @@
 """CLI command group for :mod:`attnkit.serve`: ``attnkit serve RUN_DIR [RUN_DIR ...]``.
 
 Loads each run once, prints the URL and serves the explorer with uvicorn until
-Ctrl-C. Binds 127.0.0.1 unless ``--host`` says otherwise.
+Ctrl-C (or SIGTERM), which shuts down cleanly with exit status 0: stopping is
+how a server ends. Binds 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import sys
 from pathlib import Path
@@ -59,7 +61,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"attnkit serve: http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
     config = uvicorn.Config(create_app(runs), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down
+        uvicorn.Server(config).run(sockets=[sock])
     print("attnkit serve: stopped", file=sys.stderr)
     return 0
 
