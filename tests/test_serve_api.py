@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
+import urllib.request
 
 import pytest
 import torch
@@ -13,7 +15,8 @@ from fastapi.testclient import TestClient
 from attnkit.lessons import explain
 from attnkit.nmt.translate import translate_lines
 from attnkit.serve import Limits
-from serve_helpers import make_app, make_runs
+from cli_helpers import assert_one_line_error, run
+from serve_helpers import ServerProcess, make_app, make_runs
 
 TEXT = "ein Mann geht\nein Hund rennt durch den Schnee nach Hause"
 
@@ -241,3 +244,20 @@ def _shape(nested) -> tuple[int, ...]:
         shape.append(len(nested))
         nested = nested[0]
     return tuple(shape)
+
+
+def test_attnkit_serve_prints_its_url_serves_and_stops_cleanly(tmp_path):
+    server = ServerProcess(*make_runs(tmp_path).values())
+    try:
+        with urllib.request.urlopen(server.url + "runs", timeout=30) as response:
+            names = [r["name"] for r in json.load(response)["runs"]]
+    finally:
+        status = server.stop()
+    assert server.url.startswith("http://127.0.0.1:") and names == ["rnn", "transformer"]
+    assert status == 0
+
+
+def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys):
+    status, _, err = run(capsys, "serve", str(tmp_path / "missing"))
+    assert status == 2
+    assert_one_line_error(err, "serve", "a training run folder?")
