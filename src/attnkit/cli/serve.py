@@ -1,8 +1,9 @@
 """CLI command group for :mod:`attnkit.serve`: ``attnkit serve RUN_DIR [RUN_DIR ...]``.
 
 Loads each run once, prints the URL and serves the explorer with uvicorn until
-Ctrl-C (or SIGTERM), which shuts down cleanly with exit status 0: stopping is
-how a server ends. Binds 127.0.0.1 unless ``--host`` says otherwise.
+Ctrl-C, which shuts down cleanly with exit status 0 (stopping is how a server
+ends); SIGTERM also shuts down cleanly, then ends with the signal's status 143.
+Binds 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
