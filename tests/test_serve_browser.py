@@ -106,7 +106,7 @@ def test_typing_a_sentence_shows_its_translation(server, browser):
     assert queries == expected["tgt_pieces"]
 
 
-def test_hovering_a_target_token_shades_sources_by_the_api_weights(server, browser, tmp_path):
+def test_hovering_a_token_shades_the_other_side_by_the_api_weights(server, browser, tmp_path):
     from selenium.webdriver import ActionChains
 
     card = _translate(browser, server, "ein Mann geht nach Hause")
@@ -119,6 +119,13 @@ def test_hovering_a_target_token_shades_sources_by_the_api_weights(server, brows
         alphas = [_alpha(k.value_of_css_property("background-color")) for k in keys]
         # colour intensity = weight, to the 8 bits a colour's alpha keeps
         assert alphas == pytest.approx(expected[t], abs=1 / 255 + 1e-6)
+    for s, key in enumerate(card.find_elements("css selector", ".tok.key")):  # and vice versa
+        ActionChains(browser).move_to_element(key).perform()
+        column = [
+            float(q.get_attribute("data-weight"))
+            for q in card.find_elements("css selector", ".tok.query")
+        ]
+        assert column == pytest.approx([row[s] for row in expected], abs=1e-12)
     token.click()
     assert "= 1.000000" in card.find_element("css selector", ".step .sum").text
     browser.save_screenshot(str(tmp_path / "explorer.png"))
