@@ -139,6 +139,15 @@ def test_injected_markup_is_shown_as_text_and_never_runs(server, browser):
     assert browser.find_elements("css selector", ".sentence img") == []
 
 
+def test_empty_input_shows_the_servers_error_message(server, browser):
+    browser.get(server.url)
+    _wait(browser, "#run option")
+    browser.find_element("id", "translate").click()
+    status = _wait(browser, "#translate-status.error")[0]
+    assert "text is empty" in status.text
+    assert browser.find_elements("css selector", ".sentence") == []
+
+
 def test_the_transformer_offers_layers_heads_and_self_attention(server, browser):
     from selenium.webdriver.support.ui import Select
 

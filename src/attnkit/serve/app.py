@@ -20,7 +20,7 @@ read-only), so the event loop keeps answering while a model works.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -79,6 +79,9 @@ class _Strict(BaseModel):
 
 
 class TranslateRequest(_Strict):
+    """``POST /translate``: lines of ``text`` with ``run`` (default the first), beam size
+    ``beam`` (default the run's) and the ``n_best`` hypotheses to list."""
+
     text: str
     run: str | None = None
     beam: int | None = Field(default=None, ge=1, le=16)
@@ -86,6 +89,9 @@ class TranslateRequest(_Strict):
 
 
 class ExplainRequest(_Strict):
+    """``POST /explain``: the arguments of :func:`attnkit.lessons.explain` as JSON;
+    ``scaled`` picks ``scaled_dot`` (else ``dot``), ``precision`` the decimals of the text."""
+
     query: list[float] | list[list[float]]
     keys: list[list[float]]
     values: list[list[float]] | None = None
@@ -122,7 +128,7 @@ def create_app(runs: list[ServedRun], limits: Limits | None = None) -> FastAPI:
 
     @app.get("/runs")
     def list_runs() -> dict[str, Any]:
-        return {"runs": [run_info(s.name, s.run) for s in runs], "limits": limits.__dict__}
+        return {"runs": [run_info(s.name, s.run) for s in runs], "limits": asdict(limits)}
 
     @app.post("/translate")
     async def translate(request: TranslateRequest) -> dict[str, Any]:
