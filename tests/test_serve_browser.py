@@ -90,6 +90,7 @@ def _api(server, body: dict) -> dict:
 
 
 def test_the_page_loads_without_console_errors(server, browser):
+    browser.get_log("browser")  # drain what earlier tests logged
     browser.get(server.url)
     _wait(browser, "#run option", 2)
     assert browser.title == "attnkit explorer"
@@ -178,6 +179,22 @@ def test_the_worked_example_tab_shows_the_explain_numbers(server, browser):
     cells = [c.text for c in browser.find_elements("css selector", "#explain-weights td")]
     assert cells == ["0.53", "0.17", "0.30"]  # README: weights ≈ [0.533, 0.168, 0.299]
     assert "weights" in browser.find_element("id", "explain-text").text
+
+
+def test_an_exported_file_opens_from_disk_with_its_sentences(browser, tmp_path):
+    from attnkit.nmt.translate import load_run, translate_lines
+    from attnkit.serve import write_html
+
+    run = load_run(make_runs(tmp_path)["transformer"])
+    lines = [INJECTED, "ein Hund rennt"]
+    path = write_html(tmp_path / "t.html", run, translate_lines(run, lines), beam_size=2)
+    browser.get_log("browser")  # drain what earlier tests logged
+    browser.get(path.as_uri())
+    cards = _wait(browser, ".sentence", 2)
+    assert [c.find_element("css selector", ".source").text for c in cards] == lines
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert cards[1].find_elements("css selector", ".heatmap td")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
 def _alpha(css_colour: str) -> float:

@@ -251,7 +251,15 @@ async function explainExample(event) {
   }
 }
 
+// A page written by attnkit.serve.export carries its sentences and has no server.
+function showEmbedded(node) {
+  const data = JSON.parse(node.textContent);
+  $("results").replaceChildren(...data.sentences.map(sentenceCard));
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const embedded = $("attnkit-data");
+  if (embedded) { showEmbedded(embedded); return; }
   for (const tab of document.querySelectorAll(".tab")) {
     tab.addEventListener("click", () => showTab(tab.dataset.tab));
   }
