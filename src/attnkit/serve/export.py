@@ -10,12 +10,11 @@ Meant for ``attnkit translate ... --html FILE``.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from ..nmt.checkpoint import atomic_write_bytes
 from ..nmt.translate import LoadedRun, Translation
 from .payload import sentence_payload
 
@@ -61,12 +60,5 @@ def write_html(
     """Write :func:`html_page` to ``path`` atomically (a temporary file, then rename)."""
     path = Path(path)
     text = html_page(run, translations, beam_size=beam_size, n_best=n_best)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path
