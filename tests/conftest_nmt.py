@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnkit.nmt.architectures import build_translator
 from attnkit.nmt.checkpoint import save_checkpoint
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.rnn import RNNConfig, RNNTranslator
@@ -89,21 +90,24 @@ def toy_batch(
 
 
 def make_run(folder, tokenizer, **sections):
-    """A run folder with a seeded, untrained tiny RNN: no training, ready to translate.
+    """A run folder with a seeded, untrained tiny model: no training, ready to translate.
 
     ``sections`` update the config's sections (``data={"max_src_len": 6}``);
-    ``data={"toy": None, "train": ...}`` swaps the toy task for files.
+    ``data={"toy": None, "train": ...}`` swaps the toy task for files; a
+    ``model`` that names its ``arch`` replaces the tiny RNN's settings.
     """
     raw = {
         "data": {"toy": {"task": "copy"}},
         "model": {"embed_dim": 8, "hidden_size": 8, "dropout": 0.0, "score": "general"},
         "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 3},
     }
+    if "arch" in sections.get("model", {}):
+        raw["model"] = {}
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)
     config = RunConfig.from_dict(raw)
     torch.manual_seed(0)
-    model = RNNTranslator(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
+    model = build_translator(config.model, tokenizer.vocab_size, tokenizer.vocab_size)
     (folder / "config.yaml").write_text(config.to_yaml())
     save_tokenizers(folder, tokenizer, tokenizer)
     save_checkpoint(folder, "best", model.state_dict(), {})

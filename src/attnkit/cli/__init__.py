@@ -4,9 +4,9 @@ Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
 arguments and returning an exit status: ``lessons`` (explain, saturation),
 ``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate),
-``align`` (align, inspect) and ``bench``. Bad user input raises
-:class:`UsageError` (or ``ValueError``), which is printed as one line on
-stderr with exit status 2, never as a traceback.
+``align`` (align, inspect), ``bench`` and ``serve`` (the explorer in the browser).
+Bad user input raises :class:`UsageError` (or ``ValueError``), which is printed
+as one line on stderr with exit status 2, never as a traceback.
 
 When the reader of stdout goes away (``attnkit explain ... | head -1``), the
 command stops quietly with exit status 141 (128 + SIGPIPE), the status a shell
@@ -32,7 +32,7 @@ BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ende
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import align, bench, lessons, nmt, plot
+    from . import align, bench, lessons, nmt, plot, serve
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (lessons, plot, nmt, align, bench):
+    for group in (lessons, plot, nmt, align, bench, serve):
         group.register(subparsers)
     return parser
 

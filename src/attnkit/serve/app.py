@@ -1,0 +1,269 @@
+"""The explorer's web application: the page and the JSON API (FastAPI).
+
+Routes (docs/serve.md):
+
+- ``GET /``, ``GET /static/app.js``, ``GET /static/app.css``: the page, read
+  once from the package (no path from a request is ever opened).
+- ``GET /runs``: the runs being served.
+- ``POST /translate`` ``{"text", "run"?, "beam"?, "n_best"?}``: one result per
+  line (:mod:`attnkit.serve.payload`).
+- ``POST /explain`` ``{"query", "keys", "values"?, "scaled"?, "mask"?, "causal"?}``:
+  :func:`attnkit.lessons.explain`'s trace as JSON, plus its text.
+
+Every error is JSON ``{"error": "..."}`` with a 4xx status: a malformed body
+or a value out of range (422), text too long or too many lines (413), an
+unknown run (404), a full queue (503). Translation runs in a worker thread,
+one request at a time per run (each model is loaded once and shared
+read-only), so the event loop keeps answering while a model works.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from ..lessons import explain
+from ..nmt.text import is_blank
+from ..nmt.translate import LoadedRun, translate_lines
+from .payload import run_info, sentence_payload
+
+__all__ = ["ApiError", "Limits", "ServedRun", "create_app"]
+
+_STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; beyond it the answer is an error that says the limit."""
+
+    max_chars: int = 2000  # characters of text per /translate request
+    max_lines: int = 16  # non-blank lines per /translate request
+    max_body_bytes: int = 256_000  # any request body
+    max_pending: int = 8  # /translate requests waiting for a run before 503
+    max_explain: int = 32  # rows and columns of each /explain matrix
+
+
+@dataclass
+class ServedRun:
+    """A loaded run and the lock that lets one request at a time use its model."""
+
+    name: str
+    run: LoadedRun
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ApiError(Exception):
+    """A bad request, answered as ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TranslateRequest(_Strict):
+    """``POST /translate``: lines of ``text`` with ``run`` (default the first), beam size
+    ``beam`` (default the run's) and the ``n_best`` hypotheses to list."""
+
+    text: str
+    run: str | None = None
+    beam: int | None = Field(default=None, ge=1, le=16)
+    n_best: int = Field(default=5, ge=1, le=16)
+
+
+class ExplainRequest(_Strict):
+    """``POST /explain``: the arguments of :func:`attnkit.lessons.explain` as JSON;
+    ``scaled`` picks ``scaled_dot`` (else ``dot``), ``precision`` the decimals of the text."""
+
+    query: list[float] | list[list[float]]
+    keys: list[list[float]]
+    values: list[list[float]] | None = None
+    scaled: bool = True
+    mask: list[bool] | list[list[bool]] | None = None
+    causal: bool = False
+    precision: int = Field(default=3, ge=0, le=10)
+
+
+def create_app(runs: list[ServedRun], limits: Limits | None = None) -> FastAPI:
+    """The application serving ``runs`` (the first is the default of ``/translate``).
+
+    Raises:
+        ValueError: two runs share a name.
+    """
+    limits = limits or Limits()
+    by_name = {served.name: served for served in runs}
+    if len(by_name) != len(runs):
+        raise ValueError(f"run names must be unique, got {[s.name for s in runs]}")
+    pages = {name: _read_static(name) for name in _STATIC}
+    pending = _Counter(limits.max_pending)
+    app = FastAPI(title="attnkit explorer", docs_url=None, redoc_url=None)
+    _add_error_handlers(app, limits)
+
+    @app.get("/")
+    def index() -> Response:
+        return Response(pages["index.html"], media_type=_STATIC["index.html"])
+
+    @app.get("/static/{name}")
+    def static(name: str) -> Response:
+        if name not in pages or name == "index.html":
+            raise ApiError(404, f"no such file: {name!r}")
+        return Response(pages[name], media_type=_STATIC[name])
+
+    @app.get("/runs")
+    def list_runs() -> dict[str, Any]:
+        return {"runs": [run_info(s.name, s.run) for s in runs], "limits": asdict(limits)}
+
+    @app.post("/translate")
+    async def translate(request: TranslateRequest) -> dict[str, Any]:
+        served = _choose_run(by_name, runs, request.run)
+        lines = _check_text(request.text, limits)
+        with pending.slot():
+            return await run_in_threadpool(_translate, served, lines, request)
+
+    @app.post("/explain")
+    def explain_route(request: ExplainRequest) -> dict[str, Any]:
+        return _explain(request, limits)
+
+    return app
+
+
+def _read_static(name: str) -> bytes:
+    return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+def _choose_run(by_name: dict[str, ServedRun], runs: list[ServedRun], name: str | None):
+    if name is None:
+        return runs[0]
+    if name not in by_name:
+        raise ApiError(404, f"no run named {name!r}; serving {sorted(by_name)}")
+    return by_name[name]
+
+
+def _check_text(text: str, limits: Limits) -> list[str]:
+    """The request's lines, or an error for empty, too long or too many."""
+    if is_blank(text):
+        raise ApiError(422, "text is empty: type a sentence to translate")
+    if len(text) > limits.max_chars:
+        raise ApiError(
+            413, f"text has {len(text)} characters; the limit is {limits.max_chars} per request"
+        )
+    lines = text.split("\n")
+    filled = sum(not is_blank(line) for line in lines)
+    if filled > limits.max_lines:
+        raise ApiError(413, f"text has {filled} lines; the limit is {limits.max_lines} per request")
+    return lines
+
+
+def _translate(served: ServedRun, lines: list[str], request: TranslateRequest) -> dict[str, Any]:
+    """Runs in a worker thread; the run's lock keeps its model to one request at a time."""
+    run = served.run
+    beam = run.config.decode.beam_size if request.beam is None else request.beam
+    warnings: list[str] = []
+    with served.lock:
+        translations = translate_lines(run, lines, beam_size=beam, warn=warnings.append)
+        sentences = [
+            sentence_payload(run, t, beam_size=beam, n_best=request.n_best) for t in translations
+        ]
+    return {"run": served.name, "beam": beam, "sentences": sentences, "warnings": warnings}
+
+
+def _explain(request: ExplainRequest, limits: Limits) -> dict[str, Any]:
+    matrices = {"query": request.query, "keys": request.keys, "values": request.values}
+    for name, rows in matrices.items():
+        if rows is None:
+            continue
+        width = max((len(r) for r in rows if isinstance(r, list)), default=0)
+        if len(rows) > limits.max_explain or width > limits.max_explain:
+            raise ApiError(413, f"{name} is limited to {limits.max_explain} rows and columns")
+    try:
+        trace = explain(
+            request.query,
+            request.keys,
+            request.values,
+            score="scaled_dot" if request.scaled else "dot",
+            mask=request.mask,
+            causal=request.causal,
+        )
+    except ValueError as err:
+        raise ApiError(422, str(err)) from None
+    return {"trace": trace.to_dict(), "text": trace.to_text(request.precision)}
+
+
+class _Counter:
+    """Counts requests waiting for or using a model; refuses more than ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.count, self.lock = limit, 0, threading.Lock()
+
+    def slot(self) -> _Counter:
+        with self.lock:
+            if self.count >= self.limit:
+                raise ApiError(503, f"busy: {self.limit} translations are waiting; try again")
+            self.count += 1
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.count -= 1
+
+
+def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
+    """Every error as ``{"error": ...}`` JSON; bodies over the limit refused unread."""
+
+    @app.middleware("http")
+    async def body_limit(request: Request, call_next):
+        size = request.headers.get("content-length", "0")
+        if not size.isdigit() or int(size) > limits.max_body_bytes:
+            return _error(413, f"request body over {limits.max_body_bytes} bytes")
+        try:
+            return await call_next(request)
+        except Exception:  # an unexpected failure: say so, never a traceback page
+            return _error(500, "internal error while handling the request")
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, err: ApiError) -> JSONResponse:
+        return _error(err.status, err.message)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, err: HTTPException) -> JSONResponse:
+        detail = str(err.detail)
+        if err.status_code == 400:  # FastAPI could not read the body (e.g. invalid UTF-8)
+            detail += ": send a JSON object encoded in UTF-8"
+        return _error(err.status_code, detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(422, _describe(err.errors()))
+
+
+def _describe(errors: Any) -> str:
+    """pydantic's errors as one line: ``body.text: Field required; ...`` (first three)."""
+    parts = []
+    for item in list(errors)[:3]:
+        loc = ".".join(str(x) for x in item.get("loc", ()))
+        parts.append(f"{loc}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

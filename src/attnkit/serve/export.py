@@ -1,0 +1,64 @@
+"""One self-contained HTML file of translations: the explorer's page without a server.
+
+:func:`write_html` inlines the page's script and style and the sentences'
+payloads (:func:`attnkit.serve.payload.sentence_payload`, every view), so the
+file opens from disk with no server and no network; hovering, the heatmap,
+the layer/head picker and the step explanation work as on ``attnkit serve``.
+Meant for ``attnkit translate ... --html FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from ..nmt.checkpoint import atomic_write_bytes
+from ..nmt.translate import LoadedRun, Translation
+from .payload import sentence_payload
+
+__all__ = ["html_page", "write_html"]
+
+# Inside <script> a "</" could end the element early: JSON lets us escape <, > and &.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def html_page(
+    run: LoadedRun, translations: Sequence[Translation], *, beam_size: int, n_best: int = 5
+) -> str:
+    """The page's text for ``translations`` (from :func:`~attnkit.nmt.translate.translate_lines`
+    with ``beam_size``)."""
+    data = {
+        "beam": beam_size,
+        "sentences": [
+            sentence_payload(run, t, beam_size=beam_size, n_best=n_best) for t in translations
+        ],
+        "warnings": [],
+    }
+    static = resources.files(__package__).joinpath("static")
+    script = static.joinpath("app.js").read_text(encoding="utf-8")
+    style = static.joinpath("app.css").read_text(encoding="utf-8")
+    blob = json.dumps(data, ensure_ascii=False).translate(_SCRIPT_SAFE)
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<title>attnkit translations</title>\n<style>\n" + style + "</style>\n</head>\n"
+        '<body>\n<main>\n<div id="results"></div>\n</main>\n'
+        '<script type="application/json" id="attnkit-data">' + blob + "</script>\n"
+        "<script>\n" + script + "</script>\n</body>\n</html>\n"
+    )
+
+
+def write_html(
+    path: str | Path,
+    run: LoadedRun,
+    translations: Sequence[Translation],
+    *,
+    beam_size: int,
+    n_best: int = 5,
+) -> Path:
+    """Write :func:`html_page` to ``path`` atomically (a temporary file, then rename)."""
+    path = Path(path)
+    text = html_page(run, translations, beam_size=beam_size, n_best=n_best)
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return path

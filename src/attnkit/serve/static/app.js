@@ -1,0 +1,269 @@
+// attnkit explorer: plain JavaScript, no libraries. Every piece of data reaches
+// the page through textContent or attributes (never parsed as HTML), so a token that
+// spells <script> is shown as text.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+async function postJSON(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const data = await response.json();
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+// ---------------------------------------------------------------- tabs
+
+function showTab(id) {
+  for (const tab of document.querySelectorAll(".tab")) {
+    tab.classList.toggle("active", tab.dataset.tab === id);
+  }
+  for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== id;
+}
+
+// ---------------------------------------------------------------- matrices
+
+// One (R, C) matrix from (L, H, R, C): a layer and a head, or the head mean.
+function pick(weights, layer, head) {
+  const heads = weights[layer];
+  if (head !== "mean") return heads[Number(head)];
+  return heads[0].map((row, r) =>
+    row.map((_, c) => heads.reduce((sum, h) => sum + h[r][c], 0) / heads.length));
+}
+
+// The matrix a sentence shows now, with its row (query) and column (key) labels.
+function chosen(s, view, layer, head) {
+  if (view === "alignment") return { m: s.weights, rows: s.tgt_pieces, cols: s.src_pieces };
+  const m = pick(s.views[view], layer, head);
+  if (view === "encoder") return { m, rows: s.src_pieces, cols: s.src_pieces };
+  if (view === "decoder") {
+    return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs };
+  }
+  return { m, rows: s.tgt_pieces, cols: s.src_pieces };
+}
+
+const shade = (w) => `rgba(30, 90, 200, ${Math.max(0, Math.min(1, w)).toFixed(4)})`;
+const ink = (w) => (w > 0.55 ? "#fff" : "#111");
+
+function paint(node, w) {
+  node.style.backgroundColor = shade(w);
+  node.style.color = ink(w);
+  node.dataset.weight = String(w);
+}
+
+function clearPaint(nodes) {
+  for (const node of nodes) {
+    node.style.backgroundColor = "";
+    node.style.color = "";
+    delete node.dataset.weight;
+    node.classList.remove("focus");
+  }
+}
+
+// ---------------------------------------------------------------- one sentence
+
+function sentenceCard(s) {
+  const card = el("div", { class: "sentence" });
+  card.append(el("h3", { class: "source" }, s.source));
+  if (s.truncated_from !== null) {
+    card.append(el("p", { class: "warning" },
+      `The source had ${s.truncated_from} tokens and was cut to the model's limit.`));
+  }
+  if (s.weights === null) {
+    card.append(el("p", { class: "empty" }, "(empty line: nothing to translate)"));
+    return card;
+  }
+  const list = el("ol", { class: "hypotheses" });
+  for (const h of s.hypotheses) {
+    const item = el("li");
+    item.append(el("span", { class: "hyp-text" }, h.text), el("span", { class: "score" },
+      ` score ${h.score.toFixed(4)}`));
+    list.append(item);
+  }
+  card.append(el("p", { class: "translation" }, s.text), list);
+  card.append(viewControls(s, card));
+  card.append(el("div", { class: "keys tokens" }), el("div", { class: "queries tokens" }));
+  card.append(el("div", { class: "heatmap" }), el("div", { class: "step" }));
+  render(s, card);
+  return card;
+}
+
+function viewControls(s, card) {
+  const box = el("div", { class: "controls" });
+  const view = el("select", { class: "view" });
+  const names = { alignment: "alignment (search)", cross: "cross-attention",
+    encoder: "encoder self-attention", decoder: "decoder self-attention (causal)" };
+  for (const [value, label] of Object.entries(names)) {
+    if (value === "alignment" || s.views[value]) view.append(el("option", { value }, label));
+  }
+  const layer = el("select", { class: "layer" });
+  const head = el("select", { class: "head" });
+  box.append(el("label", {}, "view "), view, el("label", {}, " layer "), layer,
+    el("label", {}, " head "), head);
+  const fill = () => {
+    const w = s.views[view.value === "alignment" ? "cross" : view.value];
+    layer.replaceChildren(...w.map((_, i) => el("option", { value: i }, i)));
+    layer.value = String(w.length - 1);
+    head.replaceChildren(el("option", { value: "mean" }, "mean"),
+      ...w[0].map((_, i) => el("option", { value: i }, i)));
+    const fixed = view.value === "alignment";
+    layer.disabled = head.disabled = fixed;
+  };
+  fill();
+  view.addEventListener("change", () => { fill(); render(s, card); });
+  layer.addEventListener("change", () => render(s, card));
+  head.addEventListener("change", () => render(s, card));
+  return box;
+}
+
+function render(s, card) {
+  const q = (sel) => card.querySelector(sel);
+  const { m, rows, cols } = chosen(s, q(".view").value, Number(q(".layer").value),
+    q(".head").value);
+  const keys = q(".keys");
+  const queries = q(".queries");
+  keys.replaceChildren(el("span", { class: "label" }, "keys:"));
+  queries.replaceChildren(el("span", { class: "label" }, "queries:"));
+  const keyNodes = cols.map((t, j) => el("span", { class: "tok key", "data-index": j }, t));
+  const queryNodes = rows.map((t, i) => el("span", { class: "tok query", "data-index": i }, t));
+  keys.append(...keyNodes);
+  queries.append(...queryNodes);
+  const all = [...keyNodes, ...queryNodes];
+  queryNodes.forEach((node, i) => {
+    const show = () => { clearPaint(all); node.classList.add("focus");
+      keyNodes.forEach((k, j) => paint(k, m[i][j])); };
+    node.addEventListener("mouseenter", show);
+    node.addEventListener("click", () => { show(); explainStep(q(".step"), m[i], rows[i], cols); });
+  });
+  keyNodes.forEach((node, j) => {
+    node.addEventListener("mouseenter", () => { clearPaint(all); node.classList.add("focus");
+      queryNodes.forEach((r, i) => paint(r, m[i][j])); });
+  });
+  q(".heatmap").replaceChildren(heatmap(m, rows, cols));
+  q(".step").replaceChildren();
+}
+
+function heatmap(m, rows, cols) {
+  const table = el("table", { class: "grid" });
+  const head = el("tr");
+  head.append(el("th"), ...cols.map((c) => el("th", { class: "col" }, c)));
+  table.append(head);
+  m.forEach((row, i) => {
+    const tr = el("tr");
+    tr.append(el("th", {}, rows[i]));
+    row.forEach((w, j) => {
+      const td = el("td", { title: `${rows[i]} -> ${cols[j]}: ${w.toFixed(4)}` }, w.toFixed(2));
+      paint(td, w);
+      tr.append(td);
+    });
+    table.append(tr);
+  });
+  return table;
+}
+
+// "Explain this step": the weights of one query over the keys. The run does not
+// expose its raw scores, but softmax fixes them up to one shared constant:
+// log w_j = s_j - log(sum_k exp(s_k)).
+function explainStep(box, weights, token, cols) {
+  const table = el("table", { class: "step-table" });
+  const head = el("tr");
+  head.append(el("th", {}, "key"), el("th", {}, "weight w_j"),
+    el("th", {}, "log w_j = s_j − logΣexp(s)"));
+  table.append(head);
+  weights.forEach((w, j) => {
+    const tr = el("tr");
+    tr.append(el("td", {}, cols[j]), el("td", {}, w.toFixed(6)),
+      el("td", {}, w > 0 ? Math.log(w).toFixed(4) : "−inf (masked)"));
+    table.append(tr);
+  });
+  const sum = weights.reduce((a, b) => a + b, 0);
+  box.replaceChildren(el("h4", {}, `Step for “${token}”`), table,
+    el("p", { class: "sum" }, `Σ w_j = ${sum.toFixed(6)} (softmax weights sum to 1)`));
+}
+
+// ---------------------------------------------------------------- translate tab
+
+async function loadRuns() {
+  const response = await fetch("/runs");
+  const data = await response.json();
+  $("run").replaceChildren(...data.runs.map((r) =>
+    el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.src_lang}→${r.tgt_lang})`)));
+}
+
+async function translate(event) {
+  event.preventDefault();
+  const status = $("translate-status");
+  const body = { text: $("text").value, run: $("run").value || null };
+  if ($("beam").value) body.beam = Number($("beam").value);
+  status.textContent = "translating…";
+  status.classList.remove("error");
+  try {
+    const data = await postJSON("/translate", body);
+    $("results").replaceChildren(...data.sentences.map(sentenceCard));
+    status.textContent = data.warnings.join(" ") || `beam ${data.beam}`;
+  } catch (err) {
+    status.textContent = err.message;
+    status.classList.add("error");
+  }
+}
+
+// ---------------------------------------------------------------- worked example tab
+
+const parseRows = (text) => text.split(";").map((row) =>
+  row.split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number));
+
+async function explainExample(event) {
+  event.preventDefault();
+  const status = $("explain-status");
+  const query = parseRows($("ex-query").value);
+  const body = {
+    query: query.length === 1 ? query[0] : query,
+    keys: parseRows($("ex-keys").value),
+    scaled: $("ex-scaled").checked,
+    causal: $("ex-causal").checked,
+  };
+  if ($("ex-values").value.trim()) body.values = parseRows($("ex-values").value);
+  if ($("ex-mask").value.trim()) {
+    const mask = parseRows($("ex-mask").value).map((row) => row.map((x) => x !== 0));
+    body.mask = mask.length === 1 ? mask[0] : mask;
+  }
+  status.classList.remove("error");
+  try {
+    const data = await postJSON("/explain", body);
+    const t = data.trace;
+    $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels));
+    $("explain-text").textContent = data.text;
+    status.textContent = "";
+  } catch (err) {
+    status.textContent = err.message;
+    status.classList.add("error");
+  }
+}
+
+// A page written by attnkit.serve.export carries its sentences and has no server.
+function showEmbedded(node) {
+  const data = JSON.parse(node.textContent);
+  $("results").replaceChildren(...data.sentences.map(sentenceCard));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const embedded = $("attnkit-data");
+  if (embedded) { showEmbedded(embedded); return; }
+  for (const tab of document.querySelectorAll(".tab")) {
+    tab.addEventListener("click", () => showTab(tab.dataset.tab));
+  }
+  $("translate-form").addEventListener("submit", translate);
+  $("explain-form").addEventListener("submit", explainExample);
+  loadRuns().catch((err) => { $("translate-status").textContent = err.message; });
+});
