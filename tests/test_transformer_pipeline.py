@@ -117,3 +117,17 @@ def test_transformer_resumes_after_sigkill_exactly(tmp_path):
     assert saved_step(run_dir) < STEPS
     resume(run_dir)
     assert_same_run(run_dir, reference)
+
+
+def test_translate_html_writes_one_self_contained_page(transformer_run, tmp_path, capsys):
+    page = tmp_path / "page.html"
+    status, out, err = run(capsys, "translate", str(transformer_run), "s1 s2", "--html", str(page))
+    assert status == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert out.strip() and "http://" not in text and "https://" not in text
+    assert "<script" in text  # the explorer's code is inlined, not loaded
+    status, _, err = run(
+        capsys, "translate", str(transformer_run), "s1", "--html", str(tmp_path / "no/x.html")
+    )
+    assert status == 2
+    assert_one_line_error(err, "translate", "--html")

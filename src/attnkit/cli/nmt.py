@@ -113,6 +113,12 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         help="write the --show-attention lines to FILE instead of stderr",
     )
     p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write one self-contained HTML page (no server, no network) with the "
+        "translations and their attention, as 'attnkit serve' shows them",
+    )
+    p.add_argument(
         "--attention-json",
         metavar="FILE",
         help="write JSON Lines to FILE, one object per input line: source, translation, "
@@ -328,6 +334,7 @@ def run_translate(args: argparse.Namespace) -> int:
             run, _input_buffers(args), beam_size=args.beam, warn=_warn
         ):
             sinks.write(first, translations)
+        sinks.close()
     return 0
 
 
@@ -340,6 +347,8 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         raise UsageError("--n-best needs --attention-json FILE (the hypotheses go there)")
     if args.attention_out and not args.show_attention:
         raise UsageError("--attention-out needs --show-attention")
+    if args.html and not Path(args.html).resolve().parent.is_dir():
+        raise UsageError(f"--html {args.html}: its folder does not exist")
 
 
 def _input_buffers(args: argparse.Namespace):
@@ -378,6 +387,7 @@ class _TranslateSinks:
             self.json = stack.enter_context(_open_for_writing(args.attention_json))
         if args.plot:
             _clear_old_heatmaps(Path(args.plot))
+        self.page = [] if args.html else None  # translations for --html, written at the end
         show = args.progress or (not args.sentences and _stdin_is_a_file())
         self.bar = stack.enter_context(
             tqdm(unit=" lines", file=sys.stderr, disable=not show, dynamic_ncols=True)
@@ -394,7 +404,18 @@ class _TranslateSinks:
             self._write_json(first, translations)
         if self.args.plot:
             _plot(self.run, translations, Path(self.args.plot), self.args.layer, self.head, first)
+        if self.page is not None:
+            self.page.extend(translations)
         self.bar.update(len(translations))
+
+    def close(self) -> None:
+        """Write what needs every translation (the --html page)."""
+        if self.page is not None:
+            from ..serve import write_html
+
+            beam = self.args.beam or self.run.config.decode.beam_size
+            path = write_html(self.args.html, self.run, self.page, beam_size=beam)
+            print(f"html: {path}", file=sys.stderr)
 
     def _weights(self, t):
         """The --layer/--head cross-attention when chosen, else None (the translation's own)."""
