@@ -120,6 +120,8 @@ def n_best(
             batch.src_lengths,
             beam_size=width,
             length_penalty=decode.length_penalty,
+            coverage_penalty=decode.coverage_penalty,
+            no_repeat_ngram=decode.no_repeat_ngram,
             max_len_a=decode.max_len_a,
             max_len_b=decode.max_len_b,
         )

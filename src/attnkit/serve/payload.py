@@ -3,7 +3,7 @@
 A sentence's payload holds the translation of :func:`attnkit.nmt.translate.translate_lines`
 (its alignment ``weights`` ``(T, S)`` unchanged, so a script reading the API
 gets the same numbers as the library), the beam's other hypotheses
-(:func:`attnkit.nmt.search.beam_search_n_best`) and every layer and head
+(:func:`attnkit.nmt.streaming.n_best`, with the run's decode settings) and every layer and head
 (:func:`attnkit.nmt.views.attention_views`): ``cross (L, H, T, S)``, and for a
 Transformer ``encoder (Le, H, S, S)`` and ``decoder (L, H, T, T)`` (0 above the
 diagonal). ``S`` counts the source tokens with ``</s>``; ``T`` the output steps
@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from ..nmt.batching import Examples, make_batch
-from ..nmt.search import beam_search_n_best
+from ..nmt.streaming import n_best as n_best_hypotheses
 from ..nmt.translate import LoadedRun, Translation
 from ..nmt.views import attention_views
 from ..nmt.vocab_ids import BOS, EOS, SPECIAL_TOKENS
@@ -70,24 +69,14 @@ def sentence_payload(
 
 
 def _hypotheses(
-    run: LoadedRun, translation: Translation, beam_size: int, n_best: int
+    run: LoadedRun, translation: Translation, beam_size: int, n_best_count: int
 ) -> list[dict[str, Any]]:
     """The beam's finished hypotheses, best first (greedy: the translation alone)."""
     best = {"text": translation.text, "score": translation.score, "pieces": translation.tgt_pieces}
     if beam_size == 1:
         return [best]
-    decode = run.config.decode
-    batch = make_batch(Examples([translation.src_ids]), [0]).to(run.device)
     with torch.no_grad():
-        (found,) = beam_search_n_best(
-            run.model,
-            batch.src,
-            batch.src_lengths,
-            beam_size=beam_size,
-            length_penalty=decode.length_penalty,
-            max_len_a=decode.max_len_a,
-            max_len_b=decode.max_len_b,
-        )
+        (found,) = n_best_hypotheses(run, [translation], n_best_count, beam_size)
     eos = [SPECIAL_TOKENS[EOS]]
     return [
         {
@@ -95,5 +84,5 @@ def _hypotheses(
             "score": float(h.score),
             "pieces": run.tgt_tok.pieces(h.tokens) + (eos if h.ended else []),
         }
-        for h in found[:n_best]
+        for h in found
     ]
