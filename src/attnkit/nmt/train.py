@@ -52,18 +52,18 @@ from .architectures import build_translator
 from .batching import Batch, Examples, bucket_batches, encode_examples, make_batch, sorted_batches
 from .checkpoint import (
     Checkpoint,
-    atomic_write_bytes,
     checkpoint_exists,
     load_latest,
     save_checkpoint,
 )
-from .config import RunConfig, TrainConfig, config_changes
+from .config import RunConfig, TrainConfig
 from .corpus import load_split
 from .device import resolve_device
 from .distributed import Group, join
 from .interrupt import StopRequest
 from .metrics import perplexity, sacre_bleu
 from .model import Translator
+from .run_folder import prepare_folder, read_history, write_history
 from .runlock import run_lock
 from .schedule import Schedule
 from .search import decode_examples
@@ -71,9 +71,6 @@ from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
 from .vocab_ids import PAD
 
 __all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "set_threads", "train"]
-
-RUN_FILES = ("config.yaml", "metrics.jsonl", "learning_curve.png", "tokenizer.json")
-RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")
 
 
 @dataclass
@@ -128,70 +125,6 @@ def set_threads(threads: int, processes: int = 1) -> int:
             threads = int(chosen)
     torch.set_num_threads(max(int(threads or 1), 1))
     return torch.get_num_threads()
-
-
-# What --resume may change: how long the run goes on, how often it validates and saves,
-# and its label.
-RESUME_MAY_CHANGE = (
-    *(
-        f"train.{key}"
-        for key in (
-            "epochs",
-            "max_steps",
-            "max_minutes",
-            "early_stopping",
-            "valid_every",
-            "checkpoint_every",
-            "valid_bleu_sentences",
-        )
-    ),
-    "name",
-)
-
-
-def _prepare_folder(
-    run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool, echo: Callable[[str], None]
-) -> bool:
-    """Make ``run_dir`` ready; True when it holds a checkpoint to resume from.
-
-    A folder without a ``last`` checkpoint holds no run (a start that failed
-    before its first save): it is reused as if empty, so a retry needs no flag.
-    """
-    saved = run_dir / "config.yaml"
-    if overwrite:
-        for name in RUN_FILES:
-            (run_dir / name).unlink(missing_ok=True)
-        for pattern in RUN_GLOBS:
-            for path in run_dir.glob(pattern):
-                path.unlink()
-    resuming = checkpoint_exists(run_dir / "last.json")
-    if resuming and not resume:
-        raise ValueError(
-            f"{run_dir} already holds a run; pass --resume to continue or reuse it, "
-            "or --overwrite to start over"
-        )
-    changes = config_changes(RunConfig.load(saved), config) if resuming else []
-    fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
-    if fixed:
-        raise ValueError(
-            f"the config differs from the one saved in {saved} ({_changes_text(fixed)}); only "
-            f"{', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite to start "
-            "over or use another --out folder"
-        )
-    if changes:
-        echo(f"resuming with {_changes_text(changes)}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if changes or not resuming:
-        atomic_write_bytes(saved, config.to_yaml().encode("utf-8"))
-    return resuming
-
-
-def _changes_text(changes: list[tuple[str, object, object]]) -> str:
-    """``model.hidden_size: 64 in the run, 128 given; ...``."""
-    return "; ".join(
-        f"{key}: {json.dumps(before)} in the run, {json.dumps(after)} given"
-        for key, before, after in changes
-    )
 
 
 def _budget_left(cfg: TrainConfig, p: Progress) -> bool:
@@ -309,25 +242,6 @@ def validate(model, examples: Examples, references, tgt_tok, config: RunConfig, 
     return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}
 
 
-def _read_history(path: Path, up_to_step: float) -> list[dict]:
-    """Rows of ``metrics.jsonl`` up to a step; a torn last line (a crash mid-write) is dropped."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= up_to_step:
-            rows.append(row)
-    return rows
-
-
-def _write_history(path: Path, rows: list[dict]) -> None:
-    atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8"))
-
-
 class _Trainer:
     """State and steps of one training run (kept small: :func:`train` is the entry point)."""
 
@@ -369,9 +283,9 @@ class _Trainer:
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
             raise ValueError(f"{where}: cannot resume from this checkpoint ({err})") from None
         metrics = self.run_dir / "metrics.jsonl"
-        self.history = _read_history(metrics, self.progress.step)
+        self.history = read_history(metrics, self.progress.step)
         if self.group.is_main:
-            _write_history(metrics, self.history)
+            write_history(metrics, self.history)
         self.started -= self.progress.elapsed_s
 
     def _restore_rng(self, extra: dict, saved_world: int) -> None:
@@ -651,7 +565,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     config, run_dir, echo, group = trainer.config, trainer.run_dir, trainer.echo, trainer.group
     with group.main_first():  # rank 0 prepares the folder, then the others read it
         if group.is_main:
-            resuming = _prepare_folder(
+            resuming = prepare_folder(
                 run_dir, config, resume=resume, overwrite=overwrite, echo=echo
             )
             if not resuming:  # rows of a run killed before saving
@@ -666,7 +580,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
                 f"{run_dir} holds a finished run with this config; reusing it (--overwrite "
                 "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
             )
-            history = _read_history(run_dir / "metrics.jsonl", math.inf)
+            history = read_history(run_dir / "metrics.jsonl", math.inf)
             return TrainSummary(run_dir, progress, True, history, main=group.is_main)
         echo(f"{run_dir} finished ({progress.stop_reason}); the new budget lets it go on")
     threads = set_threads(config.train.threads, group.local_world_size)
