@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -158,10 +158,14 @@ class TrainConfig(_Section):
     steps between validations. A step whose loss or gradient is not finite is
     skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
 
-    ``threads`` is the number of CPU threads torch uses (intra-op). The default
-    0 means: ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may
-    use (shared among the ``torchrun`` processes on the machine), never more
-    than torch's own setting. Set it (e.g. 1) for runs that repeat exactly.
+    ``threads`` is the number of CPU threads torch uses (intra-op). 0 means:
+    ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may use
+    (shared among the ``torchrun`` processes on the machine), never more than
+    torch's own setting. The default ``auto`` starts there and, every 2 s,
+    gives back the cores other processes are using (a busy core costs a team
+    of spin-waiting threads far more than its share; see
+    :mod:`attnkit.nmt.threads`). Set a number (e.g. 1) for runs that repeat
+    bit for bit.
 
     Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
     ``early_stopping``, ``valid_every``, ``checkpoint_every``,
@@ -192,7 +196,7 @@ class TrainConfig(_Section):
     max_minutes: float | None = Field(None, gt=0)
     pool_batches: int = Field(50, gt=0)
     seed: int = 1
-    threads: int = Field(0, ge=0)
+    threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 

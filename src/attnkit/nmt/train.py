@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -67,10 +66,11 @@ from .run_folder import prepare_folder, read_history, write_history
 from .runlock import run_lock
 from .schedule import Schedule
 from .search import decode_examples
+from .threads import ThreadGovernor
 from .tokenizer import load_tokenizers, save_tokenizers, train_tokenizers
 from .vocab_ids import PAD
 
-__all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "set_threads", "train"]
+__all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "train"]
 
 
 @dataclass
@@ -106,25 +106,6 @@ class TrainSummary:
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     main: bool = True  # False on the other ranks of a torchrun job (they report nothing)
-
-
-def set_threads(threads: int, processes: int = 1) -> int:
-    """Use ``threads`` intra-op threads; 0 picks the default.
-
-    The default respects what the user already chose: ``OMP_NUM_THREADS`` when
-    set (``torchrun`` sets it to 1 for several processes per machine), and
-    never more than torch's own thread count; otherwise this process's share
-    of the CPUs it may use (``processes`` training processes on this machine
-    share them: each takes ``cpus // processes``, at least one).
-    """
-    if threads == 0:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        threads = min((cpus or 1) // max(processes, 1), torch.get_num_threads())
-        chosen = os.environ.get("OMP_NUM_THREADS", "").strip()
-        if chosen.isdigit() and int(chosen) > 0:
-            threads = int(chosen)
-    torch.set_num_threads(max(int(threads or 1), 1))
-    return torch.get_num_threads()
 
 
 def _budget_left(cfg: TrainConfig, p: Progress) -> bool:
@@ -255,6 +236,7 @@ class _Trainer:
         self.epoch_state = self.generator.get_state()
         self.stop = StopRequest(announce=group.is_main)
         self.halt = ""  # the stop request all ranks agreed on (see poll)
+        self.threads = ThreadGovernor(config.train.threads, group.local_world_size)
 
     def setup(self, src_vocab: int, tgt_vocab: int) -> None:
         cfg = self.config.train
@@ -498,11 +480,17 @@ class _Trainer:
             batch = make_batch(train_ex, mine or indices[:1]).to(self.device)
             total = _target_tokens(train_ex, indices)
             value = self.train_step(batch, total, counts=bool(mine))
+            self.threads.tick()
             bar.update(1)
             if value is not None:
                 tokens += total
                 rate = tokens / max(time.monotonic() - tick, 1e-9)
-                bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{rate:.0f}", refresh=False)
+                bar.set_postfix(
+                    loss=f"{value:.3f}",
+                    tok_s=f"{rate:.0f}",
+                    threads=self.threads.threads,
+                    refresh=False,
+                )
                 if cfg.valid_every and p.step % cfg.valid_every == 0:
                     self.validate_pending(valid_data)
                 elif cfg.checkpoint_every and p.step % cfg.checkpoint_every == 0:
@@ -583,10 +571,12 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
             history = read_history(run_dir / "metrics.jsonl", math.inf)
             return TrainSummary(run_dir, progress, True, history, main=group.is_main)
         echo(f"{run_dir} finished ({progress.stop_reason}); the new budget lets it go on")
-    threads = set_threads(config.train.threads, group.local_world_size)
+    adapts = (
+        " (auto: fewer while other processes load the CPUs)" if trainer.threads.adaptive else ""
+    )
     echo(
-        f"training {config.name} on {trainer.device}{group.describe()} with {threads} "
-        f"thread(s) into {run_dir}{_batch_note(config, group)}"
+        f"training {config.name} on {trainer.device}{group.describe()} with "
+        f"{trainer.threads.threads} thread(s){adapts} into {run_dir}{_batch_note(config, group)}"
     )
     with trainer.stop:
         return _run(trainer, ckpt)
@@ -649,7 +639,27 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
         f"stopped: {p.stop_reason}; best valid BLEU {p.best_bleu:.2f} at step {p.best_step} "
         f"({trainer.elapsed() / 60:.1f} min){skipped}"
     )
+    cut_short = _cut_short(config.train, p, run_dir)
+    if cut_short:
+        echo(cut_short)
     return TrainSummary(run_dir, p, False, trainer.history, main=main)
+
+
+def _cut_short(cfg: TrainConfig, p: Progress, run_dir: Path) -> str:
+    """A plain warning when the time cap, not the step budget, ended a run that has both."""
+    if (
+        cfg.max_steps is None
+        or p.step >= cfg.max_steps
+        or not p.stop_reason.startswith("max_minutes")
+    ):
+        return ""
+    return (
+        f"note: the time cap (train.max_minutes={cfg.max_minutes:g}) stopped training at step "
+        f"{p.step} of train.max_steps={cfg.max_steps}: this machine was slower or busier than "
+        "the config assumes, so the result will fall short of the one recorded for it; "
+        f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
+        "finishes the budget"
+    )
 
 
 def _rank_key(name: str, rank: int) -> str:
