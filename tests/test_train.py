@@ -183,3 +183,13 @@ def test_saved_model_translates_exactly_like_the_original(tmp_path, overrides):
     assert torch.equal(loaded[0].weights, original[0].weights)
     assert loaded[0].src_pieces == ["s1", "s2", "s3", "</s>"]
     assert len(loaded[0].tgt_pieces) == loaded[0].weights.shape[0]
+
+
+def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
+    messages = []
+    cfg = config("train.max_steps=100000", "train.max_minutes=0.0001", "train.valid_every=null")
+    summary = train(cfg, tmp_path / "run", progress_bar=False, echo=messages.append)
+    assert summary.progress.stop_reason == "max_minutes=0.0001 reached"
+    note = messages[-1]
+    assert note.startswith("note: the time cap (train.max_minutes=0.0001) stopped training at step")
+    assert "of train.max_steps=100000" in note and "--resume" in note
