@@ -9,6 +9,7 @@ from attnkit.nmt.diagnostics import (
     attention_entropy,
     coverage,
     coverage_shares,
+    last_word_share,
     length_ratio,
     monotonicity,
     padding_mass,
@@ -95,3 +96,18 @@ def test_summary_leaves_eos_out_of_coverage_and_keeps_it_in_entropy():
     assert (summary.under_covered, summary.over_covered) == (0.5, 0.0)
     assert summary.mean_entropy == 0.0 and summary.padding_mass == 0.0
     assert summary.length_ratio == 1.0 and summary.monotonicity_sentences == 0
+    assert summary.last_word_share == 0.0  # y0 attends w0, not the last word w1
+
+
+def test_last_word_share_counts_steps_stuck_on_the_final_source_word():
+    # sentence 0: source "a b .", output steps attend ".", ".", "a"; sentence 1:
+    # source "a ." + pad, one real step on "." and one padded step (not counted)
+    weights = torch.tensor(
+        [
+            [[0.0, 0.1, 0.9], [0.0, 0.01, 0.99], [0.8, 0.1, 0.1]],
+            [[0.2, 0.8, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 0.0]],
+        ]
+    )
+    src_mask = torch.tensor([[True, True, True], [True, True, False]])
+    tgt_mask = torch.tensor([[True, True, True], [True, False, False]])
+    assert last_word_share(weights, src_mask, tgt_mask) == (3, 4)

@@ -18,6 +18,10 @@ their own loop; :func:`summarize` gathers the corpus figures that
 * monotonicity: Spearman's rank correlation between output position ``t`` and
   the source position of its largest weight ``argmax_s w_ts``; 1 for a
   diagonal alignment, -1 for an anti-diagonal one.
+* last-word share: the share of output steps whose largest weight is on the
+  last source word (usually the final ``.``) -- the signature of a saturated
+  softmax (unscaled dot-product scores) that summarises the sentence in one
+  state; in a healthy model it is near ``1 / S``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "attention_entropy",
     "coverage",
     "coverage_shares",
+    "last_word_share",
     "length_ratio",
     "monotonicity",
     "padding_mass",
@@ -155,6 +160,19 @@ def monotonicity(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
     return out
 
 
+def last_word_share(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> tuple[int, int]:
+    """(output steps whose argmax is the last real source position, real output steps).
+
+    Raises:
+        ValueError: shapes that do not fit ``(B, T, S)``.
+    """
+    _check(weights, src_mask, tgt_mask)
+    masked = weights.detach().float().masked_fill(~src_mask[:, None, :], -1.0)  # (B, T, S)
+    last = src_mask.long().sum(dim=1) - 1  # (B,)
+    on_last = (masked.argmax(dim=-1) == last[:, None]) & tgt_mask  # (B, T)
+    return int(on_last.sum()), int(tgt_mask.sum())
+
+
 def _average_ranks(x: Tensor) -> Tensor:
     """Ranks 0..n-1 of ``x`` ``(n,)``, ties sharing their mean rank (as Spearman needs)."""
     order = x.argsort()
@@ -229,6 +247,7 @@ class Summary:
     mean_coverage: float
     monotonicity: float
     monotonicity_sentences: int
+    last_word_share: float
     repeated_3gram_rate: float
     length_ratio: float
 
@@ -269,7 +288,7 @@ def summarize(
         ValueError: as the tensor functions, or texts of different lengths.
     """
     entropy_sum = steps = mass = 0.0
-    covers, monotone = [], []
+    covers, monotone, on_last, word_steps = [], [], 0, 0
     for weights, src_lengths, tgt_lengths in batches:
         src_mask = _length_mask(src_lengths, weights.shape[2])  # (B, S)
         tgt_mask = _length_mask(tgt_lengths, weights.shape[1])  # (B, T)
@@ -281,6 +300,8 @@ def summarize(
         tgt_words = _length_mask(tgt_lengths - drop, weights.shape[1])  # (B, T)
         covers.append(coverage(weights, src_words, tgt_words)[src_words])
         monotone.append(monotonicity(weights, src_words, tgt_words))
+        hits, counted = last_word_share(weights, src_words, tgt_words)
+        on_last, word_steps = on_last + hits, word_steps + counted
     cover = torch.cat(covers) if covers else torch.zeros(0)
     rho = torch.cat(monotone) if monotone else torch.zeros(0)
     defined = rho[~rho.isnan()]
@@ -294,6 +315,7 @@ def summarize(
         mean_coverage=float(cover.mean()) if cover.numel() else 0.0,
         monotonicity=float(defined.mean()) if defined.numel() else math.nan,
         monotonicity_sentences=int(defined.numel()),
+        last_word_share=on_last / word_steps if word_steps else 0.0,
         repeated_3gram_rate=repeated_ngram_rate(hypotheses, references, 3),
         length_ratio=length_ratio(hypotheses, references),
     )
