@@ -3,15 +3,14 @@
 A model at the benchmark size (E=128, D=256, Luong timing) is first trained
 briefly on the reverse task, so that it emits <eos> and sentences finish at
 different steps, as real translations do. The same sentences are then
-decoded in batches of 64 sorted by length, and one by one:
+decoded in batches of 64 sorted by length, and one by one, alternately, the
+median of several repeats each (``timing.compare``):
 
 - ``greedy_batched_vs_single``: one-at-a-time time / batched time (speedup);
 - ``beam_batched_vs_single``: the same for beam search with K = 5.
 """
 
 from __future__ import annotations
-
-import time
 
 import torch
 
@@ -20,19 +19,19 @@ from attnkit.nmt.search import beam_search, greedy_decode
 
 from .bench_train import attnkit_trainer, reverse_examples
 from .report import Result, Table
+from .timing import compare
 
 BATCH, BEAM = 64, 5
 
 
-def _decode_all(model, examples: Examples, batch_size: int, search) -> tuple[float, list]:
+def _decode_all(model, examples: Examples, batch_size: int, search) -> list:
     """Decode every example in batches sorted by length; hypotheses in input order."""
-    start = time.perf_counter()
     out: list = [None] * len(examples)
     for indices in sorted_batches(examples, batch_size):
         batch = make_batch(examples, indices)
         for i, hyp in zip(indices, search(model, batch.src, batch.src_lengths), strict=True):
             out[i] = hyp
-    return time.perf_counter() - start, out
+    return out
 
 
 def run(quick: bool) -> Result:
@@ -47,7 +46,7 @@ def run(quick: bool) -> Result:
     table = Table(
         f"Decoding {sentences} reverse-task sentences "
         f"(speedup = one at a time / batches of {BATCH})",
-        ["search", "batched s", "one at a time s", "speedup", "exact match"],
+        ["search", "batched s (median)", "one at a time s (median)", "speedup", "exact match"],
     )
     ratios = {}
     searches = {
@@ -56,10 +55,14 @@ def run(quick: bool) -> Result:
     }
     for (name, search), key in zip(searches.items(), ("greedy", "beam"), strict=True):
         with torch.inference_mode():
-            _decode_all(model, Examples(test.src[:4], test.tgt[:4]), 2, search)  # warm-up
-            batched, hyps = _decode_all(model, test, BATCH, search)
-            single, _ = _decode_all(model, test, 1, search)
+            timed = compare(
+                lambda search=search: _decode_all(model, test, BATCH, search),
+                lambda search=search: _decode_all(model, test, 1, search),
+                repeats=3 if quick else 5,
+                warmup=1,
+            )
+            hyps = _decode_all(model, test, BATCH, search)
         exact = sum(h.tokens == t for h, t in zip(hyps, test.tgt, strict=True)) / sentences
-        table.add(name, batched, single, single / batched, exact)
-        ratios[f"{key}_batched_vs_single"] = single / batched
+        table.add(name, timed.candidate_s, timed.baseline_s, timed.speedup, exact)
+        ratios[f"{key}_batched_vs_single"] = timed.speedup
     return Result(tables=[table], ratios=ratios)

@@ -21,6 +21,7 @@ import torch
 from . import (
     bench_attention,
     bench_compile,
+    bench_contention,
     bench_decode,
     bench_distributed,
     bench_train,
@@ -35,6 +36,7 @@ SUITES = {
     "decode": bench_decode,
     "transformer": bench_transformer,
     "distributed": bench_distributed,
+    "contention": bench_contention,
 }
 
 

@@ -2,6 +2,7 @@
 
 import torch
 
+from attnkit.nmt.rnn import RNNConfig, RNNTranslator
 from benchmarks.report import Table
 from benchmarks.timing import Comparison, compare, peak_memory_mb
 from benchmarks.tutorial_seq2seq import TutorialAttention, TutorialSeq2Seq
@@ -31,8 +32,33 @@ def test_tutorial_baseline_masks_padding_and_gives_logits_per_step():
     torch.manual_seed(0)
     attention = TutorialAttention(4)
     mask = torch.tensor([[True, True, False]])
-    weights = attention(torch.randn(1, 4), torch.randn(1, 3, 8), mask)
+    weights = attention(torch.randn(1, 4), torch.randn(1, 3, 4), mask)
     assert weights[0, 2] == 0 and torch.isclose(weights.sum(), torch.tensor(1.0))
     model = TutorialSeq2Seq(11, 13, emb=8, hidden=6, dropout=0.0)
     logits = model(torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4)))
     assert logits.shape == (2, 4, 13)
+
+
+def _attnkit_name(name):
+    name = name.replace("encoder.bridge", "decoder.bridge").replace(
+        "decoder.out.", "decoder.output."
+    )
+    return name.replace("decoder.attention.", "decoder.attention.score.")
+
+
+def test_tutorial_baseline_is_attnkit_bahdanau_weight_for_weight():
+    """Equal work (issue 14): same parameters one for one, same logits with copied weights."""
+    torch.manual_seed(0)
+    config = RNNConfig(
+        embed_dim=8, hidden_size=6, dropout=0.0, query_timing="previous", score="additive"
+    )
+    ours = RNNTranslator(config, 11, 13).eval()
+    tutorial = TutorialSeq2Seq(11, 13, emb=8, hidden=6, dropout=0.0).eval()
+    own = ours.state_dict()
+    tutorial.load_state_dict({k: own[_attnkit_name(k)] for k in tutorial.state_dict()})
+    assert sum(p.numel() for p in ours.parameters()) == sum(
+        p.numel() for p in tutorial.parameters()
+    )
+    src, tgt_in = torch.randint(1, 11, (3, 5)), torch.randint(1, 13, (3, 4))
+    expected, _ = ours(src, torch.full((3,), 5), tgt_in)
+    torch.testing.assert_close(tutorial(src, tgt_in), expected, atol=1e-5, rtol=1e-5)
