@@ -194,6 +194,8 @@ def test_long_titles_are_cut_with_an_ellipsis():
     shown = plot.heatmap(WEIGHTS, title=title).axes[0].get_title()
     assert len(shown) == plot.TITLE_MAX + 1 and shown.startswith("\\$xx") and shown.endswith("...")
     assert plot.mask_plot(causal_mask(2), title="short").axes[0].get_title() == "short"
+    two = plot.heatmap(WEIGHTS, title="y" * 100 + "\nlayer 0, head 1").axes[0].get_title()
+    assert two == "y" * (plot.TITLE_MAX - 3) + "...\nlayer 0, head 1"  # each line on its own
 
 
 def test_heatmap_axis_titles_name_source_and_target():

@@ -64,6 +64,32 @@ def test_write_heatmaps_draws_cross_encoder_and_decoder_attention(transformer_ru
     assert all(p.stat().st_size > 1000 for p in written)
 
 
+def test_heatmap_titles_name_the_view_layer_and_head(transformer_run, tmp_path, monkeypatch):
+    from attnkit.nmt import views as views_module
+
+    titles = []
+    record = lambda *args, title=None, **kwargs: titles.append(title)  # noqa: E731
+    monkeypatch.setattr(views_module, "heatmap", record)
+    monkeypatch.setattr(views_module, "heatmap_grid", record)
+    loaded = load_run(transformer_run)
+    (t,) = translate_lines(loaded, ["s3 s1 s2"])
+    views = attention_views(loaded.model, t.src_ids, t.output_ids, "cpu")
+    write_heatmaps(views, t.src_pieces, t.tgt_pieces, tmp_path / "a", layer=-2, head=1, title="x")
+    write_heatmaps(views, t.src_pieces, t.tgt_pieces, tmp_path / "b", head="all")
+    write_heatmaps(views, t.src_pieces, t.tgt_pieces, tmp_path / "c", cross=t.weights)
+    assert titles == [
+        "x\ncross-attention, layer 0, head 1",
+        "x\nencoder self-attention, layer 0, head 1",
+        "x\ndecoder causal self-attention, layer 0, head 1",
+        "cross-attention, layer 1, all heads",
+        "encoder self-attention, layer 1, all heads",
+        "decoder causal self-attention, layer 1, all heads",
+        "cross-attention, the model's alignment view",
+        "encoder self-attention, layer 1, heads averaged",
+        "decoder causal self-attention, layer 1, heads averaged",
+    ]
+
+
 def test_translate_cli_shows_a_chosen_layer_and_head(transformer_run, tmp_path, capsys):
     out_dir = tmp_path / "maps"
     status, out, err = run(

@@ -12,7 +12,7 @@ and columns are keys (source tokens), as in Bahdanau et al. 2015, fig. 3.
 
 Text is drawn as given: every label, axis title and title passes through
 ``_escape_text`` here, so a token such as ``$x^$`` never reaches matplotlib's
-mathtext parser, and titles longer than :data:`TITLE_MAX` characters are cut
+mathtext parser, and title lines longer than :data:`TITLE_MAX` characters are cut
 with "...". Callers pass raw tokens and never escape them themselves.
 """
 
@@ -90,7 +90,7 @@ def heatmap(
         col_labels: ``S`` labels for the columns (source tokens); default 1..S.
         mask: booleans or 0/1 broadcastable to ``(T, S)``, True = may attend
             (the attention core's convention); None draws every cell as a weight.
-        title: text above the picture, cut to :data:`TITLE_MAX` characters.
+        title: text above the picture, each line cut to :data:`TITLE_MAX` characters.
         xlabel: the column axis's title, by default ``source (keys)``.
         ylabel: the row axis's title, by default ``target (queries)``.
         annotate: write each value in its cell; None does so when both sides
@@ -134,7 +134,7 @@ def heatmap_grid(
         row_labels: ``T`` labels shared by every panel.
         col_labels: ``S`` labels shared by every panel.
         mask: broadcastable to ``(T, S)``, True = may attend.
-        panel_titles: ``N`` titles, default ``head 1 .. head N``.
+        panel_titles: ``N`` titles, default ``head 0 .. head N-1`` (the ``--head`` indices).
         title: text above the whole figure.
         xlabel: the column axes' title.
         ylabel: the row axes' title.
@@ -152,7 +152,7 @@ def heatmap_grid(
     stack = np.asarray(weights, dtype=float)
     if stack.ndim != 3 or not stack.shape[0]:
         raise ValueError(f"weights must be (N, T, S) with N >= 1, got shape {stack.shape}")
-    names = list(panel_titles or [f"head {i + 1}" for i in range(stack.shape[0])])
+    names = list(panel_titles or [f"head {i}" for i in range(stack.shape[0])])
     if len(names) != stack.shape[0]:
         raise ValueError(f"panel_titles has {len(names)} titles for {stack.shape[0]} panels")
     blocked = ~_as_mask(mask, stack.shape[1:])
@@ -569,8 +569,11 @@ def _escape_text(text: str) -> str:
 
 
 def _shorten_title(title: str) -> str:
-    """``title`` cut to :data:`TITLE_MAX` characters, the last three being "..."."""
-    return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 3] + "..."
+    """Each line of ``title`` cut to :data:`TITLE_MAX` characters, the last three being "..."."""
+    return "\n".join(
+        line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 3] + "..."
+        for line in str(title).split("\n")
+    )
 
 
 def _should_annotate(annotate: bool | None, shape: tuple[int, int]) -> bool:

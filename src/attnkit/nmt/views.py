@@ -139,28 +139,46 @@ def write_heatmaps(
         ValueError: ``layer`` or ``head`` out of range.
     """
     inputs = [SPECIAL_TOKENS[BOS], *tgt_pieces[:-1]]  # what the decoder read at each step
-    panels = [("", views.cross, tgt_pieces, src_pieces, "source (keys)", "target (queries)")]
+    panels = [
+        ("", "cross-attention", views.cross, tgt_pieces, src_pieces, "source (keys)",
+         "target (queries)"),
+    ]  # fmt: skip
     if views.encoder is not None:
         panels.append(
-            (".encoder", views.encoder, src_pieces, src_pieces, "source (keys)", "source (queries)")
-        )
+            (".encoder", "encoder self-attention", views.encoder, src_pieces, src_pieces,
+             "source (keys)", "source (queries)")
+        )  # fmt: skip
     if views.decoder is not None:
         panels.append(
-            (".decoder", views.decoder, inputs, inputs, "target so far (keys)", "target (queries)")
-        )
+            (".decoder", "decoder causal self-attention", views.decoder, inputs, inputs,
+             "target so far (keys)", "target (queries)")
+        )  # fmt: skip
     written = []
-    for suffix, weights, rows, cols, xlabel, ylabel in panels:
+    for suffix, name, weights, rows, cols, xlabel, ylabel in panels:
         path = stem.with_name(stem.name + suffix + ".png")
         mask = causal_mask(len(rows)) if suffix == ".decoder" else None
+        own = suffix == "" and cross is not None
+        caption = f"{name}, {_which(weights, layer, head, own)}"
         labels = dict(xlabel=xlabel, ylabel=ylabel, mask=mask, path=path)
+        full = caption if title is None else f"{title}\n{caption}"
         if head == "all":
             chosen = weights[-1 if layer is None else _check_layer(weights, layer)]
-            heatmap_grid(chosen, rows, cols, title=title, **labels)
+            heatmap_grid(chosen, rows, cols, title=full, **labels)
         else:
-            shown = cross if (suffix == "" and cross is not None) else pick(weights, layer, head)
-            heatmap(shown, rows, cols, title=title, **labels)
+            shown = cross if own else pick(weights, layer, head)
+            heatmap(shown, rows, cols, title=full, **labels)
         written.append(path)
     return written
+
+
+def _which(weights: Tensor, layer: int | None, head: int | str | None, own: bool) -> str:
+    """'layer L, head H' / 'heads averaged' / 'all heads' for a picture's caption."""
+    if own:
+        return "the model's alignment view"
+    layers = weights.shape[0]
+    index = layers - 1 if layer is None else layer % layers  # out of range: pick raises
+    heads = {"all": "all heads", None: "heads averaged"}.get(head, f"head {head}")
+    return f"layer {index}, {heads}"
 
 
 def _check_layer(weights: Tensor, layer: int) -> int:
