@@ -8,20 +8,31 @@ median of several repeats each (``timing.compare``):
 
 - ``greedy_batched_vs_single``: one-at-a-time time / batched time (speedup);
 - ``beam_batched_vs_single``: the same for beam search with K = 5.
+
+When the README's main job has left a trained run in ``runs/quick`` (``make
+run``), the suite also reports what a user sees: ``attnkit translate``'s
+throughput in sentences/s on test2016 (1000 sentences, beam 5, the run's other
+decode settings), one timing after a warm-up.
 """
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import torch
 
 from attnkit.nmt.batching import Examples, make_batch, sorted_batches
+from attnkit.nmt.corpus import load_split
 from attnkit.nmt.search import beam_search, greedy_decode
+from attnkit.nmt.translate import load_run, translate_lines
 
 from .bench_train import attnkit_trainer, reverse_examples
 from .report import Result, Table
 from .timing import compare
 
 BATCH, BEAM = 64, 5
+MAIN_RUN = Path("runs/quick")
 
 
 def _decode_all(model, examples: Examples, batch_size: int, search) -> list:
@@ -65,4 +76,24 @@ def run(quick: bool) -> Result:
         exact = sum(h.tokens == t for h, t in zip(hyps, test.tgt, strict=True)) / sentences
         table.add(name, timed.candidate_s, timed.baseline_s, timed.speedup, exact)
         ratios[f"{key}_batched_vs_single"] = timed.speedup
-    return Result(tables=[table], ratios=ratios)
+    tables = [table]
+    if (MAIN_RUN / "best.json").is_file():
+        tables.append(translate_throughput(MAIN_RUN, 100 if quick else None))
+    return Result(tables=tables, ratios=ratios)
+
+
+def translate_throughput(run_dir: Path, limit: int | None) -> Table:
+    """Sentences/s of ``translate_lines`` on test2016 (the first ``limit`` lines), beam 5."""
+    run = load_run(run_dir)
+    lines = load_split(run.config.data, "test").src[:limit]
+    translate_lines(run, lines[:20], beam_size=BEAM)  # warm-up
+    start = time.perf_counter()
+    translate_lines(run, lines, beam_size=BEAM)
+    seconds = time.perf_counter() - start
+    table = Table(
+        f"attnkit translate {run_dir}: test2016, beam {BEAM}, "
+        f"decode batch {run.config.decode.batch_size}",
+        ["sentences", "seconds", "sentences/s"],
+    )
+    table.add(len(lines), seconds, len(lines) / seconds)
+    return table
