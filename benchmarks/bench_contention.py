@@ -34,10 +34,10 @@ from attnkit.nmt.threads import ThreadGovernor, default_threads
 
 from .bench_train import (
     Trainer,
-    _attnkit_loss,
-    _optimise,
+    attnkit_loss,
     bucketed,
     multi30k_examples,
+    optimise,
 )
 from .report import Result, Table
 
@@ -51,7 +51,7 @@ def quick_preset_trainer(quick: bool) -> Trainer:
         embed_dim=128, hidden_size=192, dropout=0.1, score="scaled_dot", query_timing="current"
     )
     model = RNNTranslator(config, *vocab).train()
-    step = _optimise(model, lambda batch: _attnkit_loss(model, batch))
+    step = optimise(model, lambda batch: attnkit_loss(model, batch))
     return Trainer("quick preset", model, step, bucketed(examples, seed=0))
 
 

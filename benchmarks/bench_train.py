@@ -93,7 +93,7 @@ def bucketed(examples: Examples, seed: int, batch_size: int = BATCH):
     return _stream(examples, lambda: bucket_batches(examples, batch_size, generator=generator))
 
 
-def _optimise(model: torch.nn.Module, loss_of: Callable[[Batch], torch.Tensor]):
+def optimise(model: torch.nn.Module, loss_of: Callable[[Batch], torch.Tensor]):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step(batch: Batch) -> float:
@@ -121,15 +121,15 @@ def attnkit_trainer(
 ) -> Trainer:
     torch.manual_seed(seed)
     model = attnkit_model(kind, *vocab).train()
-    step = _optimise(model, lambda batch: _attnkit_loss(model, batch))
+    step = optimise(model, lambda batch: attnkit_loss(model, batch))
     return Trainer(f"attnkit {kind}", model, step, bucketed(examples, seed, batch_size))
 
 
-def _tutorial_loss(model: TutorialSeq2Seq, batch: Batch) -> torch.Tensor:
+def tutorial_loss(model: TutorialSeq2Seq, batch: Batch) -> torch.Tensor:
     return _cross_entropy(model(batch.src, batch.tgt_in), batch.tgt_out)
 
 
-def _attnkit_loss(model: RNNTranslator, batch: Batch) -> torch.Tensor:
+def attnkit_loss(model: RNNTranslator, batch: Batch) -> torch.Tensor:
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, V)
     return _cross_entropy(logits, batch.tgt_out)
 
@@ -138,7 +138,7 @@ def tutorial_trainer(examples: Examples, vocab: tuple[int, int], seed: int) -> T
     """The tutorial loop on attnkit's own batches (bucketed, same seed = same batches)."""
     torch.manual_seed(seed)
     model = TutorialSeq2Seq(*vocab, emb=EMB, hidden=HIDDEN, dropout=DROPOUT).train()
-    step = _optimise(model, lambda batch: _tutorial_loss(model, batch))
+    step = optimise(model, lambda batch: tutorial_loss(model, batch))
     return Trainer("tutorial", model, step, bucketed(examples, seed))
 
 
@@ -181,7 +181,7 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 def training_flops(trainer: Trainer, batch: Batch) -> int:
     """FLOPs of one forward + backward pass on ``batch`` (matmuls, RNN gates included)."""
-    loss_of = _tutorial_loss if isinstance(trainer.model, TutorialSeq2Seq) else _attnkit_loss
+    loss_of = tutorial_loss if isinstance(trainer.model, TutorialSeq2Seq) else attnkit_loss
     with FlopCounterMode(display=False) as counter:
         loss_of(trainer.model, batch).backward()
     trainer.model.zero_grad(set_to_none=True)

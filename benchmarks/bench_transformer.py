@@ -29,10 +29,10 @@ from attnkit.nmt.vocab_ids import BOS, EOS
 from .bench_train import (
     Trainer,
     _cross_entropy,
-    _optimise,
     bucketed,
     matmul_ceiling,
     multi30k_examples,
+    optimise,
     throughput,
 )
 from .report import Result, Table
@@ -59,7 +59,7 @@ def _trainers(examples: Examples, vocab: int) -> list[Trainer]:
         return _cross_entropy(peer(batch.src, batch.src_lengths, batch.tgt_in), batch.tgt_out)
 
     return [
-        Trainer(name, model, _optimise(model, loss), bucketed(examples, 0, BATCH))
+        Trainer(name, model, optimise(model, loss), bucketed(examples, 0, BATCH))
         for name, model, loss in (
             ("attnkit", ours, ours_loss),
             ("torch.nn.Transformer", peer, peer_loss),
