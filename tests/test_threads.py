@@ -36,14 +36,14 @@ def test_cpu_busy_seconds_counts_busy_ticks_of_the_chosen_cpus(tmp_path, monkeyp
 class FakeMachine:
     """Two cores; ``others`` cores kept busy by other processes, ``mine`` by us."""
 
-    def __init__(self):
+    def __init__(self, cores=2):
         self.now = self.busy = self.own = 0.0
-        self.others, self.mine = 0.0, 2.0
+        self.cores, self.others, self.mine = cores, 0.0, float(cores)
 
     def advance(self, seconds):
         self.now += seconds
         self.own += self.mine * seconds
-        self.busy += min(self.others + self.mine, 2.0) * seconds
+        self.busy += min(self.others + self.mine, self.cores) * seconds
 
 
 def governor(machine, setting="auto", processes=1):
@@ -117,3 +117,16 @@ def test_default_threads_takes_omp_num_threads_then_the_share(keep_threads, monk
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert default_threads() == 8 and default_threads(processes=3) == 2
     assert default_threads(processes=16) == 1
+
+
+def test_a_count_lowered_by_auto_does_not_lower_the_next_default(keep_threads, monkeypatch):
+    monkeypatch.setattr(threads_mod, "_allowed_cpus", lambda: {0, 1, 2, 3})
+    torch.set_num_threads(4)
+    machine = FakeMachine(cores=4)
+    gov = governor(machine)
+    machine.others, machine.mine = 1.0, 3.0
+    machine.advance(2.0)
+    assert gov.tick() == 3 and torch.get_num_threads() == 3
+    assert default_threads() == 4  # the user's 4, not auto's 3
+    torch.set_num_threads(2)  # a later choice of the user's own is respected
+    assert default_threads() == 2

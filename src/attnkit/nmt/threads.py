@@ -34,18 +34,41 @@ def _allowed_cpus() -> set[int] | None:
     return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
 
 
+class _Torch:
+    """torch's thread count as the user left it, told apart from the counts set here."""
+
+    user = torch.get_num_threads()  # before this module changed anything
+    ours: int | None = None  # the count this module set last
+
+    @classmethod
+    def user_setting(cls) -> int:
+        now = torch.get_num_threads()
+        if now != cls.ours:  # the user (or nobody) set it since: that is their choice
+            cls.user = now
+        return cls.user
+
+    @classmethod
+    def set(cls, count: int) -> int:
+        cls.user_setting()
+        torch.set_num_threads(max(count, 1))
+        cls.ours = torch.get_num_threads()
+        return cls.ours
+
+
 def default_threads(processes: int = 1) -> int:
     """The fixed default: ``OMP_NUM_THREADS`` when set, else this process's share of its CPUs.
 
     ``processes`` training processes on this machine share the CPUs (each takes
-    ``cpus // processes``, at least one); never more than torch's own setting.
+    ``cpus // processes``, at least one); never more than torch's own setting
+    as the user left it (a count that ``auto`` lowered earlier in the same
+    process does not lower the next run's default).
     """
     chosen = os.environ.get("OMP_NUM_THREADS", "").strip()
     if chosen.isdigit() and int(chosen) > 0:
         return int(chosen)
     allowed = _allowed_cpus()
     cpus = len(allowed) if allowed else os.cpu_count() or 1
-    return max(min(cpus // max(processes, 1), torch.get_num_threads()), 1)
+    return max(min(cpus // max(processes, 1), _Torch.user_setting()), 1)
 
 
 def set_threads(threads: int | str, processes: int = 1) -> int:
@@ -53,9 +76,7 @@ def set_threads(threads: int | str, processes: int = 1) -> int:
 
     Returns the thread count torch now uses.
     """
-    count = default_threads(processes) if threads in (0, "auto") else int(threads)
-    torch.set_num_threads(max(count, 1))
-    return torch.get_num_threads()
+    return _Torch.set(default_threads(processes) if threads in (0, "auto") else int(threads))
 
 
 def cpu_busy_seconds(cpus: set[int] | None = None, stat: Path = _STAT) -> float | None:
@@ -131,6 +152,5 @@ class ThreadGovernor:
         wanted = min(max(int(self.cores - others + 0.5), 1), self.ceiling)
         if wanted == self.threads:
             return None
-        torch.set_num_threads(wanted)
-        self.threads = wanted
+        self.threads = _Torch.set(wanted)
         return wanted
