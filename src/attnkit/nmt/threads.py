@@ -4,8 +4,8 @@ torch runs each operator on a team of OpenMP threads that spin-wait for each
 other at the end of every parallel region. When another process takes one of
 the cores, the thread that shares that core is late to every barrier and the
 whole team waits for it: on 2 cores with one kept busy, training with 2
-threads ran at 0.34 of its idle speed, with 1 thread at 0.61
-(``python -m benchmarks.run --only contention``). ``auto`` therefore measures,
+fixed threads ran at 0.30 of its idle speed, with ``auto`` at 0.57 (see
+benchmarks/RESULTS.md; ``python -m benchmarks.run --only contention``). ``auto`` therefore measures,
 every few seconds, how much CPU time *other* processes take on the CPUs this
 process may run on (``/proc/stat`` minus this process's own CPU time) and uses
 only the cores they leave free, at least one. On an idle machine it is the
@@ -129,10 +129,10 @@ class ThreadGovernor:
         self.ceiling = set_threads(setting, processes)
         self.busy = busy or (lambda: cpu_busy_seconds(self.cpus))
         self.own, self.clock, self.interval_s = own, clock, interval_s
-        self.adaptive = setting == "auto" and processes == 1 and self.ceiling > 1
         self.threads = self.ceiling
         self.cores = len(self.cpus) if self.cpus else os.cpu_count() or 1
-        self._last = self._sample() if self.adaptive else None
+        adapts = setting == "auto" and processes == 1 and self.ceiling > 1
+        self._last = self._sample() if adapts else None  # None: /proc/stat unreadable
         self.adaptive = self._last is not None
 
     def _sample(self) -> tuple[float, float, float] | None:
