@@ -23,7 +23,10 @@ Speed: per-source work (the padding mask, the key projection
 teacher-forced pass embeds the whole target once and projects to the
 vocabulary once after the loop; with the current timing and no input feeding
 there is no loop at all: the RNN runs over the whole target in one fused call
-and one batched product attends for every target position.
+and one batched product attends for every target position. With the previous
+timing, a one-layer GRU and the additive (or concat) score, the loop is
+:func:`~attnkit.nmt.rnn.fused_loop.bahdanau_gru_loop`: the same arithmetic with
+a hand-written backward that batches every weight gradient over all steps.
 
 Notation: ``B`` batch, ``S`` source length, ``T`` target length, ``E``
 embedding size, ``D`` decoder hidden size, ``Dv = 2D_enc`` encoder state
@@ -40,8 +43,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ...attention import Attention, make_score, padding_mask
+from ...attention.scores import AdditiveScore
 from ..vocab_ids import PAD
 from .encoder import RNN_TYPES, EncodedSource
+from .fused_loop import bahdanau_gru_loop
 
 __all__ = ["AttentionDecoder", "RNNState", "RNNMemory"]
 
@@ -278,6 +283,13 @@ class AttentionDecoder(nn.Module):
 
     def _loop(self, embedded: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Teacher-forced step loop; the output vectors are batched after it where possible."""
+        if self._fusable(embedded):
+            score = self.attention.score
+            states, contexts, weights = bahdanau_gru_loop(
+                embedded, memory.initial.hidden[0], memory.prepared_keys, memory.states,
+                memory.mask, score.query_proj.weight, score.v.weight[0], self.rnn,
+            )  # fmt: skip
+            return self._combine(states, contexts, embedded), weights
         state = memory.initial
         outs, contexts, weights, feeds = [], [], [], []
         for t in range(embedded.shape[1]):
@@ -292,6 +304,16 @@ class AttentionDecoder(nn.Module):
             out_all = torch.stack(outs, dim=1)  # (B, T, D)
             vectors = self._combine(out_all, torch.stack(contexts, dim=1), embedded)  # (B, T, Do)
         return vectors, torch.stack(weights, dim=1)  # (B, T, Do), (B, T, S)
+
+    def _fusable(self, embedded: Tensor) -> bool:
+        """Bahdanau timing with one GRU layer and an additive/concat score, in fp32/fp64."""
+        return (
+            self.query_timing == "previous"
+            and isinstance(self.rnn, nn.GRU)
+            and self.num_layers == 1
+            and isinstance(self.attention.score, AdditiveScore)
+            and embedded.dtype in (torch.float32, torch.float64)
+        )
 
     def _recur(
         self, embedded: Tensor, state: RNNState, memory: RNNMemory

@@ -8,7 +8,8 @@ and for the decoder, A.2.2) the annotations are ``2D`` wide.
 Padded batches are packed with ``pack_padded_sequence(enforce_sorted=False)``,
 so the backward RNN starts at each sentence's own last token and no state ever
 sees a ``<pad>``: a sentence encodes to the same states alone or inside a
-padded batch, in any order.
+padded batch, in any order. A batch without padding (the usual case for
+length-bucketed batches of short sentences) skips packing.
 
 Notation: ``B`` batch, ``S`` source length, ``E`` embedding size, ``D`` hidden
 units per direction, ``V`` source vocabulary size.
@@ -103,11 +104,16 @@ class RNNEncoder(nn.Module):
         check_source(src, src_lengths)
         batch, src_len = src.shape
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        packed = pack_padded_sequence(
-            embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        packed_states, final = self.rnn(packed)
-        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src_len)
+        if bool((src_lengths == src_len).all()):
+            # nothing to skip: packing would only cost (its backward zero-fills
+            # the whole packed input once per time step on the CPU)
+            states, final = self.rnn(embedded)
+        else:
+            packed = pack_padded_sequence(
+                embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False
+            )
+            packed_states, final = self.rnn(packed)
+            states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src_len)
         # states: (B, S, 2D), zeros past each length. PyTorch returns the final
         # states (h_n, and c_n for an LSTM) in the original batch order.
         hidden, cell = final if isinstance(final, tuple) else (final, None)

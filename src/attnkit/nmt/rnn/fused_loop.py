@@ -1,0 +1,170 @@
+"""The Bahdanau-timing teacher-forced loop (additive attention + GRU) with a hand-written backward.
+
+Per target step ``t`` (Bahdanau et al. 2015, eqs. 4-6 and A.1.2, A.2.2):
+
+* alignment scores ``e_tj = v^T tanh(W_q s_{t-1} + U_j)`` with the prepared keys
+  ``U_j = W_k h_j``; weights ``a_t = masked softmax(e_t)``; context
+  ``c_t = sum_j a_tj h_j``;
+* one GRU step (PyTorch's ``nn.GRU`` equations, gate order r, z, n) on the
+  input ``x_t = [E y_{t-1}; c_t]``: ``r = sigma(W_ir x + b_ir + W_hr s + b_hr)``,
+  ``z = sigma(W_iz x + b_iz + W_hz s + b_hz)``,
+  ``n = tanh(W_in x + b_in + r * (W_hn s + b_hn))``, ``s_t = (1 - z) n + z s_{t-1}``.
+
+It computes exactly what the module-by-module loop computes (a test compares
+outputs and every gradient), organised the way cuDNN organises an RNN:
+
+* the embedding half of the GRU input projection, ``W_i[:, :E] E y``, is one
+  matrix product for all steps before the loop, and the two products of
+  ``s_{t-1}`` (``W_q`` and ``W_h``) are one product per step;
+* the backward pass runs only the recursion through the steps (gradients
+  with respect to ``s_{t-1}`` and ``c_t``); every weight gradient is one large
+  product over all ``B*T`` positions after it, instead of ``T`` small ones;
+* nothing in the loop builds an autograd graph.
+
+Memory: it keeps ``tanh(W_q s + U)`` for every step, ``(B, T, S, A)``, the
+same tensors autograd would save.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def bahdanau_gru_loop(
+    embedded: Tensor,
+    initial: Tensor,
+    prepared_keys: Tensor,
+    values: Tensor,
+    mask: Tensor,
+    query_weight: Tensor,
+    v: Tensor,
+    gru: torch.nn.GRU,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Decoder states, contexts and attention weights for a whole teacher-forced target.
+
+    Args:
+        embedded: ``E y_{t-1}`` for every step ``(B, T, E)`` (after dropout).
+        initial: ``s_0`` ``(B, D)``.
+        prepared_keys: ``U = W_k h`` ``(B, S, A)``.
+        values: encoder states ``h`` ``(B, S, Dv)``.
+        mask: bool ``(B, S)``, True = may attend; a fully masked row gives zero
+            weights and a zero context, as :func:`~attnkit.attention.masked_softmax`.
+        query_weight: ``W_q`` ``(A, D)``.
+        v: ``(A,)``.
+        gru: a one-layer, unidirectional ``nn.GRU`` with biases, input ``E + Dv``.
+
+    Returns:
+        ``(states, contexts, weights)``: ``s_1..s_T`` ``(B, T, D)``,
+        ``c_1..c_T`` ``(B, T, Dv)`` and ``a_1..a_T`` ``(B, T, S)``.
+    """
+    return _Loop.apply(
+        embedded, initial, prepared_keys, values, mask, query_weight, v,
+        gru.weight_ih_l0, gru.bias_ih_l0, gru.weight_hh_l0, gru.bias_hh_l0,
+    )  # fmt: skip
+
+
+class _Loop(torch.autograd.Function):
+    """Buffers are time-major, ``(T, B, ...)``, so every step reads and writes whole blocks."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, embedded, initial, prepared, values, mask, w_q, v, w_ih, b_ih, w_hh, b_hh
+    ):
+        batch, steps, embed = embedded.shape
+        d, a_dim = initial.shape[-1], w_q.shape[0]
+        w_state = torch.cat([w_q, w_hh]).t()  # (D, A + 3D): both products of s_{t-1} at once
+        b_state = torch.cat([b_hh.new_zeros(a_dim), b_hh])
+        inputs = embedded.transpose(0, 1).contiguous()  # (T, B, E)
+        x_gates = torch.addmm(b_ih, inputs.view(-1, embed), w_ih[:, :embed].t())
+        x_gates = x_gates.view(steps, batch, 3 * d)  # the embedding half, all steps at once
+        w_ctx = w_ih[:, embed:].t()  # (Dv, 3D)
+        floor = values.new_zeros(mask.shape).masked_fill(~mask, torch.finfo(values.dtype).min)
+        keep = mask.to(values.dtype)  # (B, S)
+
+        new = values.new_empty
+        qh, gates, out = (
+            new(steps, batch, a_dim + 3 * d),
+            new(steps, batch, 3 * d),
+            new(steps, batch, d),
+        )
+        hidden = new(steps, *prepared.shape)  # (T, B, S, A)
+        weights, contexts = new(steps, *mask.shape), new(steps, batch, 1, values.shape[-1])
+        s = initial
+        for t in range(steps):
+            q = torch.addmm(b_state, s, w_state, out=qh[t])  # [W_q s; W_h s + b_h]
+            tanh = torch.add(prepared, q[:, None, :a_dim], out=hidden[t]).tanh_()  # (B, S, A)
+            scores = torch.matmul(tanh, v).add_(floor)  # (B, S), masked to the dtype's floor
+            a = torch.mul(torch.softmax(scores, dim=-1), keep, out=weights[t])
+            c = torch.bmm(a[:, None, :], values, out=contexts[t])[:, 0]  # (B, Dv)
+            gi = torch.addmm(x_gates[t], c, w_ctx)  # W_i [E y; c] + b_i
+            rz = torch.sigmoid(
+                gi[:, : 2 * d] + q[:, a_dim : a_dim + 2 * d], out=gates[t, :, : 2 * d]
+            )
+            pre_n = torch.addcmul(gi[:, 2 * d :], rz[:, :d], q[:, a_dim + 2 * d :])
+            n = torch.tanh(pre_n, out=gates[t, :, 2 * d :])
+            s = torch.lerp(n, s, rz[:, d:], out=out[t])  # (1 - z) n + z s
+        contexts = contexts.squeeze(2)
+        ctx.save_for_backward(
+            inputs, initial, values, w_q, v, w_ih, w_hh, qh, gates, out, hidden, weights, contexts
+        )
+        return out.transpose(0, 1), contexts.transpose(0, 1), weights.transpose(0, 1)
+
+    @staticmethod
+    def backward(ctx: Any, g_out, g_ctx, g_weights):
+        (inputs, initial, values, w_q, v, w_ih, w_hh,
+         qh, gates, out, hidden, weights, contexts) = ctx.saved_tensors  # fmt: skip
+        steps, batch, embed = inputs.shape
+        d, a_dim = out.shape[-1], w_q.shape[0]
+        w_state = torch.cat([w_q, w_hh])  # (A + 3D, D)
+        w_ctx = w_ih[:, embed:]  # (3D, Dv)
+        prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
+        r, z, n = gates.split(d, dim=-1)
+        # d s_t / d(gate pre-activations), for all steps at once
+        f_n = (1 - z) * (1 - n * n)
+        f_r = f_n * qh[..., a_dim + 2 * d :] * r * (1 - r)
+        f_x = torch.cat([f_r, (prev - n) * z * (1 - z), f_n], dim=-1).view(steps, batch, 3, d)
+        f_h = f_x.clone()
+        f_h[:, :, 2] *= r
+
+        new = out.new_empty
+        g_x, g_qh = new(steps, batch, 3 * d), new(steps, batch, a_dim + 3 * d)
+        g_c = new(contexts.shape)
+        g_prepared, g_v = torch.zeros_like(hidden[0]), v.new_zeros(1, a_dim)
+        g_s = torch.zeros_like(initial)
+        for t in reversed(range(steps)):
+            if g_out is not None:
+                g_s = g_s + g_out[:, t]
+            gx = torch.mul(f_x[t], g_s[:, None], out=g_x[t].view(batch, 3, d)).view(batch, -1)
+            torch.mul(f_h[t], g_s[:, None], out=g_qh[t, :, a_dim:].view(batch, 3, d))
+            if g_ctx is None:
+                c_grad = torch.mm(gx, w_ctx, out=g_c[t])
+            else:
+                c_grad = torch.addmm(g_ctx[:, t], gx, w_ctx, out=g_c[t])  # (B, Dv)
+            g_a = torch.bmm(values, c_grad[:, :, None])[:, :, 0]  # (B, S)
+            if g_weights is not None:
+                g_a = g_a + g_weights[:, t]
+            a = weights[t]
+            g_e = a * (g_a - (a * g_a).sum(-1, keepdim=True))  # softmax backward, (B, S)
+            # through e = v^T tanh(.), per step while (B, S, A) is still in cache
+            g_pre = torch.ops.aten.tanh_backward(g_e[:, :, None] * v, hidden[t])  # (B, S, A)
+            torch.sum(g_pre, dim=1, out=g_qh[t, :, :a_dim])
+            g_prepared += g_pre
+            g_v = torch.addmm(g_v, g_e.view(1, -1), hidden[t].view(-1, a_dim))
+            g_s = torch.addmm(g_s * z[t], g_qh[t], w_state)
+
+        # every weight gradient: one product over all T*B positions
+        def flat(x: Tensor) -> Tensor:
+            return x.reshape(steps * batch, -1)
+
+        g_w_state = torch.mm(flat(g_qh).t(), flat(prev))
+        g_w_ih = torch.mm(flat(g_x).t(), flat(torch.cat([inputs, contexts], dim=-1)))
+        g_embedded = torch.matmul(g_x, w_ih[:, :embed]).transpose(0, 1)  # (B, T, E)
+        g_values = torch.einsum("tbs,tbv->bsv", weights, g_c)  # (B, S, Dv)
+        g_b_hh = flat(g_qh)[:, a_dim:].sum(0)
+        return (
+            g_embedded, g_s, g_prepared, g_values, None,
+            g_w_state[:a_dim], g_v[0], g_w_ih, flat(g_x).sum(0), g_w_state[a_dim:], g_b_hh,
+        )  # fmt: skip
