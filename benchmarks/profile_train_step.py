@@ -1,44 +1,76 @@
 """Where a training step of attnkit's Bahdanau trainer spends its time, beside the tutorial's.
 
-From the root of a clone (one thread, the reverse task)::
+From the root of a clone (one thread)::
 
-    OMP_NUM_THREADS=1 python -m benchmarks.profile_train_step [STEPS]
+    OMP_NUM_THREADS=1 python -m benchmarks.profile_train_step [reverse|multi30k] [STEPS]
 
-prints the warm time per step of both trainers of ``bench_train`` (the same
-model on the same batches), alternated, then a ``cProfile`` of ``STEPS``
-attnkit steps (default 20) sorted by own time.
+Both trainers of ``bench_train`` (the same model on the same batches) run
+``STEPS`` warm steps (default 10) under ``torch.profiler``. For each, the table
+gives the time per step, the part of it spent inside matrix products
+(``mm``, ``addmm``, ``bmm``, their own time), and the other operators. Both
+sides multiply the same matrices, so the last line bounds what any
+reorganisation of attnkit's step can earn at equal work: the tutorial's step
+time over attnkit's matrix-product time, the ratio attnkit would reach if
+everything else in its step took no time at all. The top operators of
+attnkit's step follow.
 """
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import sys
-import time
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
-from .bench_train import attnkit_trainer, reverse_examples, tutorial_trainer
+from .bench_train import (
+    Trainer,
+    attnkit_trainer,
+    multi30k_examples,
+    reverse_examples,
+    tutorial_trainer,
+)
+
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def profiled(trainer: Trainer, steps: int):
+    """Warm ``trainer`` up, then profile ``steps`` of its steps on fixed batches."""
+    batches = [trainer.batches() for _ in range(steps + 3)]
+    for batch in batches[:3]:
+        trainer.step(batch)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for batch in batches[3:]:
+            trainer.step(batch)
+    return prof.key_averages()
+
+
+def split_ms(events, steps: int) -> tuple[float, float]:
+    """``(ms per step in all operators, ms per step in matrix products)``, own time."""
+    total = sum(e.self_cpu_time_total for e in events) / 1e3 / steps
+    products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS) / 1e3 / steps
+    return total, products
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    steps = int(args[0]) if args else 20
+    data = args[0] if args else "reverse"
+    steps = int(args[1]) if len(args) > 1 else 10
     torch.set_num_threads(1)
-    examples, vocab = reverse_examples(5000)
-    ours = attnkit_trainer("bahdanau", examples, vocab, seed=0)
-    tutorial = tutorial_trainer(examples, vocab, seed=0)
-    for trainer in (ours, tutorial):
-        trainer.run(3)  # warm-up
-    for trainer in (ours, tutorial, ours, tutorial):
-        start = time.perf_counter()
-        trainer.run(steps)
-        print(f"{trainer.name}: {(time.perf_counter() - start) / steps * 1e3:.1f} ms/step")
-    profile = cProfile.Profile()
-    profile.enable()
-    ours.run(steps)
-    profile.disable()
-    pstats.Stats(profile).sort_stats("tottime").print_stats(15)
+    examples, vocab = reverse_examples(5000) if data == "reverse" else multi30k_examples(3000, 4000)
+    trainers = [
+        attnkit_trainer("bahdanau", examples, vocab, 0),
+        tutorial_trainer(examples, vocab, 0),
+    ]
+    events = {t.name: profiled(t, steps) for t in trainers}
+    print(f"{data}, one thread, {steps} profiled steps")
+    print("| trainer | ms/step | in matrix products | other operators |\n|---|---|---|---|")
+    split = {name: split_ms(ev, steps) for name, ev in events.items()}
+    for name, (total, products) in split.items():
+        print(f"| {name} | {total:.1f} | {products:.1f} | {total - products:.1f} |")
+    ours, theirs = split["attnkit bahdanau"], split["tutorial"]
+    print(f"\nattnkit/tutorial now: {theirs[0] / ours[0]:.2f}; at zero non-product time: "
+          f"{theirs[0] / ours[1]:.2f}\n")  # fmt: skip
+    print(events["attnkit bahdanau"].table(sort_by="self_cpu_time_total", row_limit=15))
     return 0
 
 
