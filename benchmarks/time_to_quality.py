@@ -1,0 +1,381 @@
+"""Time to quality: wall-clock minutes to validation BLEU 30 and 35, attnkit against Joey NMT.
+
+The figure a user cares about: how long until the translator is good. Both
+toolkits train the same model on the same data, one after the other on this
+machine, with the same threads:
+
+- data: the bundled Multi30k de->en, train (29,000 pairs, pairs longer than
+  40 subwords dropped) and valid (1,014 pairs, all of them scored);
+- vocabulary: the joint 4,000-piece sentencepiece model that attnkit's run
+  trains first; Joey NMT loads the same file and gets the same pieces as its
+  vocabulary file;
+- model: the quick preset's, GRU, E=128, bidirectional encoder D=192 per
+  direction, bridge to the decoder state, Luong attention with the current
+  state as the query, ``tanh(W_c [c_t; h_t])``, no input feeding, untied
+  embeddings: the same parameter count on both sides (printed);
+- training: Adam at 0.002, batches of 64 sentences, label smoothing 0.1,
+  gradient norm clipped at 1.0, dropout 0.1, learning rate halved when
+  validation BLEU stalls once; each toolkit batches its own way (attnkit by
+  length buckets, Joey NMT in random order, its default);
+- validation every 250 steps: greedy decoding of the whole valid set,
+  sacreBLEU (13a) on detokenized output.
+
+Each run is a subprocess; a watcher notes the wall time since launch (start-up,
+data loading and validation included, on both sides) at which every
+validation line appears, and stops the run once BLEU 35 is reached or the time
+cap hits. One difference stays: attnkit scales its Luong score by
+``1/sqrt(D)`` (the quick preset's ``scaled_dot``); Joey NMT's ``luong``
+attention is unscaled, with the same parameters.
+
+Joey NMT pins older libraries, so it lives in its own virtual environment::
+
+    python -m benchmarks.time_to_quality --setup      # once: pip install joeynmt
+    python -m benchmarks.time_to_quality --threads 1  # both runs, then the table
+
+Without that environment the Joey NMT row says "not installed". Results go to
+``--out`` (``runs/time_to_quality``): both run folders and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from attnkit.nmt.corpus import bundled_multi30k
+
+ROOT = Path(__file__).resolve().parent.parent
+LEVELS = (30.0, 35.0)
+VALID_EVERY = 250
+JOEY_VERSION = "2.3.0"
+
+
+@dataclass
+class Curve:
+    """One toolkit's validations: ``(seconds since launch, step, BLEU)`` rows."""
+
+    toolkit: str
+    rows: list[tuple[float, int, float]] = field(default_factory=list)
+    params: int | None = None
+    note: str = ""
+
+    def minutes_to(self, level: float) -> float | None:
+        """Minutes until validation BLEU first reached ``level`` (``None``: never)."""
+        return next((s / 60 for s, _, bleu in self.rows if bleu >= level), None)
+
+
+# ----------------------------------------------------------------- log readers
+def attnkit_validations(run_dir: Path) -> list[tuple[int, float]]:
+    """``(step, BLEU)`` of each line of an attnkit run's ``metrics.jsonl``."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(row["step"], row["valid_bleu"]) for row in rows]
+
+
+_JOEY_LINE = re.compile(r"Steps: (\d+)\s.*\bbleu: ([\d.]+)")
+
+
+def joey_validations(model_dir: Path) -> list[tuple[int, float]]:
+    """``(step, BLEU)`` of each line of Joey NMT's ``validations.txt``."""
+    path = model_dir / "validations.txt"
+    if not path.is_file():
+        return []
+    found = (_JOEY_LINE.search(line) for line in path.read_text().splitlines())
+    return [(int(m[1]), float(m[2])) for m in found if m]
+
+
+def joey_params(model_dir: Path) -> int | None:
+    """The ``Total params`` figure Joey NMT logs when it builds the model."""
+    log = model_dir / "train.log"
+    found = re.search(r"Total params: (\d+)", log.read_text()) if log.is_file() else None
+    return int(found[1]) if found else None
+
+
+# ----------------------------------------------------------------- the watcher
+def watch(
+    command: list[str],
+    read: Callable[[], list[tuple[int, float]]],
+    *,
+    cap_minutes: float,
+    env: dict[str, str],
+    log: Path,
+) -> tuple[list[tuple[float, int, float]], str]:
+    """Run ``command``; time each new validation; stop at BLEU max(LEVELS) or the cap."""
+    rows: list[tuple[float, int, float]] = []
+    start = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            while True:
+                done = proc.poll() is not None
+                now = time.monotonic() - start
+                rows += [(round(now, 1), step, bleu) for step, bleu in read()[len(rows) :]]
+                if rows and rows[-1][2] >= max(LEVELS):
+                    return rows, f"reached BLEU {max(LEVELS):g}"
+                if done:
+                    return rows, f"exited with status {proc.returncode} (see {log})"
+                if now >= cap_minutes * 60:
+                    return rows, f"time cap of {cap_minutes:g} min"
+                time.sleep(1.0)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+# ----------------------------------------------------------------- attnkit
+def run_attnkit(out: Path, threads: int, cap_minutes: float) -> Curve:
+    run_dir = out / "attnkit"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [
+        sys.executable, "-m", "attnkit", "train", "configs/quick.yaml", "--out", str(run_dir),
+        "--train.max_steps", "null", "--train.max_minutes", "null", "--train.epochs", "100",
+        "--train.early_stopping", "null", "--train.valid_bleu_sentences", "null",
+        "--train.valid_every", str(VALID_EVERY), "--train.threads", str(threads),
+    ]  # fmt: skip
+    rows, note = watch(
+        command,
+        lambda: attnkit_validations(run_dir),
+        cap_minutes=cap_minutes,
+        env=thread_env(threads),
+        log=out / "attnkit.log",
+    )
+    return Curve("attnkit", rows, attnkit_params(run_dir), note)
+
+
+def attnkit_params(run_dir: Path) -> int | None:
+    from safetensors import safe_open
+
+    files = sorted(run_dir.glob("last.*.safetensors"))
+    if not files:
+        return None
+    with safe_open(files[-1], "pt") as weights:
+        keys = weights.keys()  # a safe_open handle is not iterable
+        names = [k for k in keys if k.startswith("model.")]  # not the optimizer's state
+        return sum(math.prod(weights.get_slice(k).get_shape()) for k in names)
+
+
+# ----------------------------------------------------------------- Joey NMT
+def joey_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def setup_joey(venv: Path) -> None:
+    """Create ``venv`` and install Joey NMT with the CPU torch our constraints pin."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(joey_python(venv)), "-m", "pip", "install", "-c", str(ROOT / "constraints.txt")]
+    # joeynmt 2.3.0 imports importlib_metadata without declaring it, and calls
+    # SentencePieceProcessor.SetVocabulary, which sentencepiece 0.2.1 dropped
+    packages = [
+        "torch==2.13.0",
+        f"joeynmt=={JOEY_VERSION}",
+        "importlib-metadata",
+        "sentencepiece==0.2.0",
+    ]
+    subprocess.run([*pip, *packages], check=True)
+
+
+def joey_installed(venv: Path) -> bool:
+    python = joey_python(venv)
+    if not python.is_file():
+        return False
+    return (
+        subprocess.run(
+            [str(python), "-c", "import joeynmt.__main__"], capture_output=True
+        ).returncode
+        == 0
+    )
+
+
+def write_joey_data(folder: Path, spm_model: Path) -> Path:
+    """Plain-text Multi30k splits and a vocabulary file of the sentencepiece pieces."""
+    import sentencepiece as spm
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid"):
+        corpus = bundled_multi30k(split)
+        (folder / f"{split}.de").write_text("\n".join(corpus.src) + "\n")
+        (folder / f"{split}.en").write_text("\n".join(corpus.tgt) + "\n")
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not sp.is_control(i)]
+    pieces = [p for p in pieces if not sp.is_unknown(sp.piece_to_id(p))]
+    (folder / "vocab.txt").write_text("\n".join(pieces) + "\n")
+    return folder
+
+
+def joey_config(data: Path, model_dir: Path, spm_model: Path) -> dict:
+    """A Joey NMT 2.3 config with the quick preset's model, data and optimiser."""
+    data, model_dir, spm_model = data.resolve(), model_dir.resolve(), spm_model.resolve()
+
+    def side(lang: str) -> dict:
+        return {
+            "lang": lang,
+            "level": "bpe",
+            "lowercase": False,
+            "max_length": 40,
+            "voc_file": str(data / "vocab.txt"),
+            "tokenizer_type": "sentencepiece",
+            "tokenizer_cfg": {"model_file": str(spm_model)},
+        }
+
+    def rnn(**extra) -> dict:
+        embed = {"embedding_dim": 128, "scale": False}
+        return {"type": "recurrent", "rnn_type": "gru", "hidden_size": 192,
+                "embeddings": embed, "dropout": 0.1, "num_layers": 1, **extra}  # fmt: skip
+
+    return {
+        "name": "multi30k_quick_preset",
+        "joeynmt_version": JOEY_VERSION,
+        "model_dir": str(model_dir),
+        "use_cuda": False,
+        "data": {
+            "train": str(data / "train"),
+            "dev": str(data / "valid"),
+            "dataset_type": "plain",
+            "src": side("de"),
+            "trg": side("en"),
+        },
+        "training": {
+            "random_seed": 1,
+            "optimizer": "adam",
+            "learning_rate": 0.002,
+            "learning_rate_min": 1e-5,
+            "clip_grad_norm": 1.0,
+            "scheduling": "plateau",
+            "patience": 1,
+            "decrease_factor": 0.5,
+            "label_smoothing": 0.1,
+            "normalization": "tokens",
+            "batch_size": 64,
+            "batch_type": "sentence",
+            "epochs": 100,
+            "validation_freq": VALID_EVERY,
+            "logging_freq": 100,
+            "early_stopping_metric": "bleu",
+            "overwrite": True,
+            "shuffle": True,
+            "print_valid_sents": [],
+            "keep_best_ckpts": 1,
+        },
+        "testing": {
+            "beam_size": 1,
+            "batch_size": 100,
+            "batch_type": "sentence",
+            "eval_metrics": ["bleu"],
+            "sacrebleu_cfg": {"tokenize": "13a"},
+        },
+        "model": {
+            "initializer": "xavier_uniform",
+            "tied_embeddings": False,
+            "encoder": rnn(bidirectional=True),
+            "decoder": rnn(
+                hidden_dropout=0.1, attention="luong", input_feeding=False, init_hidden="bridge"
+            ),
+        },
+    }
+
+
+# Joey NMT 2.3.0 passes ``verbose=`` to ReduceLROnPlateau, which torch 2.13
+# no longer takes; the launcher drops it (it only printed) and starts Joey.
+JOEY_LAUNCHER = """
+import runpy, sys
+from torch.optim import lr_scheduler
+init = lr_scheduler.ReduceLROnPlateau.__init__
+def without_verbose(self, *args, verbose=None, **kwargs):
+    init(self, *args, **kwargs)
+lr_scheduler.ReduceLROnPlateau.__init__ = without_verbose
+sys.argv = ["joeynmt", "train", sys.argv[1]]
+runpy.run_module("joeynmt", run_name="__main__")
+"""
+
+
+def run_joey(out: Path, venv: Path, spm_model: Path, threads: int, cap_minutes: float) -> Curve:
+    model_dir = out / "joey"
+    shutil.rmtree(model_dir, ignore_errors=True)
+    data = write_joey_data(out / "joey_data", spm_model)
+    config = out / "joey.yaml"
+    config.write_text(yaml.safe_dump(joey_config(data, model_dir, spm_model)))
+    command = [str(joey_python(venv)), "-c", JOEY_LAUNCHER, str(config)]
+    rows, note = watch(
+        command,
+        lambda: joey_validations(model_dir),
+        cap_minutes=cap_minutes,
+        env=thread_env(threads),
+        log=out / "joey.log",
+    )
+    return Curve(f"Joey NMT {JOEY_VERSION}", rows, joey_params(model_dir), note)
+
+
+# ----------------------------------------------------------------- report
+def report(curves: list[Curve], threads: int) -> str:
+    head = ["toolkit", "params", "validations"]
+    head += [f"min to BLEU {level:g}" for level in LEVELS] + ["best BLEU", "stopped by"]
+    lines = [f"threads: {threads}", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in curves:
+        reached = [c.minutes_to(level) for level in LEVELS]
+        best = max((bleu for _, _, bleu in c.rows), default=None)
+        cells = [c.toolkit, f"{c.params:,}" if c.params else "-", str(len(c.rows))]
+        cells += ["-" if m is None else f"{m:.1f}" for m in reached]
+        cells += ["-" if best is None else f"{best:.2f}", c.note]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(curves) == 2:
+        for level in LEVELS:
+            ours, peer = (c.minutes_to(level) for c in curves)
+            lines.append(f"ttq_bleu{level:g}_attnkit_vs_joey: {_ratio(ours, peer, curves[1])}")
+    return "\n".join(lines)
+
+
+def _ratio(ours: float | None, peer: float | None, peer_curve: Curve) -> str:
+    """attnkit's time over Joey's; an upper bound when Joey never got there."""
+    if ours is None:
+        return "attnkit did not reach it"
+    if peer is None:
+        cap = peer_curve.rows[-1][0] / 60 if peer_curve.rows else None
+        return f"<= {ours / cap:.2f} (Joey NMT not there after {cap:.1f} min)" if cap else "-"
+    return f"{ours / peer:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--setup", action="store_true", help="create the Joey NMT venv and exit")
+    parser.add_argument("--venv", type=Path, default=ROOT / ".venv-joeynmt")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "time_to_quality")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--minutes", type=float, default=60.0, help="time cap of each run")
+    args = parser.parse_args(argv)
+    if args.setup:
+        setup_joey(args.venv)
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    curves = [run_attnkit(args.out, args.threads, args.minutes)]
+    if joey_installed(args.venv):
+        spm_model = args.out / "attnkit" / "spm.model"
+        curves.append(run_joey(args.out, args.venv, spm_model, args.threads, args.minutes))
+    else:
+        curves.append(Curve("Joey NMT", note=f"not installed (run with --setup; venv {args.venv})"))
+    text = report(curves, args.threads)
+    print(text)
+    result = {"threads": args.threads, "curves": [asdict(c) for c in curves], "table": text}
+    (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
