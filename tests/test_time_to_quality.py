@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import save_file
@@ -89,7 +91,11 @@ def test_joey_config_is_the_quick_preset(tmp_path):
         assert side["hidden_size"] == quick["model"]["hidden_size"]
         assert side["embeddings"]["embedding_dim"] == quick["model"]["embed_dim"]
         assert side["dropout"] == quick["model"]["dropout"] and side["rnn_type"] == "gru"
-    assert enc["bidirectional"] and not dec["input_feeding"] and dec["attention"] == "luong"
+    assert enc["bidirectional"] and not dec["input_feeding"] and dec["attention"] == "bahdanau"
+    assert (
+        ttq.joey_config(tmp_path, tmp_path, spm, "luong")["model"]["decoder"]["attention"]
+        == "luong"
+    )
     assert (
         quick["model"]["query_timing"] == "current"
     )  # Joey's recurrent decoder attends after the step
@@ -97,3 +103,12 @@ def test_joey_config_is_the_quick_preset(tmp_path):
         assert cfg["data"][lang]["max_length"] == quick["data"]["max_src_len"]
         assert cfg["data"][lang]["tokenizer_cfg"]["model_file"] == str(spm.resolve())
     assert cfg["testing"]["beam_size"] == 1  # greedy validation, as attnkit's
+
+
+def test_only_one_toolkit_reuses_the_other_saved_curve(tmp_path):
+    saved = ttq.Curve("attnkit", [(70.0, 250, 7.9), (533.4, 2250, 35.06)], 2610848, "reached")
+    (tmp_path / "attnkit.json").write_text(json.dumps(ttq.asdict(saved)))
+    args = argparse.Namespace(only="joey", out=tmp_path)
+    assert ttq.measured("attnkit", args) == saved
+    with pytest.raises(SystemExit, match="no earlier joey curve"):
+        ttq.measured("joey", argparse.Namespace(only="attnkit", out=tmp_path))
