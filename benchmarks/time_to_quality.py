@@ -75,6 +75,7 @@ class Curve:
     rows: list[tuple[float, int, float]] = field(default_factory=list)
     params: int | None = None
     note: str = ""
+    minutes: float | None = None  # how long the run was watched
 
     def minutes_to(self, level: float) -> float | None:
         """Minutes until validation BLEU first reached ``level`` (``None``: never)."""
@@ -118,8 +119,11 @@ def watch(
     cap_minutes: float,
     env: dict[str, str],
     log: Path,
-) -> tuple[list[tuple[float, int, float]], str]:
-    """Run ``command``; time each new validation; stop at BLEU max(LEVELS) or the cap."""
+) -> tuple[list[tuple[float, int, float]], str, float]:
+    """Run ``command``; time each new validation; stop at BLEU max(LEVELS) or the cap.
+
+    Returns the ``(seconds, step, BLEU)`` rows, why it stopped, and its minutes.
+    """
     rows: list[tuple[float, int, float]] = []
     start = time.monotonic()
     with open(log, "w") as out:
@@ -130,11 +134,11 @@ def watch(
                 now = time.monotonic() - start
                 rows += [(round(now, 1), step, bleu) for step, bleu in read()[len(rows) :]]
                 if rows and rows[-1][2] >= max(LEVELS):
-                    return rows, f"reached BLEU {max(LEVELS):g}"
+                    return rows, f"reached BLEU {max(LEVELS):g}", now / 60
                 if done:
-                    return rows, f"exited with status {proc.returncode} (see {log})"
+                    return rows, f"exited with status {proc.returncode} (see {log})", now / 60
                 if now >= cap_minutes * 60:
-                    return rows, f"time cap of {cap_minutes:g} min"
+                    return rows, f"time cap of {cap_minutes:g} min", now / 60
                 time.sleep(1.0)
         finally:
             if proc.poll() is None:
@@ -156,14 +160,14 @@ def run_attnkit(out: Path, threads: int, cap_minutes: float) -> Curve:
         "--train.early_stopping", "null", "--train.valid_bleu_sentences", "null",
         "--train.valid_every", str(VALID_EVERY), "--train.threads", str(threads),
     ]  # fmt: skip
-    rows, note = watch(
+    rows, note, minutes = watch(
         command,
         lambda: attnkit_validations(run_dir),
         cap_minutes=cap_minutes,
         env=thread_env(threads),
         log=out / "attnkit.log",
     )
-    return Curve("attnkit", rows, attnkit_params(run_dir), note)
+    return Curve("attnkit", rows, attnkit_params(run_dir), note, minutes)
 
 
 def attnkit_params(run_dir: Path) -> int | None:
@@ -320,7 +324,7 @@ def run_joey(spm_model: Path, args: argparse.Namespace) -> Curve:
     config = out / "joey.yaml"
     config.write_text(yaml.safe_dump(joey_config(data, model_dir, spm_model, args.joey_attention)))
     command = [str(joey_python(args.venv)), "-c", JOEY_LAUNCHER, str(config)]
-    rows, note = watch(
+    rows, note, minutes = watch(
         command,
         lambda: joey_validations(model_dir),
         cap_minutes=args.minutes,
@@ -328,7 +332,7 @@ def run_joey(spm_model: Path, args: argparse.Namespace) -> Curve:
         log=out / "joey.log",
     )
     name = f"Joey NMT {JOEY_VERSION} ({args.joey_attention})"
-    return Curve(name, rows, joey_params(model_dir), note)
+    return Curve(name, rows, joey_params(model_dir), note, minutes)
 
 
 # ----------------------------------------------------------------- report
@@ -351,13 +355,15 @@ def report(curves: list[Curve], threads: int) -> str:
 
 
 def _ratio(ours: float | None, peer: float | None, peer_curve: Curve) -> str:
-    """attnkit's time over Joey's; an upper bound when Joey never got there."""
+    """attnkit's time over Joey's; an upper bound when Joey ran to the time cap without it."""
     if ours is None:
         return "attnkit did not reach it"
-    if peer is None:
-        cap = peer_curve.rows[-1][0] / 60 if peer_curve.rows else None
-        return f"<= {ours / cap:.2f} (Joey NMT not there after {cap:.1f} min)" if cap else "-"
-    return f"{ours / peer:.2f}"
+    if peer is not None:
+        return f"{ours / peer:.2f}"
+    watched = peer_curve.minutes
+    if peer_curve.note.startswith("time cap") and watched:
+        return f"<= {ours / watched:.2f} (Joey NMT not there after {watched:.1f} min)"
+    return "-"
 
 
 def main(argv: list[str] | None = None) -> int:

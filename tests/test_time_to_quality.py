@@ -43,19 +43,26 @@ def test_reads_attnkit_metrics_and_counts_only_model_weights(tmp_path):
 
 def test_minutes_to_a_level_and_the_ratio_bound_when_joey_never_gets_there():
     ours = ttq.Curve("attnkit", [(60.0, 250, 20.0), (300.0, 1000, 30.2), (540.0, 2250, 35.1)])
-    peer = ttq.Curve("Joey NMT", [(600.0, 250, 10.0), (3600.0, 1750, 31.0)], note="time cap")
+    rows = [(600.0, 250, 10.0), (3500.0, 1750, 31.0)]
+    peer = ttq.Curve("Joey NMT", rows, note="time cap of 60 min", minutes=60.0)
     assert ours.minutes_to(30) == 5.0 and ours.minutes_to(35) == 9.0 and ours.minutes_to(40) is None
     text = ttq.report([ours, peer], threads=1)
-    assert "ttq_bleu30_attnkit_vs_joey: 0.08" in text  # 5 min against 60 min
+    assert "ttq_bleu30_attnkit_vs_joey: 0.09" in text  # 5 min against 58.3 min
     assert "ttq_bleu35_attnkit_vs_joey: <= 0.15 (Joey NMT not there after 60.0 min)" in text
 
 
-def test_a_missing_peer_is_reported_not_fatal(tmp_path):
+def ours_at(minutes: float) -> ttq.Curve:
+    return ttq.Curve("attnkit", [(minutes * 60, 250, 31.0)])
+
+
+def test_a_missing_or_crashed_peer_is_reported_not_fatal(tmp_path):
     assert not ttq.joey_installed(tmp_path / "no-venv")
     missing = ttq.Curve("Joey NMT", note="not installed (run with --setup)")
-    text = ttq.report([ttq.Curve("attnkit", [(60.0, 250, 31.0)]), missing], threads=2)
+    text = ttq.report([ours_at(1.0), missing], threads=2)
     assert "| Joey NMT | - | 0 | - | - | - | not installed (run with --setup) |" in text
     assert "ttq_bleu30_attnkit_vs_joey: -" in text
+    crashed = ttq.Curve("Joey NMT", [(60.0, 250, 1.0)], note="exited with status 1", minutes=1.5)
+    assert "ttq_bleu30_attnkit_vs_joey: -" in ttq.report([ours_at(1.0), crashed], threads=1)
 
 
 def test_watch_times_each_validation_and_stops_the_run_at_the_top_level(tmp_path):
@@ -67,7 +74,7 @@ def test_watch_times_each_validation_and_stops_the_run_at_the_top_level(tmp_path
         f"    open({str(log)!r}, 'a').write(f'Steps: {{step}}\\tbleu: {{bleu}}\\n')\n"
         "time.sleep(30)\n"
     )
-    rows, note = ttq.watch(
+    rows, note, minutes = ttq.watch(
         [sys.executable, "-c", script],
         lambda: ttq.joey_validations(tmp_path),
         cap_minutes=1.0,
@@ -76,6 +83,7 @@ def test_watch_times_each_validation_and_stops_the_run_at_the_top_level(tmp_path
     )
     assert [(step, bleu) for _, step, bleu in rows] == [(250, 20.0), (500, 36.0)]
     assert note == "reached BLEU 35" and 1 < rows[0][0] < rows[1][0] < 30
+    assert rows[1][0] / 60 <= minutes < 0.5
 
 
 def test_joey_config_is_the_quick_preset(tmp_path):
