@@ -39,7 +39,9 @@ Joey NMT pins older libraries, so it lives in its own virtual environment::
     python -m benchmarks.time_to_quality --threads 1  # both runs, then the table
 
 Without that environment the Joey NMT row says "not installed". Results go to
-``--out`` (``runs/time_to_quality``): both run folders and ``result.json``.
+``--out`` (``runs/time_to_quality``): both run folders, each toolkit's curve
+(``attnkit.json``, ``joey.json``) and ``result.json``; ``--only joey`` (or
+``attnkit``) runs one side again and reads the other's curve from there.
 """
 
 from __future__ import annotations
