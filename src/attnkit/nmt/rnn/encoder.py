@@ -8,8 +8,8 @@ and for the decoder, A.2.2) the annotations are ``2D`` wide.
 Padded batches are packed with ``pack_padded_sequence(enforce_sorted=False)``,
 so the backward RNN starts at each sentence's own last token and no state ever
 sees a ``<pad>``: a sentence encodes to the same states alone or inside a
-padded batch, in any order. A batch without padding (the usual case for
-length-bucketed batches of short sentences) skips packing.
+padded batch, in any order. A batch without padding skips packing (about
+half of the length-bucketed Multi30k batches; every reverse-task batch).
 
 Notation: ``B`` batch, ``S`` source length, ``E`` embedding size, ``D`` hidden
 units per direction, ``V`` source vocabulary size.
