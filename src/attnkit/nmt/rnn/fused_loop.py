@@ -81,7 +81,7 @@ class _Loop(torch.autograd.Function):
         x_gates = torch.addmm(b_ih, inputs.view(-1, embed), w_ih[:, :embed].t())
         x_gates = x_gates.view(steps, batch, 3 * d)  # the embedding half, all steps at once
         w_ctx = w_ih[:, embed:].t()  # (Dv, 3D)
-        floor = values.new_zeros(mask.shape).masked_fill(~mask, torch.finfo(values.dtype).min)
+        blocked, floor = ~mask, torch.finfo(values.dtype).min
         keep = mask.to(values.dtype)  # (B, S)
 
         new = values.new_empty
@@ -96,7 +96,8 @@ class _Loop(torch.autograd.Function):
         for t in range(steps):
             q = torch.addmm(b_state, s, w_state, out=qh[t])  # [W_q s; W_h s + b_h]
             tanh = torch.add(prepared, q[:, None, :a_dim], out=hidden[t]).tanh_()  # (B, S, A)
-            scores = torch.matmul(tanh, v).add_(floor)  # (B, S), masked to the dtype's floor
+            # masked scores are replaced (not added to), as masked_softmax does
+            scores = torch.matmul(tanh, v).masked_fill_(blocked, floor)  # (B, S)
             a = torch.mul(torch.softmax(scores, dim=-1), keep, out=weights[t])
             c = torch.bmm(a[:, None, :], values, out=contexts[t])[:, 0]  # (B, Dv)
             gi = torch.addmm(x_gates[t], c, w_ctx)  # W_i [E y; c] + b_i
