@@ -5,7 +5,7 @@ From the root of a clone::
     python -m benchmarks.align_aer RUN_DIR [--reverse-run DIR] [--gold-dir DIR]
         [--eflomal-venv DIR] [--json FILE]
 
-Attention: ``attnkit.nmt.align.align_words`` on the Hansards English-French
+Attention: ``attnkit.nmt.analysis.align.align_words`` on the Hansards English-French
 gold set (447 pairs, Och & Ney's sure/possible links, 1-based), for every
 extraction method (argmax; thresholds 0.1-0.5), timing (shift 0/1) and
 subword merge (sum/max); with ``--reverse-run DIR`` (a target->source run)
@@ -14,7 +14,7 @@ eflomal (Östling & Tiedemann 2017), trained on the run's training text
 (the config's train split) plus the 447 test sentences, as unsupervised
 aligners are used; its forward, reverse,
 intersection and grow-diag-final-and links are scored by the same
-``attnkit.nmt.metrics.alignment_error_rate``.
+``attnkit.nmt.analysis.metrics.alignment_error_rate``.
 
 eflomal runs in its own virtual environment (default ``/work/eflomal-venv``),
 created with ``pip install eflomal`` when missing; when it cannot be built
@@ -34,16 +34,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attnkit.nmt.align import (
+from attnkit.nmt.analysis.align import (
     AlignOptions,
     align_words,
     extract_links,
     read_bitext,
     read_gold,
 )
-from attnkit.nmt.corpus import load_split
-from attnkit.nmt.metrics import Link, alignment_error_rate
-from attnkit.nmt.translate import load_run
+from attnkit.nmt.analysis.metrics import Link, alignment_error_rate
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.runs.loaded_run import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"

@@ -5,7 +5,7 @@ Multi30k) trains in windows of wall time; each window reports source+target
 tokens/s. Settings, alternated within each round so that drift hits both:
 
 - ``fixed``: every CPU this process may use (the old default, ``threads: 0``);
-- ``auto``: :class:`attnkit.nmt.threads.ThreadGovernor`, created at the start
+- ``auto``: :class:`attnkit.nmt.training.threads.ThreadGovernor`, created at the start
   of the window as a training run creates it, re-measuring every 2 s;
 
 each first on an idle machine, then while a child process spins on one core
@@ -29,8 +29,8 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from attnkit.nmt.rnn import RNNConfig, RNNTranslator
-from attnkit.nmt.threads import ThreadGovernor, default_threads
+from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.training.threads import ThreadGovernor, default_threads
 
 from .bench_train import (
     Trainer,

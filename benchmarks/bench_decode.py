@@ -22,10 +22,11 @@ from pathlib import Path
 
 import torch
 
-from attnkit.nmt.batching import Examples, make_batch, sorted_batches
-from attnkit.nmt.corpus import load_split
-from attnkit.nmt.search import beam_search, greedy_decode
-from attnkit.nmt.translate import load_run, translate_lines
+from attnkit.nmt.data.batching import Examples, make_batch, sorted_batches
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.decoding.search import beam_search, greedy_decode
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.runs.loaded_run import load_run
 
 from .bench_train import attnkit_trainer, reverse_examples
 from .report import Result, Table

@@ -6,7 +6,7 @@ Multi30k sentence pairs in the same order, fp32 on the CPU. Each side runs in
 fresh processes (``python -m benchmarks.bench_distributed worker``), sides
 alternating over repeats; a rank times its steps after a warm-up, between two
 barriers. The data-parallel side does what ``attnkit train`` under torchrun
-does per step (:mod:`attnkit.nmt.distributed`): its share ``batch[r::2]``,
+does per step (:mod:`attnkit.nmt.training.distributed`): its share ``batch[r::2]``,
 the loss weighted to the global batch's mean, DDP's gradient all-reduce, the
 loss all-reduce and the stop agreement. Tokens are real (non-pad) target tokens.
 
@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 
 import attnkit
-from attnkit.nmt.batching import Examples, bucket_batches, make_batch
-from attnkit.nmt.distributed import Group, join
+from attnkit.nmt.data.batching import Examples, bucket_batches, make_batch
+from attnkit.nmt.training.distributed import Group, join
 from attnkit.nmt.vocab_ids import PAD
 
 from .bench_train import BATCH, EMB, HIDDEN, attnkit_model, multi30k_examples

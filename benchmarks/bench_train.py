@@ -38,11 +38,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnkit.nmt.batching import Batch, Examples, bucket_batches, encode_examples, make_batch
-from attnkit.nmt.corpus import bundled_multi30k
-from attnkit.nmt.rnn import RNNConfig, RNNTranslator
-from attnkit.nmt.tokenizer import train_tokenizers
-from attnkit.nmt.toy import toy_corpus
+from attnkit.nmt.data.batching import Batch, Examples, bucket_batches, encode_examples, make_batch
+from attnkit.nmt.data.corpus import bundled_multi30k
+from attnkit.nmt.data.tokenizer import train_tokenizers
+from attnkit.nmt.data.toy import toy_corpus
+from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.vocab_ids import PAD
 
 from .report import Result, Table

@@ -22,8 +22,8 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnkit.nmt.batching import Batch, Examples, make_batch, sorted_batches
-from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
+from attnkit.nmt.data.batching import Batch, Examples, make_batch, sorted_batches
+from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.vocab_ids import BOS, EOS
 
 from .bench_train import (

@@ -7,7 +7,7 @@ From the root of a clone::
 
 For every beta of GNMT's coverage penalty (Wu et al. 2016, eq. 14) and every
 ``no_repeat_ngram`` setting, the run's beam search (its ``decode`` section
-otherwise) translates each split, and ``attnkit.nmt.inspect.inspect_run``
+otherwise) translates each split, and ``attnkit.nmt.analysis.inspect.inspect_run``
 gives sacreBLEU, chrF, the repeated-3-gram rate, the share of under-covered
 source words (coverage < 0.5) and the length ratio. The setting with the best
 validation BLEU is the one to make the default; test figures are for
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from attnkit.nmt.corpus import load_split
-from attnkit.nmt.inspect import inspect_run
-from attnkit.nmt.translate import load_run
+from attnkit.nmt.analysis.inspect import inspect_run
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.runs.loaded_run import load_run
 
 
 def _floats(text: str) -> list[float]:

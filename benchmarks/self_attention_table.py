@@ -23,10 +23,11 @@ from pathlib import Path
 
 import torch
 
-from attnkit.nmt.batching import Examples, make_batch, sorted_batches
-from attnkit.nmt.corpus import load_split
-from attnkit.nmt.translate import load_run, translate_lines
-from attnkit.nmt.views import attention_views
+from attnkit.nmt.data.batching import Examples, make_batch, sorted_batches
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.decoding.views import attention_views
+from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.vocab_ids import BOS
 
 ROLES = ("previous", "self", "next", "</s>", "elsewhere")

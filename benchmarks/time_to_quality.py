@@ -61,7 +61,7 @@ from pathlib import Path
 
 import yaml
 
-from attnkit.nmt.corpus import bundled_multi30k
+from attnkit.nmt.data.corpus import bundled_multi30k
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = (30.0, 35.0)

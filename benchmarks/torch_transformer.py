@@ -1,7 +1,8 @@
 """The peer for the Transformer benchmarks: the same translator on ``torch.nn.Transformer``.
 
-Same sizes and parameters as attnkit's :class:`~attnkit.nmt.transformer.TransformerTranslator`
-with ``share_embeddings: true`` and pre-LN: one embedding matrix (source, target
+Same sizes and parameters as attnkit's
+:class:`~attnkit.nmt.models.transformer.TransformerTranslator` with
+``share_embeddings: true`` and pre-LN: one embedding matrix (source, target
 and output layer), sinusoidal positions, ``sqrt(D)`` scaling, an output bias,
 and ``nn.Transformer(norm_first=True)`` (whose final encoder/decoder LayerNorms
 match attnkit's). Masks use PyTorch's polarity (True = ignore).
@@ -15,8 +16,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from attnkit.nmt.transformer import TransformerConfig
-from attnkit.nmt.transformer.embedding import sinusoids
+from attnkit.nmt.models.transformer import TransformerConfig
+from attnkit.nmt.models.transformer.embedding import sinusoids
 from attnkit.nmt.vocab_ids import PAD
 
 __all__ = ["TorchTransformerTranslator"]

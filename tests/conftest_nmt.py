@@ -9,12 +9,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnkit.nmt.architectures import build_translator
-from attnkit.nmt.checkpoint import save_checkpoint
 from attnkit.nmt.config import RunConfig
-from attnkit.nmt.rnn import RNNConfig, RNNTranslator
-from attnkit.nmt.tokenizer import save_tokenizers
-from attnkit.nmt.transformer import TransformerConfig, TransformerTranslator
+from attnkit.nmt.data.tokenizer import save_tokenizers
+from attnkit.nmt.models.registry import build_translator
+from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
+from attnkit.nmt.runs.checkpoint import save_checkpoint
 from attnkit.nmt.vocab_ids import BOS, EOS, NUM_SPECIAL, PAD
 
 TOY_VOCAB = 12  # 4 special tokens + 8 symbols

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attnkit.nmt.tokenizer import WordTokenizer
-from attnkit.nmt.translate import load_run
+from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.serve import Limits, ServedRun, create_app
 from conftest_nmt import make_run
 

@@ -17,7 +17,22 @@ PACKAGE = SRC / "attnkit"
 
 # The architectures: only nmt.architectures (the factory) and each architecture's own
 # package may import them; everything else talks to the Translator interface.
-ARCHITECTURES = ("attnkit.nmt.rnn", "attnkit.nmt.transformer")
+ARCHITECTURES = ("attnkit.nmt.models.rnn", "attnkit.nmt.models.transformer")
+
+
+# The translator's rooms, from the ground floor up (docs/architecture.md). A module
+# imports only from its own floor or the floors below it, so every import between
+# rooms points down; ``attnkit.nmt`` itself (the package face) is not on a floor.
+NMT_FLOORS = (
+    ("attnkit.nmt.vocab_ids", "attnkit.nmt.device"),
+    ("attnkit.nmt.models",),
+    ("attnkit.nmt.config",),
+    ("attnkit.nmt.data",),
+    ("attnkit.nmt.runs",),
+    ("attnkit.nmt.decoding",),
+    ("attnkit.nmt.analysis",),
+    ("attnkit.nmt.training",),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -61,7 +76,28 @@ def _violations(rule) -> list[str]:
 
 def test_the_source_tree_was_found_and_parsed():
     modules = {source for source, _ in EDGES}
-    assert {"attnkit.nmt.search", "attnkit.attention.multihead", "attnkit.cli"} <= modules
+    assert {"attnkit.nmt.decoding.search", "attnkit.attention.multihead", "attnkit.cli"} <= modules
+
+
+def _floor(module: str) -> int | None:
+    for floor, rooms in enumerate(NMT_FLOORS):
+        if any(_inside(module, room) for room in rooms):
+            return floor
+    return None
+
+
+def test_every_translator_module_stands_on_a_floor():
+    modules = {source for source, _ in EDGES} | {_module_name(p) for p in SOURCES}
+    homeless = [m for m in modules if _inside(m, "attnkit.nmt") and m != "attnkit.nmt"]
+    assert [m for m in homeless if _floor(m) is None] == []
+
+
+def test_translator_rooms_import_only_downwards():
+    def rule(source: str, target: str) -> bool:
+        below, above = _floor(source), _floor(target)
+        return below is not None and above is not None and above > below
+
+    assert _violations(rule) == []
 
 
 def test_attention_core_imports_nothing_above_it():
@@ -97,7 +133,7 @@ def test_plot_draws_and_never_imports_attention_or_the_translator():
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_only_the_factory_imports_an_architecture(arch):
     def rule(source: str, target: str) -> bool:
-        allowed = source == "attnkit.nmt.architectures" or _inside(source, arch)
+        allowed = source == "attnkit.nmt.models.registry" or _inside(source, arch)
         return _inside(target, arch) and not allowed and source != "attnkit.nmt"
 
     assert _violations(rule) == []

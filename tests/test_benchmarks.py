@@ -2,7 +2,7 @@
 
 import torch
 
-from attnkit.nmt.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
 from benchmarks.report import Table
 from benchmarks.timing import Comparison, compare, peak_memory_mb
 from benchmarks.tutorial_seq2seq import TutorialAttention, TutorialSeq2Seq

@@ -89,7 +89,7 @@ def _index_or_mean(value: str | None, option: str, default: int | None) -> int |
 
 
 def _load(args: argparse.Namespace):
-    from ..nmt.translate import load_run
+    from ..nmt.runs.loaded_run import load_run
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -98,8 +98,8 @@ def _load(args: argparse.Namespace):
 
 def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[str]]]:
     """Source and target words from --bitext or --src/--tgt."""
-    from ..nmt.align import read_bitext
-    from ..nmt.corpus import read_lines
+    from ..nmt.analysis.align import read_bitext
+    from ..nmt.data.corpus import read_lines
 
     if args.bitext and (args.src or args.tgt):
         raise UsageError("give --bitext or --src/--tgt, not both")
@@ -114,7 +114,7 @@ def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[st
 
 
 def _options(args: argparse.Namespace, model_config):
-    from ..nmt.align import AlignOptions, default_shift
+    from ..nmt.analysis.align import AlignOptions, default_shift
 
     layer_default = getattr(model_config, "alignment_layer", -1)
     shift = default_shift(model_config) if args.shift == "auto" else int(args.shift)
@@ -129,8 +129,8 @@ def _options(args: argparse.Namespace, model_config):
 
 
 def run_align(args: argparse.Namespace) -> int:
-    from ..nmt.align import align_words, format_pharaoh
-    from ..nmt.checkpoint import atomic_write_bytes
+    from ..atomic import atomic_write_bytes
+    from ..nmt.analysis.align import align_words, format_pharaoh
 
     src_words, tgt_words = _word_pairs(args)
     gold = _gold(args, src_words, tgt_words) if args.gold else None
@@ -152,7 +152,7 @@ def run_align(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if gold is not None:
-        from ..nmt.metrics import alignment_error_rate
+        from ..nmt.analysis.metrics import alignment_error_rate
 
         score = alignment_error_rate([a.links for a in alignments], gold.sure, gold.possible)
         report = sys.stdout if args.out else sys.stderr
@@ -170,7 +170,7 @@ def _describe(options) -> str:
 
 def _gold(args: argparse.Namespace, src_words, tgt_words):
     """The gold file, checked against the sentences: same count, every index inside."""
-    from ..nmt.align import read_gold
+    from ..nmt.analysis.align import read_gold
 
     gold = read_gold(args.gold, one_based=args.gold_base == 1)
     if len(gold.sure) != len(src_words):
@@ -214,7 +214,7 @@ def _register_inspect(subparsers: argparse._SubParsersAction) -> None:
 
 def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
     """Sources, references and a name for them: --src/--tgt files or a split."""
-    from ..nmt.corpus import load_split, read_parallel
+    from ..nmt.data.corpus import load_split, read_parallel
 
     if args.split and (args.src or args.tgt):
         raise UsageError("give --split or --src/--tgt, not both")
@@ -230,8 +230,8 @@ def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
 def run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from ..nmt.checkpoint import atomic_write_bytes
-    from ..nmt.inspect import inspect_run
+    from ..atomic import atomic_write_bytes
+    from ..nmt.analysis.inspect import inspect_run
 
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")

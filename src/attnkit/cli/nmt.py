@@ -273,8 +273,8 @@ def _config_and_folder(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..nmt.distributed import MainFailed, PeerLost
-    from ..nmt.train import TrainingError, train
+    from ..nmt.training.distributed import MainFailed, PeerLost
+    from ..nmt.training.loop import TrainingError, train
 
     config, out = _config_and_folder(args)
     try:
@@ -308,7 +308,7 @@ def _warn(line: str) -> None:
 
 def _load(args: argparse.Namespace):
     from ..nmt.device import resolve_device
-    from ..nmt.translate import load_run
+    from ..nmt.runs.loaded_run import load_run
 
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")
@@ -320,7 +320,7 @@ def _load(args: argparse.Namespace):
 
 def run_translate(args: argparse.Namespace) -> int:
     """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
-    from ..nmt.streaming import translate_buffers
+    from ..nmt.decoding.streaming import translate_buffers
 
     head = _head(args.head)
     _check_stream_options(args)
@@ -353,7 +353,7 @@ def _check_stream_options(args: argparse.Namespace) -> None:
 
 def _input_buffers(args: argparse.Namespace):
     """The sentences given as arguments, else stdin, in buffers of ``--buffer-size`` lines."""
-    from ..nmt.streaming import read_buffers
+    from ..nmt.decoding.streaming import read_buffers
 
     if args.sentences:
         size = args.buffer_size
@@ -424,7 +424,7 @@ class _TranslateSinks:
         return _chosen_cross(self.run, t, self.args.layer, self.head)
 
     def _write_alignments(self, first: int, translations) -> None:
-        from ..nmt.translate import alignment_text
+        from ..nmt.decoding.translate import alignment_text
 
         for number, t in enumerate(translations, start=first):
             if t.weights is not None:
@@ -433,7 +433,7 @@ class _TranslateSinks:
         self.alignments.flush()
 
     def _write_json(self, first: int, translations) -> None:
-        from ..nmt.streaming import json_record, n_best
+        from ..nmt.decoding.streaming import json_record, n_best
 
         n = self.args.n_best
         best = (
@@ -464,7 +464,7 @@ def _head(value: str | None) -> int | str | None:
 
 def _check_view(run, layer: int | None, head) -> None:
     """Fail before translating when ``--layer``/``--head`` do not exist in this model."""
-    from ..nmt.views import attention_views, pick
+    from ..nmt.decoding.views import attention_views, pick
     from ..nmt.vocab_ids import EOS, NUM_SPECIAL
 
     views = attention_views(run.model, [NUM_SPECIAL], [EOS], run.device)  # one-token probe
@@ -475,7 +475,7 @@ def _check_view(run, layer: int | None, head) -> None:
 
 def _chosen_cross(run, translation, layer: int | None, head):
     """Cross-attention of ``--layer``/``--head`` (head average for ``all``), (T, S)."""
-    from ..nmt.views import attention_views, pick
+    from ..nmt.decoding.views import attention_views, pick
 
     views = attention_views(run.model, translation.src_ids, translation.output_ids, run.device)
     return pick(views.cross, layer, None if head == "all" else head)
@@ -498,7 +498,7 @@ def _clear_old_heatmaps(folder: Path) -> None:
 
 def _plot(run, translations, folder: Path, layer: int | None, head, first: int = 1) -> None:
     """Heatmaps of each translation, numbered by input line (``first`` = the first's)."""
-    from ..nmt.views import attention_views, write_heatmaps
+    from ..nmt.decoding.views import attention_views, write_heatmaps
 
     for number, t in enumerate(translations, start=first):
         if t.weights is None:
@@ -521,8 +521,8 @@ def _plot(run, translations, folder: Path, layer: int | None, head, first: int =
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from ..nmt.checkpoint import atomic_write_bytes
-    from ..nmt.translate import evaluate_corpus, evaluate_run
+    from ..atomic import atomic_write_bytes
+    from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run = _load(args)
@@ -544,7 +544,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _own_test_set(args: argparse.Namespace):
     """The ``--src``/``--ref`` pair as a corpus that keeps every line; None without them."""
-    from ..nmt.corpus import read_parallel
+    from ..nmt.data.corpus import read_parallel
 
     if args.src is None and args.ref is None:
         return None

@@ -48,7 +48,7 @@ def run_names(folders: list[str]) -> list[str]:
 def _run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..nmt.translate import load_run
+    from ..nmt.runs.loaded_run import load_run
     from ..serve import ServedRun, create_app
 
     if not 0 <= args.port <= 65535:

@@ -8,10 +8,10 @@ beam search, batch decoding), and the pipeline modules: ``config``, ``corpus``,
 ``checkpoint``, ``translate``, ``metrics``.
 """
 
-from .architectures import ModelConfig, build_translator
-from .model import Translator
-from .rnn import RNNConfig, RNNTranslator
-from .search import Hypothesis, beam_search, decode_examples, greedy_decode
+from .decoding.search import Hypothesis, beam_search, decode_examples, greedy_decode
+from .models.registry import ModelConfig, build_translator
+from .models.rnn import RNNConfig, RNNTranslator
+from .models.translator import Translator
 
 __all__ = [
     "Hypothesis",

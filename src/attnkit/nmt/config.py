@@ -1,7 +1,7 @@
 """Validated run configurations (pydantic v2) for training and translating.
 
 A run config is YAML with five sections — ``data``, ``tokenizer``, ``model``
-(:data:`attnkit.nmt.architectures.ModelConfig`), ``train``, ``decode`` — plus an
+(:data:`attnkit.nmt.models.registry.ModelConfig`), ``train``, ``decode`` — plus an
 optional ``name``. Every section forbids unknown keys. :meth:`RunConfig.load`
 turns any validation failure into one ``ValueError`` whose lines read
 ``section.key: what is allowed, got VALUE``, and applies dotted overrides
@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .architectures import ARCHITECTURES, ModelConfig, default_model_config
+from .models.registry import ARCHITECTURES, ModelConfig, default_model_config
 
 __all__ = [
     "DataConfig",
@@ -63,7 +63,7 @@ class SplitFiles(_Section):
 
 
 class ToyConfig(_Section):
-    """A synthetic task (see :mod:`attnkit.nmt.toy`): copy or reverse a symbol sequence."""
+    """A synthetic task (see :mod:`attnkit.nmt.data.toy`): copy or reverse a symbol sequence."""
 
     task: Literal["copy", "reverse"]
     num_symbols: int = Field(20, gt=0, le=10000)
@@ -164,7 +164,7 @@ class TrainConfig(_Section):
     torch's own setting. The default ``auto`` starts there and, every 2 s,
     gives back the cores other processes are using (a busy core costs a team
     of spin-waiting threads far more than its share; see
-    :mod:`attnkit.nmt.threads`). Set a number (e.g. 1) for runs that repeat
+    :mod:`attnkit.nmt.training.threads`). Set a number (e.g. 1) for runs that repeat
     bit for bit.
 
     Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,

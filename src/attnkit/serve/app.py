@@ -32,8 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from ..lessons import explain
-from ..nmt.text import is_blank
-from ..nmt.translate import LoadedRun, translate_lines
+from ..nmt.data.text import is_blank
+from ..nmt.decoding.translate import translate_lines
+from ..nmt.runs.loaded_run import LoadedRun
 from .payload import run_info, sentence_payload
 
 __all__ = ["ApiError", "Limits", "ServedRun", "create_app"]

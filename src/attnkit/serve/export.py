@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..nmt.checkpoint import atomic_write_bytes
-from ..nmt.translate import LoadedRun, Translation
+from ..atomic import atomic_write_bytes
+from ..nmt.decoding.translate import Translation
+from ..nmt.runs.loaded_run import LoadedRun
 from .payload import sentence_payload
 
 __all__ = ["html_page", "write_html"]
@@ -27,8 +28,8 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 def html_page(
     run: LoadedRun, translations: Sequence[Translation], *, beam_size: int, n_best: int = 5
 ) -> str:
-    """The page's text for ``translations`` (from :func:`~attnkit.nmt.translate.translate_lines`
-    with ``beam_size``)."""
+    """The page's text for ``translations`` (from
+    :func:`~attnkit.nmt.decoding.translate.translate_lines` with ``beam_size``)."""
     data = {
         "beam": beam_size,
         "sentences": [

@@ -1,10 +1,11 @@
 """JSON payloads of the explorer: one translated sentence with every attention view.
 
-A sentence's payload holds the translation of :func:`attnkit.nmt.translate.translate_lines`
-(its alignment ``weights`` ``(T, S)`` unchanged, so a script reading the API
-gets the same numbers as the library), the beam's other hypotheses
-(:func:`attnkit.nmt.streaming.n_best`, with the run's decode settings) and every layer and head
-(:func:`attnkit.nmt.views.attention_views`): ``cross (L, H, T, S)``, and for a
+A sentence's payload holds the translation of
+:func:`attnkit.nmt.decoding.translate.translate_lines` (its alignment ``weights``
+``(T, S)`` unchanged, so a script reading the API gets the same numbers as the
+library), the beam's other hypotheses (:func:`attnkit.nmt.decoding.streaming.n_best`,
+with the run's decode settings) and every layer and head
+(:func:`attnkit.nmt.decoding.views.attention_views`): ``cross (L, H, T, S)``, and for a
 Transformer ``encoder (Le, H, S, S)`` and ``decoder (L, H, T, T)`` (0 above the
 diagonal). ``S`` counts the source tokens with ``</s>``; ``T`` the output steps
 with ``</s>`` when the translation ended.
@@ -17,9 +18,10 @@ from typing import Any
 
 import torch
 
-from ..nmt.streaming import n_best as n_best_hypotheses
-from ..nmt.translate import LoadedRun, Translation
-from ..nmt.views import attention_views
+from ..nmt.decoding.streaming import n_best as n_best_hypotheses
+from ..nmt.decoding.translate import Translation
+from ..nmt.decoding.views import attention_views
+from ..nmt.runs.loaded_run import LoadedRun
 from ..nmt.vocab_ids import BOS, EOS, SPECIAL_TOKENS
 
 __all__ = ["run_info", "sentence_payload"]

@@ -1,0 +1,336 @@
+"""Word alignments from attention: forced decoding, subwords merged to words, Pharaoh format.
+
+The given target is decoded with teacher forcing (``Translator.attention_maps``,
+no search), and its cross-attention is turned into links between source and
+target *words* (whitespace tokens, as in the gold files):
+
+1. Heads and layers: ``(B, L, H, T, S)`` -> ``(B, T, S)`` by picking one layer
+   and head or averaging them (:func:`select_heads`; an RNN has one of each).
+2. Timing: row ``t`` of the forced pass is the step that *predicts* target
+   piece ``t`` (its input is piece ``t-1``). ``shift=1`` takes instead the row
+   of the step whose *input* is piece ``t`` (row ``t+1``): attention often
+   lags one output step behind the word it is said to align, as reported for
+   Transformers by Chen et al. 2020 (Shift-Att) and for one of the RNN
+   systems of Koehn & Knowles 2017 (sec. 3.5). The row of ``</s>``
+   (``shift=0``) or of ``<s>`` (``shift=1``) and the source ``</s>`` column
+   are dropped; the other weights are kept as they are (not renormalised).
+3. Subwords to words (:func:`merge_pieces`): a source word's weight is the
+   ``sum`` (its attention mass) or the ``max`` over its pieces; a target
+   word's row is the mean (``sum``) or the ``max`` over its pieces' rows.
+4. Links (:func:`extract_links`): ``argmax`` links each target word to its most
+   attended source word; ``threshold`` keeps every pair with weight >= tau.
+
+Links are ``(i, j)`` = (source word, target word), 0-based; Pharaoh text
+writes them ``i-j``. Gold files mark sure links ``i-j`` and possible ones
+``ipj`` (Och & Ney 2003), 1-based in the WPT 2003 sets.
+
+Notation: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` target pieces (+1 for
+``</s>``), ``S`` source pieces (+1 for ``</s>``), ``Tw``/``Sw`` words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from ..data.batching import Examples, make_batch, sorted_batches
+from ..data.corpus import read_lines
+from ..data.tokenizer import Tokenizer
+from ..models.translator import Translator
+from ..vocab_ids import UNK
+from .metrics import Link
+
+__all__ = [
+    "AlignOptions",
+    "GoldAlignment",
+    "WordAlignment",
+    "align_words",
+    "default_shift",
+    "encode_words",
+    "extract_links",
+    "format_pharaoh",
+    "merge_pieces",
+    "read_bitext",
+    "read_gold",
+    "select_heads",
+]
+
+Method = Literal["argmax", "threshold"]
+Merge = Literal["sum", "max"]
+
+
+@dataclass(frozen=True)
+class AlignOptions:
+    """How attention becomes word links (see the module docstring).
+
+    Attributes:
+        method: ``argmax`` (one link per target word) or ``threshold``.
+        threshold: tau of the threshold rule, in (0, 1].
+        shift: 0 (the row predicting the word) or 1 (the row reading it).
+        merge: ``sum`` or ``max`` over a word's subword pieces.
+        layer: cross-attention layer (negative counts from the top), None = mean.
+        head: head within the layer, None = mean over heads.
+    """
+
+    method: Method = "argmax"
+    threshold: float = 0.3
+    shift: int = 0
+    merge: Merge = "sum"
+    layer: int | None = -1
+    head: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("argmax", "threshold"):
+            raise ValueError(f"method must be 'argmax' or 'threshold', got {self.method!r}")
+        if self.merge not in ("sum", "max"):
+            raise ValueError(f"merge must be 'sum' or 'max', got {self.merge!r}")
+        if self.shift not in (0, 1):
+            raise ValueError(f"shift must be 0 or 1, got {self.shift!r}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+
+
+@dataclass
+class WordAlignment:
+    """One sentence pair's word-level attention and the links drawn from it.
+
+    Attributes:
+        weights: ``(Tw, Sw)`` float, target words x source words.
+        links: ``(source word, target word)`` pairs, 0-based.
+    """
+
+    weights: Tensor
+    links: set[Link]
+
+
+@dataclass
+class GoldAlignment:
+    """Gold links per sentence, 0-based: ``sure`` and ``possible`` (sure ones included)."""
+
+    sure: list[set[Link]]
+    possible: list[set[Link]]
+
+
+def default_shift(model_config: object) -> int:
+    """The literature's shift: 1 for an RNN with Bahdanau timing (``query_timing: previous``).
+
+    Read from the run config, so no architecture class is needed here. On
+    attnkit's Tatoeba runs shift 0 was better for both timings (AER 0.760 vs
+    0.774 with Bahdanau timing, 0.602 vs 0.778 with Luong timing; argmax,
+    benchmarks/RESULTS.md), so ``attnkit align`` uses this only with
+    ``--shift auto``.
+    """
+    return int(getattr(model_config, "query_timing", None) == "previous")
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_bitext(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
+    """Source and target words of a ``source words ||| target words`` file (one pair a line).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a line without exactly one `` ||| `` (naming file and line).
+    """
+    src, tgt = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        parts = line.split("|||")
+        if len(parts) != 2:
+            raise ValueError(
+                f"{path}, line {number}: expected 'source ||| target', got {len(parts) - 1} "
+                "'|||' separators"
+            )
+        src.append(parts[0].split())
+        tgt.append(parts[1].split())
+    return src, tgt
+
+
+def read_gold(path: str | Path, *, one_based: bool = True) -> GoldAlignment:
+    """Read gold links: ``i-j`` sure, ``ipj`` possible, space-separated, one line a sentence.
+
+    Args:
+        path: the gold file (gzipped or not).
+        one_based: indices start at 1 (the WPT 2003 / Och & Ney sets) rather than 0.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a malformed link or an index below the base (naming file, line, link).
+    """
+    base = 1 if one_based else 0
+    sure, possible = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        s, p = set(), set()
+        for item in line.split():
+            kind = "p" if "p" in item else "-"
+            i, _, j = item.partition(kind)
+            if not (i.isdigit() and j.isdigit()) or min(int(i), int(j)) < base:
+                raise ValueError(
+                    f"{path}, line {number}: {item!r} is not a link 'i-j' or 'ipj' with "
+                    f"indices >= {base}"
+                )
+            link = (int(i) - base, int(j) - base)
+            (s if kind == "-" else p).add(link)
+        sure.append(s)
+        possible.append(p | s)
+    return GoldAlignment(sure, possible)
+
+
+def format_pharaoh(links: set[Link]) -> str:
+    """``{(0, 0), (2, 1)}`` -> ``"0-0 2-1"``, sorted by source then target index."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+# ---------------------------------------------------------------- tensors
+
+
+def encode_words(tokenizer: Tokenizer, words: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Piece ids of ``words`` (each encoded on its own) and the word index of every piece.
+
+    A word the tokenizer maps to no piece at all becomes one ``<unk>``, so
+    every word keeps a column or row.
+    """
+    ids, word_of = [], []
+    for w, word in enumerate(words):
+        pieces = tokenizer.encode(word) or [UNK]
+        ids += pieces
+        word_of += [w] * len(pieces)
+    return ids, word_of
+
+
+def select_heads(cross: Tensor, layer: int | None, head: int | None) -> Tensor:
+    """One layer/head of cross-attention ``(B, L, H, T, S)`` -> ``(B, T, S)``; None = mean.
+
+    Raises:
+        ValueError: ``cross`` is not 5-D, or ``layer``/``head`` is out of range.
+    """
+    if cross.dim() != 5:
+        raise ValueError(f"cross must be (B, L, H, T, S), got shape {tuple(cross.shape)}")
+    for arg, index, size in (("layer", layer, cross.shape[1]), ("head", head, cross.shape[2])):
+        if index is not None and not -size <= index < size:
+            raise ValueError(f"{arg} {index} is out of range: the model has {size} {arg}s")
+    picked = cross.mean(dim=1) if layer is None else cross[:, layer]  # (B, H, T, S)
+    return picked.mean(dim=1) if head is None else picked[:, head]  # (B, T, S)
+
+
+def merge_pieces(
+    weights: Tensor, tgt_word_of: Sequence[int], src_word_of: Sequence[int], merge: Merge = "sum"
+) -> Tensor:
+    """Piece weights ``(Tp, Sp)`` -> word weights ``(Tw, Sw)``.
+
+    ``sum``: ``W[j, i] = mean_{t in word j} sum_{s in word i} w[t, s]`` (a
+    source word gets its pieces' attention mass; a target word's row stays a
+    sub-distribution). ``max``: the largest piece weight on both sides.
+
+    Args:
+        weights: ``(Tp, Sp)`` float >= 0, one row per target piece, one column per
+            source piece (no ``</s>``).
+        tgt_word_of: word index of each target piece, ``Tp`` non-decreasing ints.
+        src_word_of: word index of each source piece, ``Sp`` non-decreasing ints.
+        merge: ``sum`` or ``max``.
+
+    Raises:
+        ValueError: the piece maps do not match the shape of ``weights``.
+    """
+    if weights.shape != (len(tgt_word_of), len(src_word_of)):
+        raise ValueError(
+            f"weights has shape {tuple(weights.shape)} but the piece maps give "
+            f"({len(tgt_word_of)}, {len(src_word_of)})"
+        )
+    src_onehot = _one_hot(src_word_of, weights)  # (Sp, Sw)
+    tgt_onehot = _one_hot(tgt_word_of, weights)  # (Tp, Tw)
+    if merge == "sum":
+        cols = weights @ src_onehot  # (Tp, Sw)
+        tgt_mean = tgt_onehot / tgt_onehot.sum(dim=0, keepdim=True)  # (Tp, Tw), columns sum to 1
+        return tgt_mean.T @ cols  # (Tw, Sw)
+    # weights are >= 0, so zeroing the other words' pieces leaves each word's max
+    cols = (weights[:, :, None] * src_onehot[None]).amax(dim=1)  # (Tp, Sw)
+    return (cols[:, None, :] * tgt_onehot[:, :, None]).amax(dim=0)  # (Tw, Sw)
+
+
+def _one_hot(word_of: Sequence[int], like: Tensor) -> Tensor:
+    """``(pieces, words)`` float matrix with a 1 where a piece belongs to a word."""
+    index = torch.as_tensor(list(word_of), dtype=torch.long, device=like.device)  # (P,)
+    return torch.nn.functional.one_hot(index).to(like.dtype)  # (P, W)
+
+
+def extract_links(weights: Tensor, method: Method = "argmax", threshold: float = 0.3) -> set[Link]:
+    """Word links from word weights ``(Tw, Sw)``: argmax per target word, or ``w >= tau``.
+
+    Returns:
+        ``{(source word i, target word j)}``, 0-based.
+    """
+    if method == "argmax":
+        return {(int(i), j) for j, i in enumerate(weights.argmax(dim=-1).tolist())}
+    rows, cols = (weights >= threshold).nonzero(as_tuple=True)
+    return {(int(i), int(j)) for j, i in zip(rows.tolist(), cols.tolist(), strict=True)}
+
+
+# ---------------------------------------------------------------- a corpus
+
+
+@torch.no_grad()
+def align_words(
+    model: Translator,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    src_words: Sequence[Sequence[str]],
+    tgt_words: Sequence[Sequence[str]],
+    options: AlignOptions = AlignOptions(),  # noqa: B008 (frozen, so safe as a default)
+    *,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> list[WordAlignment]:
+    """Force-decode each target and turn its attention into word links.
+
+    Args:
+        model: the translator (run in eval mode here; its mode is restored).
+        src_tok: source tokenizer; each word is encoded on its own.
+        tgt_tok: target tokenizer.
+        src_words: per sentence, the source words.
+        tgt_words: per sentence, the target words.
+        options: heads, timing, merging and link rule.
+        batch_size: sentences per forced-decoding batch.
+        device: the model's device.
+
+    Returns:
+        one :class:`WordAlignment` per pair, in input order; a pair with an
+        empty side gets an empty ``(Tw, Sw)`` matrix and no links.
+
+    Raises:
+        ValueError: the two sides differ in length, or a bad option.
+    """
+    if len(src_words) != len(tgt_words):
+        raise ValueError(
+            f"src_words has {len(src_words)} sentences but tgt_words has {len(tgt_words)}"
+        )
+    results = [
+        WordAlignment(torch.zeros(len(t), len(s)), set())
+        for s, t in zip(src_words, tgt_words, strict=True)
+    ]
+    wanted = [i for i, (s, t) in enumerate(zip(src_words, tgt_words, strict=True)) if s and t]
+    src = [encode_words(src_tok, src_words[i]) for i in wanted]
+    tgt = [encode_words(tgt_tok, tgt_words[i]) for i in wanted]
+    examples = Examples([ids for ids, _ in src], [ids for ids, _ in tgt])
+    was_training = model.training
+    model.eval()
+    try:
+        for indices in sorted_batches(examples, batch_size):
+            batch = make_batch(examples, indices).to(device)
+            maps = model.attention_maps(batch.src, batch.src_lengths, batch.tgt_in)
+            pieces = select_heads(maps.cross, options.layer, options.head).float().cpu()
+            for row, k in enumerate(indices):
+                (_, src_map), (_, tgt_map) = src[k], tgt[k]
+                t0 = options.shift  # rows t0 .. t0+Tp-1: drops </s> (shift 0) or <s> (shift 1)
+                w = pieces[row, t0 : t0 + len(tgt_map), : len(src_map)]  # (Tp, Sp), no </s>
+                words = merge_pieces(w, tgt_map, src_map, options.merge)  # (Tw, Sw)
+                links = extract_links(words, options.method, options.threshold)
+                results[wanted[k]] = WordAlignment(words, links)
+    finally:
+        model.train(was_training)
+    return results

@@ -1,0 +1,157 @@
+"""Length-bucketed batches of token ids, padded, with source padding masks.
+
+An example is a source id list and a target id list (no specials). A batch
+holds ``src = [x1..xn EOS]`` padded with PAD, ``tgt_in = [BOS y1..ym]`` and
+``tgt_out = [y1..ym EOS]`` (teacher forcing: the decoder reads ``tgt_in`` and
+is trained to predict ``tgt_out``). The source padding mask is built once, by
+the translator's ``encode``, from ``src_lengths``.
+
+Bucketing (as in Sennrich et al. 2017's Nematus / torchtext's BucketIterator):
+shuffle all examples, cut the shuffled list into pools of ``pool_batches``
+batches, sort each pool by length and cut it into batches, then shuffle the
+batch order. Each example appears exactly once per epoch, padding is small,
+and the order depends only on the ``torch.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..vocab_ids import BOS, EOS, PAD
+
+__all__ = ["Batch", "Examples", "bucket_batches", "encode_examples", "make_batch", "sorted_batches"]
+
+
+@dataclass
+class Examples:
+    """Tokenized parallel data; ``tgt`` is None for source-only input."""
+
+    src: list[list[int]]
+    tgt: list[list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+@dataclass
+class Batch:
+    """A padded batch.
+
+    Attributes:
+        src: source ids ``[x.. EOS]`` padded with PAD, (B, S), long.
+        src_lengths: real source lengths including EOS, (B,), long.
+        tgt_in: decoder input ``[BOS y..]``, (B, T), long; None without targets.
+        tgt_out: decoder target ``[y.. EOS]``, (B, T), long; None without targets.
+        indices: each row's position in the :class:`Examples`, (B,), long.
+    """
+
+    src: Tensor
+    src_lengths: Tensor
+    tgt_in: Tensor | None
+    tgt_out: Tensor | None
+    indices: Tensor
+
+    @property
+    def num_target_tokens(self) -> int:
+        """Real (non-PAD) target tokens, EOS included: the tokens the loss counts."""
+        return 0 if self.tgt_out is None else int((self.tgt_out != PAD).sum())
+
+    def to(self, device: torch.device | str) -> Batch:
+        def move(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.to(device, non_blocking=True)
+
+        return Batch(*(move(getattr(self, f)) for f in self.__dataclass_fields__))
+
+
+def _pad(rows: Sequence[Sequence[int]]) -> Tensor:
+    out = torch.full((len(rows), max((len(r) for r in rows), default=0)), PAD, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
+    return out  # (B, max len)
+
+
+def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
+    """Pad the examples at ``indices`` (in that order) into a :class:`Batch`."""
+    src_rows = [[*examples.src[i], EOS] for i in indices]
+    src = _pad(src_rows)  # (B, S)
+    src_lengths = torch.tensor([len(r) for r in src_rows], dtype=torch.long)  # (B,)
+    tgt_in = tgt_out = None
+    if examples.tgt is not None:
+        tgt_in = _pad([[BOS, *examples.tgt[i]] for i in indices])  # (B, T)
+        tgt_out = _pad([[*examples.tgt[i], EOS] for i in indices])  # (B, T)
+    return Batch(src, src_lengths, tgt_in, tgt_out, torch.as_tensor(list(indices)))
+
+
+def _length_key(examples: Examples):
+    if examples.tgt is None:
+        return lambda i: len(examples.src[i])
+    return lambda i: (len(examples.src[i]), len(examples.tgt[i]))
+
+
+def bucket_batches(
+    examples: Examples, batch_size: int, *, generator: torch.Generator, pool_batches: int = 50
+) -> list[list[int]]:
+    """One epoch of index batches: shuffled, sorted by length within pools, batch order shuffled.
+
+    Each batch is sorted by decreasing source (then target) length. Every
+    index in ``range(len(examples))`` appears in exactly one batch.
+
+    Raises:
+        ValueError: ``batch_size`` or ``pool_batches`` is not positive.
+    """
+    if batch_size <= 0 or pool_batches <= 0:
+        raise ValueError(
+            f"batch_size and pool_batches must be > 0, got {batch_size} and {pool_batches}"
+        )
+    order = torch.randperm(len(examples), generator=generator).tolist()
+    key = _length_key(examples)
+    pool = batch_size * pool_batches
+    batches: list[list[int]] = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start : start + pool], key=key, reverse=True)
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    shuffle = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in shuffle]
+
+
+def sorted_batches(examples: Examples, batch_size: int) -> list[list[int]]:
+    """Deterministic batches for evaluation: all examples sorted by decreasing length.
+
+    Put results back in input order with ``Batch.indices``.
+    """
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be > 0, got {batch_size}")
+    order = sorted(range(len(examples)), key=_length_key(examples), reverse=True)
+    return [order[j : j + batch_size] for j in range(0, len(order), batch_size)]
+
+
+def encode_examples(
+    src_texts: Sequence[str],
+    tgt_texts: Sequence[str] | None,
+    src_tok,
+    tgt_tok,
+    *,
+    max_src_len: int | None = None,
+    max_tgt_len: int | None = None,
+) -> tuple[Examples, int]:
+    """Tokenize texts; drop pairs longer than the limits. Returns (examples, dropped count).
+
+    Limits count tokens without specials; ``None`` keeps everything (use it for
+    test sets, whose sentences must all be translated).
+    """
+    src_ids = [src_tok.encode(t) for t in src_texts]
+    tgt_ids = None if tgt_texts is None else [tgt_tok.encode(t) for t in tgt_texts]
+    keep = [
+        i
+        for i in range(len(src_ids))
+        if (max_src_len is None or len(src_ids[i]) <= max_src_len)
+        and (tgt_ids is None or max_tgt_len is None or len(tgt_ids[i]) <= max_tgt_len)
+    ]
+    examples = Examples(
+        [src_ids[i] for i in keep], None if tgt_ids is None else [tgt_ids[i] for i in keep]
+    )
+    return examples, len(src_ids) - len(keep)

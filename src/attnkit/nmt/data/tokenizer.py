@@ -1,0 +1,264 @@
+"""Tokenizers: sentencepiece subwords for real text, whitespace words for toy tasks.
+
+Both map text to ids with the fixed specials ``<pad>=0, <unk>=1, <bos>=2,
+<eos>=3`` (:mod:`attnkit.nmt.vocab_ids`) and never add BOS/EOS themselves;
+batching does. User text never yields ``<pad>``, ``<s>`` or ``</s>``: text that
+spells one of them is an unknown word (word tokenizer) or ordinary pieces
+(sentencepiece keeps them as control symbols, which it never reads from text).
+What counts as empty text is :func:`attnkit.nmt.data.text.is_blank`. A run folder
+holds ``tokenizer.json`` (which kind, which files) beside the model files it
+names, so :func:`load_tokenizers` rebuilds the pair.
+
+Sentencepiece: Kudo & Richardson 2018 (unigram LM, Kudo 2018; BPE, Sennrich
+et al. 2016). ``joint: true`` trains one model on source + target text (one
+shared vocabulary, as for related languages such as German/English);
+``joint: false`` trains one model per side.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import sentencepiece as spm
+
+from ...atomic import atomic_write_bytes
+from ..vocab_ids import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
+from .text import is_blank
+
+__all__ = [
+    "SPECIALS",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "WordTokenizer",
+    "load_tokenizers",
+    "train_tokenizers",
+]
+
+SPECIALS = SPECIAL_TOKENS  # in id order: <pad>, <unk>, <s> (bos), </s> (eos)
+MANIFEST = "tokenizer.json"
+
+
+class Tokenizer(Protocol):
+    """What the pipeline needs from a tokenizer."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+
+class SentencePieceTokenizer:
+    """A trained sentencepiece model; ``encode`` gives subword ids without BOS/EOS.
+
+    :meth:`train` makes ``<pad>``, ``<s>`` and ``</s>`` control symbols (and
+    defines no user symbols): sentencepiece never matches a control symbol in
+    input text, so "<s>" in a sentence becomes ordinary pieces or ``<unk>`` and
+    only batching adds their ids.
+
+    Raises:
+        ValueError: the model's special ids are not (0, 1, 2, 3).
+    """
+
+    def __init__(self, model_proto: bytes, name: str = "<memory>") -> None:
+        self.proto = model_proto
+        self.name = name
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        got = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
+        if got != (PAD, UNK, BOS, EOS):
+            raise ValueError(
+                f"{name}: special ids (pad, unk, bos, eos) must be (0, 1, 2, 3), got {got}"
+            )
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        *,
+        vocab_size: int,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+        threads: int = 1,
+    ) -> SentencePieceTokenizer:
+        """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora."""
+        buffer = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=buffer,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            hard_vocab_limit=False,
+            num_threads=threads,
+            minloglevel=2,
+        )
+        return cls(buffer.getvalue())
+
+    @classmethod
+    def load(cls, path: str | Path) -> SentencePieceTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"sentencepiece model not found: {path}")
+        try:
+            return cls(path.read_bytes(), str(path))
+        except RuntimeError as err:
+            raise ValueError(f"{path}: not a valid sentencepiece model ({err})") from None
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_bytes(Path(path), self.proto)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode([int(i) for i in ids])
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.sp.id_to_piece(int(i)) for i in ids]
+
+
+class WordTokenizer:
+    """Whitespace-separated words; ids ``0..3`` are the specials, then words by frequency.
+
+    A word that spells a special token (``"</s>"``) is never learned and reads
+    as ``<unk>``; a word made only of invisible characters (a lone U+200B) is
+    skipped, like whitespace.
+    """
+
+    def __init__(self, words: Sequence[str]) -> None:
+        if tuple(words[: len(SPECIALS)]) != SPECIALS:
+            raise ValueError(f"a word vocabulary must start with {SPECIALS}, got {list(words[:4])}")
+        self.words = list(words)
+        # specials are not words: text that spells one maps to UNK (the .get default)
+        self.index = {w: i for i, w in enumerate(self.words) if w not in SPECIALS}
+
+    @classmethod
+    def train(cls, sentences: Iterable[str], *, vocab_size: int | None = None) -> WordTokenizer:
+        counts = Counter(w for s in sentences for w in _words(s) if w not in SPECIALS)
+        limit = None if vocab_size is None else max(vocab_size - len(SPECIALS), 0)
+        ranked = sorted(counts, key=lambda w: (-counts[w], w))[:limit]
+        return cls([*SPECIALS, *ranked])
+
+    @classmethod
+    def load(cls, path: str | Path) -> WordTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"word vocabulary not found: {path}")
+        try:
+            words = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON word list ({err})") from None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{path}: not a JSON list of words")
+        return cls(words)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_bytes(Path(path), json.dumps(self.words, ensure_ascii=False).encode("utf-8"))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.index.get(w, UNK) for w in _words(text)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.words[int(i)] for i in ids if int(i) not in (PAD, BOS, EOS))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.words[int(i)] for i in ids]
+
+
+def _words(text: str) -> list[str]:
+    """The whitespace-separated words of ``text`` that are not blank."""
+    return [w for w in text.split() if not is_blank(w)]
+
+
+def train_tokenizers(
+    src_sentences: Sequence[str],
+    tgt_sentences: Sequence[str],
+    *,
+    kind: str,
+    vocab_size: int,
+    joint: bool = True,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    threads: int = 1,
+) -> tuple[Tokenizer, Tokenizer]:
+    """Train (source, target) tokenizers; with ``joint`` both are the same object."""
+
+    def fit(sentences: Sequence[str]) -> Tokenizer:
+        if kind == "word":
+            return WordTokenizer.train(sentences, vocab_size=vocab_size)
+        if kind == "sentencepiece":
+            return SentencePieceTokenizer.train(
+                sentences,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                threads=threads,
+            )
+        raise ValueError(f"tokenizer kind must be 'sentencepiece' or 'word', got {kind!r}")
+
+    if joint:
+        shared = fit([*src_sentences, *tgt_sentences])
+        return shared, shared
+    return fit(src_sentences), fit(tgt_sentences)
+
+
+def _file_names(kind: str, joint: bool) -> dict[str, str]:
+    ext = "model" if kind == "sentencepiece" else "json"
+    stem = "spm" if kind == "sentencepiece" else "vocab"
+    if joint:
+        return {"src": f"{stem}.{ext}", "tgt": f"{stem}.{ext}"}
+    return {"src": f"{stem}.src.{ext}", "tgt": f"{stem}.tgt.{ext}"}
+
+
+def save_tokenizers(run_dir: str | Path, src: Tokenizer, tgt: Tokenizer) -> None:
+    """Write the tokenizer file(s) and ``tokenizer.json`` into ``run_dir``."""
+    run_dir = Path(run_dir)
+    kind = "word" if isinstance(src, WordTokenizer) else "sentencepiece"
+    joint = src is tgt
+    names = _file_names(kind, joint)
+    src.save(run_dir / names["src"])
+    if not joint:
+        tgt.save(run_dir / names["tgt"])
+    manifest = {"kind": kind, "joint": joint, **names}
+    atomic_write_bytes(run_dir / MANIFEST, json.dumps(manifest, indent=2).encode("utf-8"))
+
+
+def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
+    """Rebuild the (source, target) tokenizers saved by :func:`save_tokenizers`."""
+    run_dir = Path(run_dir)
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path} not found; is {run_dir} a training run folder?")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        kind, joint, names = manifest["kind"], manifest["joint"], (manifest["src"], manifest["tgt"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{manifest_path}: not a valid tokenizer manifest ({err!r})") from None
+    if kind not in ("word", "sentencepiece") or not all(
+        isinstance(n, str) and n and Path(n).name == n for n in names
+    ):
+        raise ValueError(f"{manifest_path}: unknown kind {kind!r} or bad file names {names!r}")
+    loader = WordTokenizer.load if kind == "word" else SentencePieceTokenizer.load
+    src = loader(run_dir / names[0])
+    tgt = src if joint else loader(run_dir / names[1])
+    return src, tgt

@@ -1,0 +1,78 @@
+"""The translator architectures a run config can name, and the one place that builds them.
+
+``model.arch`` in a run config picks the architecture (``rnn``, the default, or
+``transformer``); :data:`ModelConfig` is the validated union of the
+architectures' configs and :func:`build_translator` turns one into a
+:class:`~attnkit.nmt.models.translator.Translator`. Nothing else in attnkit branches on
+the architecture.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Discriminator, Tag
+
+from .rnn import RNNConfig, RNNTranslator
+from .transformer import TransformerConfig, TransformerTranslator
+from .translator import Translator
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCH",
+    "ModelConfig",
+    "build_translator",
+    "default_model_config",
+]
+
+# arch tag -> (config class, translator class)
+ARCHITECTURES: dict[str, tuple[type[BaseModel], type[Translator]]] = {
+    "rnn": (RNNConfig, RNNTranslator),
+    "transformer": (TransformerConfig, TransformerTranslator),
+}
+DEFAULT_ARCH = "rnn"
+
+
+def _arch_of(value: Any) -> str | None:
+    """The ``arch`` tag of a raw mapping or a config object (missing = the default).
+
+    An unknown tag gives None (pydantic then reports the allowed tags); a value
+    that is no mapping at all is validated as the default architecture, whose
+    error then says what a model section must be.
+    """
+    if isinstance(value, dict):
+        arch = value.get("arch", DEFAULT_ARCH)
+    else:
+        arch = getattr(value, "arch", DEFAULT_ARCH)
+    return arch if isinstance(arch, str) and arch in ARCHITECTURES else None
+
+
+ModelConfig = Annotated[
+    Annotated[RNNConfig, Tag("rnn")] | Annotated[TransformerConfig, Tag("transformer")],
+    Discriminator(_arch_of),
+]
+
+
+def default_model_config() -> BaseModel:
+    """The model section of a run config that names none: the default architecture's defaults."""
+    config_class, _ = ARCHITECTURES[DEFAULT_ARCH]
+    return config_class()
+
+
+def build_translator(
+    config: RNNConfig | TransformerConfig, src_vocab_size: int, tgt_vocab_size: int
+) -> Translator:
+    """A freshly initialised translator of the architecture ``config.arch``.
+
+    Args:
+        config: a validated model config (:class:`RNNConfig` or :class:`TransformerConfig`).
+        src_vocab_size: source vocabulary size, including the special tokens.
+        tgt_vocab_size: target vocabulary size, including the special tokens.
+
+    Raises:
+        ValueError: a vocabulary smaller than the special tokens plus one symbol,
+            or sizes the architecture cannot take (e.g. shared embeddings over
+            vocabularies of different sizes).
+    """
+    _, translator = ARCHITECTURES[config.arch]
+    return translator(config, src_vocab_size, tgt_vocab_size)

@@ -1,0 +1,148 @@
+"""``RNNTranslator``: the RNN encoder-decoder with attention, and its validated config.
+
+Bahdanau, Cho & Bengio 2015 (query timing ``"previous"``) and Luong, Pham &
+Manning 2015 (query timing ``"current"``, with or without input feeding), with
+any of the dot / scaled dot / general / concat / additive scores. See
+:mod:`attnkit.nmt.models.rnn.encoder` and :mod:`attnkit.nmt.models.rnn.decoder` for the equations.
+
+Notation: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` target
+vocabulary size, ``D`` hidden size.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from torch import Tensor
+
+from ..translator import AttentionMaps, Translator
+from .decoder import AttentionDecoder, RNNMemory, RNNState
+from .encoder import RNNEncoder
+
+__all__ = ["RNNConfig", "RNNMemory", "RNNState", "RNNTranslator"]
+
+
+class RNNConfig(BaseModel):
+    """Architecture of an :class:`RNNTranslator` (``model.arch: rnn``). Unknown keys are errors.
+
+    Attributes:
+        arch: ``"rnn"``, the tag that selects this architecture in a run config.
+        embed_dim: E, source and target embedding size.
+        hidden_size: D, the decoder's hidden size and the encoder's size per
+            direction (the encoder states are ``2D`` wide, as in Bahdanau et
+            al. 2015, A.2.1-A.2.2).
+        encoder_layers: stacked bidirectional encoder layers.
+        decoder_layers: stacked decoder layers; the query is the top layer.
+        rnn: ``"gru"`` or ``"lstm"``, for both encoder and decoder.
+        dropout: in [0, 1): embeddings, output vectors, between stacked layers.
+        score: alignment score, ``dot | scaled_dot | general | concat | additive``.
+        attention_hidden: A, the hidden width of concat/additive (default D);
+            an error for the other scores, which have no such layer.
+        query_timing: ``"previous"`` (Bahdanau: attend with ``s_{t-1}`` and
+            feed ``c_t`` into the RNN) or ``"current"`` (Luong: attend with
+            ``h_t`` after the RNN step, ``h~_t = tanh(W_c [c_t; h_t])``).
+        input_feeding: feed ``h~_{t-1}`` into the next RNN step (Luong et al.
+            2015, sec. 3.3); requires ``query_timing="current"``.
+        tie_output_embeddings: use the target embedding matrix as the output
+            layer (the output vector is then E wide).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    arch: Literal["rnn"] = "rnn"
+    embed_dim: PositiveInt = 256
+    hidden_size: PositiveInt = 512
+    encoder_layers: PositiveInt = 1
+    decoder_layers: PositiveInt = 1
+    rnn: Literal["gru", "lstm"] = "gru"
+    dropout: float = Field(0.2, ge=0.0, lt=1.0)
+    score: Literal["dot", "scaled_dot", "general", "concat", "additive"] = "additive"
+    attention_hidden: PositiveInt | None = None
+    query_timing: Literal["previous", "current"] = "previous"
+    input_feeding: bool = False
+    tie_output_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> RNNConfig:
+        if self.input_feeding and self.query_timing != "current":
+            raise ValueError(
+                "input_feeding=True needs query_timing='current' (Luong et al. 2015, "
+                "sec. 3.3); with query_timing='previous' the context is already fed "
+                "into the RNN"
+            )
+        if self.attention_hidden is not None and self.score not in ("concat", "additive"):
+            raise ValueError(
+                f"attention_hidden is only used by the concat and additive scores, "
+                f"got score={self.score!r} with attention_hidden={self.attention_hidden}"
+            )
+        return self
+
+
+class RNNTranslator(Translator):
+    """Bidirectional RNN encoder and an attention decoder (see :mod:`.decoder`).
+
+    Implements the :class:`~attnkit.nmt.models.translator.Translator` interface: its
+    memory is an :class:`RNNMemory` (encoder states, projected keys, mask,
+    ``s_0``) and its decoder state an :class:`RNNState`.
+
+    Args:
+        config: the architecture.
+        src_vocab_size: source vocabulary size, including the special tokens.
+        tgt_vocab_size: V, target vocabulary size, including the special tokens.
+
+    Raises:
+        ValueError: a vocabulary smaller than the special tokens plus one symbol.
+    """
+
+    def __init__(self, config: RNNConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        super().__init__(src_vocab_size, tgt_vocab_size)
+        self.config = config
+        self.encoder = RNNEncoder(
+            src_vocab_size,
+            config.embed_dim,
+            config.hidden_size,
+            num_layers=config.encoder_layers,
+            rnn=config.rnn,
+            dropout=config.dropout,
+        )
+        self.decoder = AttentionDecoder(
+            tgt_vocab_size,
+            config.embed_dim,
+            config.hidden_size,
+            self.encoder.output_size,
+            num_layers=config.decoder_layers,
+            rnn=config.rnn,
+            dropout=config.dropout,
+            score=config.score,
+            attention_hidden=config.attention_hidden,
+            query_timing=config.query_timing,
+            input_feeding=config.input_feeding,
+            tie_output_embeddings=config.tie_output_embeddings,
+        )
+
+    def _encode(self, src: Tensor, src_lengths: Tensor) -> RNNMemory:
+        return self.decoder.prepare(self.encoder(src, src_lengths), src_lengths)
+
+    def initial_state(self, memory: RNNMemory) -> RNNState:
+        """``s_0``, computed from the encoder's final states in :meth:`encode`."""
+        return memory.initial
+
+    def _step(
+        self, prev_tokens: Tensor, state: RNNState, memory: RNNMemory
+    ) -> tuple[Tensor, Tensor, RNNState]:
+        if state.hidden.shape[1] != memory.batch_size:
+            raise ValueError(
+                f"state has B={state.hidden.shape[1]} but memory has B={memory.batch_size}; "
+                "reorder both with index_select"
+            )
+        return self.decoder.step(prev_tokens, state, memory)
+
+    def _teacher_forced(
+        self, tgt_in: Tensor, memory: RNNMemory, need_weights: bool
+    ) -> tuple[Tensor, Tensor]:
+        return self.decoder(tgt_in, memory)  # the weights come for free
+
+    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        _, weights = self.decoder(tgt_in, self._encode(src, src_lengths))  # (B, T, S)
+        return AttentionMaps(cross=weights[:, None, None])  # (B, L=1, H=1, T, S)

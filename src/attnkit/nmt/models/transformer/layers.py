@@ -1,0 +1,194 @@
+"""Transformer encoder and decoder layers on attnkit's own multi-head attention.
+
+Vaswani et al. 2017, sec. 3.1-3.3. An encoder layer is self-attention then a
+position-wise feed-forward network ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``
+(eq. 2); a decoder layer is causal self-attention, cross-attention to the
+encoder states, then the feed-forward network. Every sublayer is wrapped in a
+residual connection with dropout and layer normalisation:
+
+* post-LN (the paper's form, sec. 5.4): ``x = LayerNorm(x + Dropout(Sublayer(x)))``;
+* pre-LN (Xiong et al. 2020, the default here: trains stably without a long
+  warm-up): ``x = x + Dropout(Sublayer(LayerNorm(x)))``, with one final
+  ``LayerNorm`` after the stack (kept by the encoder/decoder, not the layer).
+
+Parameter names follow ``torch.nn.TransformerEncoderLayer`` /
+``TransformerDecoderLayer`` (``self_attn``, ``multihead_attn``, ``linear1``,
+``linear2``, ``norm1..3``) so their weights map one to one.
+
+Masks follow the house convention: True = may attend.
+
+Notation: ``B`` batch, ``S`` source length, ``T`` target length (``Tq`` new
+target positions in one call), ``D`` model width, ``F`` feed-forward width,
+``H`` heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ....attention import KVCache, MultiHeadAttention
+
+__all__ = ["DecoderLayer", "EncoderLayer", "LayerWeights"]
+
+LayerWeights = tuple[Tensor | None, Tensor | None]  # (self-attention, cross-attention)
+
+
+def _residual(
+    x: Tensor,
+    sublayer: Callable[[Tensor], tuple[Tensor, Tensor | None]],
+    norm: nn.LayerNorm,
+    dropout: nn.Dropout,
+    norm_first: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """``x + Dropout(f(LayerNorm(x)))`` (pre-LN) or ``LayerNorm(x + Dropout(f(x)))`` (post-LN).
+
+    ``sublayer`` returns ``(output, weights)``; the weights pass through.
+    """
+    if norm_first:
+        out, weights = sublayer(norm(x))
+        return x + dropout(out), weights
+    out, weights = sublayer(x)
+    return norm(x + dropout(out)), weights
+
+
+class _FeedForward(nn.Module):
+    """``max(0, x W_1 + b_1) W_2 + b_2`` (Vaswani et al. 2017, eq. 2), with dropout inside."""
+
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, ff_dim)
+        self.linear2 = nn.Linear(ff_dim, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, None]:
+        return self.linear2(self.dropout(F.relu(self.linear1(x)))), None  # (B, T, D)
+
+
+class _Layer(nn.Module):
+    """The sublayers both layer kinds are built from (see :class:`EncoderLayer`'s Args).
+
+    A subclass with ``cross_attention = True`` also gets the cross-attention
+    ``multihead_attn`` and its norm ``norm3``.
+    """
+
+    cross_attention = False
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        ff_dim: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        norm_first: bool,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
+        if self.cross_attention:
+            self.multihead_attn = MultiHeadAttention(d_model, heads, dropout=attention_dropout)
+        self.ff = _FeedForward(d_model, ff_dim, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        if self.cross_attention:
+            self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+
+class EncoderLayer(_Layer):
+    """Self-attention over the source, then the feed-forward network.
+
+    Args:
+        d_model: D.
+        heads: H; must divide D.
+        ff_dim: F.
+        dropout: on residual branches and inside the feed-forward network.
+        attention_dropout: on the attention weights.
+        norm_first: pre-LN (True) or the paper's post-LN (False).
+    """
+
+    def forward(
+        self, x: Tensor, src_mask: Tensor, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Encode ``x`` ``(B, S, D)``; ``src_mask`` ``(B, S)`` bool, True at real tokens.
+
+        Returns:
+            ``(x (B, S, D), weights (B, H, S, S) or None)``: per-head self-attention
+            weights when ``need_weights``.
+        """
+
+        def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            return self.self_attn(
+                h,
+                key_padding_mask=src_mask,
+                need_weights=need_weights,
+                average_weights=False,
+            )
+
+        x, weights = _residual(x, attend, self.norm1, self.dropout, self.norm_first)
+        x, _ = _residual(x, self.ff, self.norm2, self.dropout, self.norm_first)
+        return x, weights
+
+
+class DecoderLayer(_Layer):
+    """Causal self-attention, cross-attention to the source, then the feed-forward network.
+
+    Args: the same as :class:`EncoderLayer`'s.
+    """
+
+    cross_attention = True
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        *,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
+        need_weights: tuple[bool, bool] = (False, False),
+    ) -> tuple[Tensor, LayerWeights]:
+        """Decode target positions ``y`` ``(B, Tq, D)`` against encoder states ``memory``.
+
+        Args:
+            y: the target positions of this call, ``(B, Tq, D)``: the whole
+                target when teacher forcing, one step (``Tq = 1``) with caches.
+            memory: encoder states ``(B, S, D)``; not read when ``cross_cache``
+                already holds the projected keys/values.
+            src_mask: ``(B, S)`` bool, True at real source tokens.
+            self_cache: keys/values of the earlier target positions (updated in place).
+            cross_cache: the source's projected keys/values.
+            need_weights: return per-head (self, cross) attention weights.
+
+        Returns:
+            ``(y (B, Tq, D), (self weights (B, H, Tq, T) | None, cross weights
+            (B, H, Tq, S) | None))``. Causal masking is bottom-right aligned, so
+            the newest query sees every cached position and nothing later.
+        """
+
+        def attend_self(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            return self.self_attn(
+                h,
+                is_causal=True,
+                cache=self_cache,
+                need_weights=need_weights[0],
+                average_weights=False,
+            )
+
+        def attend_source(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            return self.multihead_attn(
+                h,
+                memory,
+                key_padding_mask=src_mask,
+                cache=cross_cache,
+                need_weights=need_weights[1],
+                average_weights=False,
+            )
+
+        y, self_weights = _residual(y, attend_self, self.norm1, self.dropout, self.norm_first)
+        y, cross_weights = _residual(y, attend_source, self.norm2, self.dropout, self.norm_first)
+        y, _ = _residual(y, self.ff, self.norm3, self.dropout, self.norm_first)
+        return y, (self_weights, cross_weights)

@@ -1,0 +1,331 @@
+"""The translator interface that every architecture implements, and its input checks.
+
+Search, training, translation, alignment and the explorer talk to a
+:class:`Translator`, never to one architecture's classes. Decoding is split
+into work done once per source sentence and work done once per output step:
+
+* ``memory = model.encode(src, src_lengths)`` runs the encoder and every
+  per-source precomputation (padding mask, projected attention keys, the
+  cross-attention keys/values of each layer) once. The result is a
+  :class:`SourceMemory`.
+* ``state = model.initial_state(memory)`` is the decoder state before the
+  first output token (a :class:`DecoderState`).
+* ``logits, weights, state = model.step(prev_tokens, state, memory)`` emits
+  one output step: unnormalised scores over the target vocabulary and the
+  attention weights over the source.
+* ``logits, weights = model(src, src_lengths, tgt_in)`` is the teacher-forced
+  pass used for training; it equals running :meth:`Translator.step` over
+  ``tgt_in`` one token at a time.
+* ``model.attention_maps(src, src_lengths, tgt_in)`` is the same forced pass
+  returning every attention weight, per layer and head (:class:`AttentionMaps`):
+  cross-attention for every architecture, self-attention where there is some.
+
+Beam search reorders the two parts separately: the decoder state after every
+step (``state.index_select(rows)``), the memory only when sentences are
+expanded to beams or leave the batch, so per-source tensors are never copied
+once per step.
+
+Notation: ``B`` batch (or ``N`` beam rows), ``S`` source length, ``T``
+target length, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from ..vocab_ids import NUM_SPECIAL
+
+__all__ = [
+    "AttentionMaps",
+    "DecoderState",
+    "SourceMemory",
+    "Translator",
+    "check_ids",
+    "check_source",
+    "describe_tensor",
+]
+
+_Self = TypeVar("_Self")
+
+
+class SourceMemory(Protocol):
+    """What the decoder reads from a source batch, computed once per sentence.
+
+    Every architecture's memory carries at least these fields.
+
+    Attributes:
+        mask: ``(B, S)`` bool, True at real source tokens (may be attended).
+        lengths: real source lengths ``(B,)``, long.
+    """
+
+    mask: Tensor
+    lengths: Tensor
+
+    def index_select(self: _Self, index: Tensor) -> _Self:
+        """Pick, repeat or reorder sentences: ``index`` ``(B',)`` long -> batch ``B'``."""
+        ...
+
+
+class DecoderState(Protocol):
+    """What one decoder step hands to the next (recurrent state, KV caches)."""
+
+    def index_select(self: _Self, index: Tensor) -> _Self:
+        """Pick, repeat or reorder rows: ``index`` ``(B',)`` long -> batch ``B'``."""
+        ...
+
+
+@dataclass
+class AttentionMaps:
+    """Every attention weight of one forced-decoding pass, per layer and head.
+
+    Attributes:
+        cross: decoder-to-source attention ``(B, L, H, T, S)``, float; an RNN
+            decoder has one layer and one head.
+        encoder: source self-attention ``(B, Le, H, S, S)``, or None (an RNN
+            encoder has no attention).
+        decoder: causal target self-attention ``(B, Ld, H, T, T)`` (exactly 0
+            above the diagonal), or None.
+    """
+
+    cross: Tensor
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
+
+
+class Translator(nn.Module, ABC):
+    """An encoder-decoder translator with attention (see the module docstring).
+
+    Subclasses implement the architecture in :meth:`_encode`, :meth:`_step`
+    and :meth:`_teacher_forced`; the public methods here check their inputs
+    first, so every architecture rejects bad input with the same messages.
+
+    Args:
+        src_vocab_size: source vocabulary size, including the special tokens.
+        tgt_vocab_size: V, target vocabulary size, including the special tokens.
+
+    Raises:
+        ValueError: a vocabulary smaller than the special tokens plus one symbol.
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        super().__init__()
+        for arg, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
+            if not isinstance(size, int) or size <= NUM_SPECIAL:
+                raise ValueError(
+                    f"{arg} must be an int > {NUM_SPECIAL} (the special tokens plus at "
+                    f"least one symbol), got {size!r}"
+                )
+        self.src_vocab_size = src_vocab_size
+        self.tgt_vocab_size = tgt_vocab_size
+
+    # ------------------------------------------------------------ public API
+    def encode(self, src: Tensor, src_lengths: Tensor) -> SourceMemory:
+        """Encode a source batch and do all per-source work once.
+
+        Args:
+            src: ``(B, S)`` long, padded with PAD.
+            src_lengths: ``(B,)`` integer, each in ``[1, S]``, any order.
+
+        Returns:
+            the architecture's :class:`SourceMemory` for batch ``B``.
+
+        Raises:
+            ValueError: bad shapes or dtypes, lengths outside ``[1, S]``, or token
+                ids outside the source vocabulary.
+        """
+        check_source(src, src_lengths)
+        check_ids("src", src, self.src_vocab_size)
+        return self._encode(src, src_lengths)
+
+    @abstractmethod
+    def initial_state(self, memory: SourceMemory) -> DecoderState:
+        """The decoder state before the first output token, for ``memory``'s batch."""
+
+    def step(
+        self, prev_tokens: Tensor, state: DecoderState, memory: SourceMemory
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        """One output step (greedy and beam search).
+
+        Args:
+            prev_tokens: ``y_{t-1}`` ``(B,)`` long; BOS at the first step.
+            state: :meth:`initial_state` at the first step, then the returned state.
+            memory: from :meth:`encode` (possibly reordered with ``index_select``).
+
+        Returns:
+            ``(logits (B, V), weights (B, S), new_state)``: unnormalised scores
+            (apply ``log_softmax`` for log-probabilities) and the attention
+            weights over the source (the architecture's alignment view).
+
+        Raises:
+            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of ``memory``.
+        """
+        batch = memory.lengths.shape[0]
+        if (
+            not isinstance(prev_tokens, Tensor)
+            or prev_tokens.shape != (batch,)
+            or prev_tokens.is_floating_point()
+        ):
+            raise ValueError(
+                f"prev_tokens must be a 1-D integer tensor (B={batch},) matching memory, "
+                f"got {describe_tensor(prev_tokens)}"
+            )
+        return self._step(prev_tokens, state, memory)
+
+    def forward(
+        self,
+        src: Tensor,
+        src_lengths: Tensor,
+        tgt_in: Tensor,
+        *,
+        teacher_forcing: float = 1.0,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher-forced decoding of the target: logits and attention weights.
+
+        Args:
+            src: ``(B, S)`` long, padded with PAD.
+            src_lengths: ``(B,)`` integer, any order.
+            tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
+            teacher_forcing: probability in [0, 1] of feeding the gold token at
+                each step; below 1 the model's own argmax is fed otherwise, on
+                the step-by-step path.
+            need_weights: return the weights; with False an architecture may
+                skip computing them and return None (training does this).
+
+        Returns:
+            ``(logits (B, T, V), weights (B, T, S) or None)``, float: the same
+            alignment view as :meth:`step`. Positions past a target's end hold
+            values the loss should ignore (PAD targets).
+
+        Raises:
+            ValueError: bad shapes or dtypes, mismatched batch sizes, token ids
+                outside the vocabularies, or ``teacher_forcing`` outside [0, 1].
+        """
+        if not 0.0 <= teacher_forcing <= 1.0:
+            raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
+        memory = self.encode(src, src_lengths)  # checks src and src_lengths first
+        self._check_target(tgt_in, src)
+        if teacher_forcing < 1.0:
+            return self._free_running(tgt_in, memory, teacher_forcing)
+        return self._teacher_forced(tgt_in, memory, need_weights)
+
+    def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """Forced decoding of ``tgt_in`` returning every attention weight.
+
+        Args:
+            src: ``(B, S)`` long, padded with PAD.
+            src_lengths: ``(B,)`` integer, any order.
+            tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
+
+        Returns:
+            :class:`AttentionMaps`; its cross-attention, averaged the way
+            :meth:`step` averages, equals the weights of step-by-step decoding.
+
+        Raises:
+            ValueError: as :meth:`forward`.
+        """
+        check_source(src, src_lengths)
+        check_ids("src", src, self.src_vocab_size)
+        self._check_target(tgt_in, src)
+        return self._attention_maps(src, src_lengths, tgt_in)
+
+    def _check_target(self, tgt_in: Tensor, src: Tensor) -> None:
+        if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.is_floating_point():
+            raise ValueError(
+                f"tgt_in must be a 2-D integer tensor (B, T), got {describe_tensor(tgt_in)}"
+            )
+        if tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
+            raise ValueError(
+                f"tgt_in must be (B={src.shape[0]}, T>=1) to match src {tuple(src.shape)}, "
+                f"got {tuple(tgt_in.shape)}"
+            )
+        check_ids("tgt_in", tgt_in, self.tgt_vocab_size)
+
+    def _free_running(
+        self, tgt_in: Tensor, memory: SourceMemory, teacher_forcing: float
+    ) -> tuple[Tensor, Tensor]:
+        """Step loop feeding the model's own argmax with probability ``1 - teacher_forcing``."""
+        state, tokens = self.initial_state(memory), tgt_in[:, 0]
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, step_weights, state = self._step(tokens, state, memory)
+            logits.append(step_logits)
+            weights.append(step_weights)
+            if t + 1 < tgt_in.shape[1]:
+                use_gold = torch.rand(tokens.shape, device=tokens.device) < teacher_forcing
+                tokens = torch.where(use_gold, tgt_in[:, t + 1], step_logits.argmax(-1))
+        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
+
+    # ------------------------------------------------------- per architecture
+    @abstractmethod
+    def _encode(self, src: Tensor, src_lengths: Tensor) -> SourceMemory:
+        """:meth:`encode` on checked input."""
+
+    @abstractmethod
+    def _step(
+        self, prev_tokens: Tensor, state: DecoderState, memory: SourceMemory
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        """:meth:`step` on checked input."""
+
+    @abstractmethod
+    def _teacher_forced(
+        self, tgt_in: Tensor, memory: SourceMemory, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`forward` with full teacher forcing, on checked input."""
+
+    @abstractmethod
+    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """:meth:`attention_maps` on checked input."""
+
+
+def check_ids(arg: str, ids: Tensor, vocab_size: int) -> None:
+    """Raise a ValueError naming ``arg`` if a token id lies outside ``[0, vocab_size)``."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{arg} holds token ids in [{low}, {high}] but the vocabulary has {vocab_size} "
+            f"symbols (ids 0..{vocab_size - 1})"
+        )
+
+
+def check_source(src: Tensor, src_lengths: Tensor) -> None:
+    """Check a padded source batch and its lengths; raise a ValueError naming the argument.
+
+    Raises:
+        ValueError: ``src`` is not a 2-D integer tensor ``(B, S)``, ``src_lengths``
+            is not 1-D integer ``(B,)``, or a length is outside ``[1, S]``.
+    """
+    if not isinstance(src, Tensor) or src.dim() != 2 or src.is_floating_point():
+        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {describe_tensor(src)}")
+    if (
+        not isinstance(src_lengths, Tensor)
+        or src_lengths.dim() != 1
+        or src_lengths.is_floating_point()
+    ):
+        raise ValueError(
+            f"src_lengths must be a 1-D integer tensor (B,), got {describe_tensor(src_lengths)}"
+        )
+    if src_lengths.shape[0] != src.shape[0]:
+        raise ValueError(
+            f"src_lengths has B={src_lengths.shape[0]} but src has B={src.shape[0]} "
+            f"(src {tuple(src.shape)}, src_lengths {tuple(src_lengths.shape)})"
+        )
+    if src.shape[0] == 0:
+        raise ValueError("src is an empty batch (B=0)")
+    low, high = int(src_lengths.min()), int(src_lengths.max())
+    if low < 1 or high > src.shape[1]:
+        raise ValueError(
+            f"src_lengths must lie in [1, S={src.shape[1]}], got min {low} and max {high}"
+        )
+
+
+def describe_tensor(t: object) -> str:
+    """``shape (…) dtype …`` for a tensor, else the type name (for error messages)."""
+    if isinstance(t, Tensor):
+        return f"shape {tuple(t.shape)} dtype {t.dtype}"
+    return type(t).__name__

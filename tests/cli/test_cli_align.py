@@ -1,0 +1,138 @@
+"""attnkit align and attnkit inspect end to end on a briefly trained reverse-task run."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import main
+from cli_helpers import assert_one_line_error, run
+
+REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
+TINY = [
+    "--no-progress",
+    "--set", "train.max_steps=30",
+    "--set", "train.valid_every=30",
+    "--set", "train.early_stopping=null",
+    "--train.lr", "0.01",
+    "--data.toy.train_size", "320",
+    "--data.toy.valid_size", "10",
+    "--data.toy.test_size", "12",
+    "--model.hidden_size", "16",
+    "--model.embed_dim=8",
+    "--train.threads", "1",
+]  # fmt: skip
+SOURCES = "s1 s2 s3\ns4 s5\n"
+TARGETS = "s3 s2 s1\ns5 s4\n"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli_align") / "reverse"
+    assert main(["train", REVERSE, "--out", str(out), *TINY]) == 0
+    return out
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "src").write_text(SOURCES)
+    (tmp_path / "tgt").write_text(TARGETS)
+    (tmp_path / "gold").write_text("1-3 2-2 3-1\n1p2 2-1\n")  # 1-based, reversed
+    return tmp_path
+
+
+def test_align_prints_one_pharaoh_line_per_pair_with_one_link_per_target_word(
+    run_dir, files, capsys
+):
+    status, out, _ = run(capsys, "align", str(run_dir), "--src", str(files / "src"),
+                         "--tgt", str(files / "tgt"))  # fmt: skip
+    lines = out.splitlines()
+    assert status == 0 and len(lines) == 2
+    for line, n_src, n_tgt in zip(lines, (3, 2), (3, 2), strict=True):
+        links = [tuple(map(int, item.split("-"))) for item in line.split()]
+        assert sorted(j for _, j in links) == list(range(n_tgt))  # argmax: one per target word
+        assert all(0 <= i < n_src for i, _ in links)
+
+
+def test_align_with_gold_reports_aer_and_writes_the_file(run_dir, files, capsys):
+    out_file = files / "links.txt"
+    status, out, _ = run(capsys, "align", str(run_dir), "--src", str(files / "src"),
+                         "--tgt", str(files / "tgt"), "--gold", str(files / "gold"),
+                         "--out", str(out_file), "--method", "threshold",
+                         "--threshold", "0.2")  # fmt: skip
+    assert status == 0 and len(out_file.read_text().splitlines()) == 2
+    assert "AER = " in out and "precision" in out and "threshold 0.2, shift 0" in out
+
+
+def test_align_reads_a_bitext_file(run_dir, files, capsys):
+    (files / "pairs").write_text("s1 s2 ||| s2 s1\n")
+    status, out, _ = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"))
+    assert status == 0 and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("gold", "message"),
+    [
+        ("1-1\n", "has 1 lines but there are 2 sentence pairs"),
+        ("1-1\n1-3\n", "gold, line 2: link 1-3 is outside the pair (2 source, 2 target words)"),
+        ("1-1\n1-x\n", "gold, line 2: '1-x' is not a link"),
+    ],
+)
+def test_bad_gold_is_a_one_line_error(run_dir, files, capsys, gold, message):
+    (files / "gold").write_text(gold)
+    status, _, err = run(capsys, "align", str(run_dir), "--src", str(files / "src"),
+                         "--tgt", str(files / "tgt"), "--gold", str(files / "gold"))  # fmt: skip
+    assert status == 2
+    assert_one_line_error(err, "align", message)
+
+
+def test_align_without_input_and_bad_layer_are_one_line_errors(run_dir, files, capsys):
+    status, _, err = run(capsys, "align", str(run_dir))
+    assert status == 2
+    assert_one_line_error(err, "align", "give --src FILE and --tgt FILE")
+    status, _, err = run(capsys, "align", str(run_dir), "--bitext", str(files / "src"))
+    assert_one_line_error(err, "align", "src, line 1: expected 'source ||| target'")
+    (files / "pairs").write_text("s1 ||| s1\n")
+    status, _, err = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"),
+                         "--layer", "x")  # fmt: skip
+    assert_one_line_error(err, "align", "--layer must be a whole number or 'mean', got 'x'")
+    status, _, err = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"),
+                         "--head", "3")  # fmt: skip
+    assert_one_line_error(err, "align", "head 3 is out of range: the model has 1 heads")
+
+
+def test_inspect_prints_and_writes_the_figures_with_zero_padding_mass(run_dir, tmp_path, capsys):
+    json_file, picture = tmp_path / "figures.json", tmp_path / "coverage.png"
+    status, out, _ = run(capsys, "inspect", str(run_dir), "--split", "test", "--beam", "2",
+                         "--json", str(json_file), "--plot", str(picture))  # fmt: skip
+    assert status == 0 and "mean_entropy" in out and "under_covered" in out
+    figures = json.loads(json_file.read_text())
+    assert figures["padding_mass"] == 0.0 and figures["sentences"] == 12
+    assert 0.0 <= figures["under_covered"] <= 1.0 and -1.0 <= figures["monotonicity"] <= 1.0
+    assert picture.stat().st_size > 0
+
+
+def test_inspect_on_files_and_bad_arguments(run_dir, files, capsys):
+    status, out, _ = run(capsys, "inspect", str(run_dir), "--src", str(files / "src"),
+                         "--tgt", str(files / "tgt"))  # fmt: skip
+    assert status == 0 and "sentences: 2" in out
+    status, _, err = run(capsys, "inspect", str(run_dir), "--split", "test", "--src", "x")
+    assert_one_line_error(err, "inspect", "give --split or --src/--tgt, not both")
+    status, _, err = run(capsys, "inspect", str(run_dir), "--plot", str(files / "c.txt"))
+    assert_one_line_error(err, "inspect", "cannot save a picture as 'c.txt'")
+
+
+def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
+    run_dir, tmp_path, capsys
+):
+    json_file = tmp_path / "figures.json"
+    status, _, _ = run(capsys, "inspect", str(run_dir), "--beam", "3", "--coverage-penalty",
+                       "0.4", "--no-repeat-ngram", "2", "--json", str(json_file))  # fmt: skip
+    figures = json.loads(json_file.read_text())
+    assert status == 0 and figures["coverage_penalty"] == 0.4 and figures["no_repeat_ngram"] == 2
+    status, out, _ = run(capsys, "translate", str(run_dir), "s1 s1 s1 s1 s1 s1",
+                         "--no-repeat-ngram", "1")  # fmt: skip
+    assert status == 0 and len(out.split()) == len(set(out.split()))
+    status, _, err = run(capsys, "evaluate", str(run_dir), "--coverage-penalty", "-1")
+    assert status == 2
+    assert_one_line_error(err, "evaluate", "--coverage-penalty must be >= 0, got -1.0")

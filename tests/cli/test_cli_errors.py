@@ -1,0 +1,135 @@
+"""CLI misuse and damaged run folders: exit status 2, one message on stderr, no traceback;
+``attnkit train --resume RUN_DIR`` continues from the folder's own config."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import main
+
+REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
+TINY = [
+    "--no-progress",
+    "--train.max_steps", "4",
+    "--train.valid_every", "2",
+    "--train.threads", "1",
+    "--data.toy.train_size", "64",
+    "--data.toy.valid_size", "8",
+    "--model.hidden_size", "8",
+    "--model.embed_dim", "8",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    assert main(["train", REVERSE, "--out", str(out), *TINY]) == 0
+    return out
+
+
+def error_of(argv, capsys, code=2):
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    head = f"attnkit {argv[0]}: error: "
+    assert captured.err.count(head) == 1
+    return captured.err[captured.err.index(head) :]  # the message, possibly several lines
+
+
+def test_resume_run_dir_form_reuses_the_saved_config(run_dir, capsys):
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "holds a finished run with this config; reusing it" in captured.err
+    assert f"run folder: {run_dir}" in captured.out
+
+
+def test_train_argument_misuse(run_dir, capsys, tmp_path):
+    assert "give a CONFIG.yaml, or --resume RUN_DIR" in error_of(["train"], capsys)
+    assert "is a folder; to continue that run pass --resume" in error_of(
+        ["train", str(run_dir)], capsys
+    )
+    assert f"{tmp_path}/config.yaml not found" in error_of(
+        ["train", "--resume", str(tmp_path)], capsys
+    )
+    other = tmp_path / "other"
+    assert "differs from the run folder" in error_of(
+        ["train", "--resume", str(run_dir), "--out", str(other)], capsys
+    )
+    assert "the config differs from the one saved" in error_of(
+        ["train", "--resume", str(run_dir), "--model.hidden_size", "9"], capsys
+    )
+
+
+def copy_run(run_dir, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in run_dir.iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    return copy
+
+
+def test_damaged_checkpoints_are_named(run_dir, capsys, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    best = json.loads((run / "best.json").read_text())["weights"]
+    (run / best).write_bytes((run / best).read_bytes()[:100])
+    message = error_of(["translate", str(run), "s1 s2"], capsys)
+    assert f"{run / best}: checksum mismatch" in message and "truncated or corrupt" in message
+    (run / "last.json").write_text('{"format": "attnkit-checkpoint", "weights": "../x"}')
+    (run / "last.prev.json").unlink()
+    message = error_of(["translate", str(run), "s1", "--checkpoint", "last"], capsys)
+    assert f"{run / 'last.json'}: the 'weights' field must name a file beside it" in message
+    (run / "config.yaml").write_text("model: {hidden_size: 0}\n")
+    message = error_of(["evaluate", str(run)], capsys)
+    assert (
+        "data: required key is missing" in message and "model.hidden_size: must be > 0" in message
+    )
+
+
+def test_resume_with_both_checkpoints_damaged_is_one_error(run_dir, capsys, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    for name in ("last.json", "last.prev.json"):
+        (run / name).write_bytes(b"\x00" * 10)
+    message = error_of(["train", "--resume", str(run), "--no-progress"], capsys)
+    assert "no usable checkpoint" in message and "last.prev.json" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("tokenizer.json", "{}", "tokenizer.json: not a valid tokenizer manifest"),
+        ("tokenizer.json", '{"kind": "word", "joint": true, "src": "/etc/passwd", "tgt": "x"}',
+         "tokenizer.json: unknown kind 'word' or bad file names"),
+        ("vocab.json", '{"a": 1}', "vocab.json: not a JSON list of words"),
+    ],
+)  # fmt: skip
+def test_damaged_tokenizer_files_are_named(run_dir, capsys, tmp_path, name, text, expected):
+    run = copy_run(run_dir, tmp_path)
+    (run / name).write_text(text)
+    assert expected in error_of(["translate", str(run), "s1"], capsys)
+
+
+def test_evaluate_warns_about_truncated_sources(run_dir, capsys, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    config = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(config.replace("max_input_len: null", "max_input_len: 3"))
+    assert main(["evaluate", str(run), "--split", "valid"]) == 0
+    captured = capsys.readouterr()
+    assert "valid: 8 sentences" in captured.out
+    assert "tokens, truncated to the model's limit of 3" in captured.err
+
+
+def test_nothing_is_unpickled_when_reading_a_run(run_dir, capsys, monkeypatch):
+    import pickle
+
+    import torch
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a user file was unpickled")
+
+    for module, name in [(torch, "load"), (pickle, "load"), (pickle, "loads")]:
+        monkeypatch.setattr(module, name, forbidden)
+    assert main(["translate", str(run_dir), "s1 s2", "--checkpoint", "last"]) == 0
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

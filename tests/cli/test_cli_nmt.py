@@ -1,0 +1,117 @@
+"""End to end through the CLI: train the reverse preset briefly, translate, evaluate, errors."""
+
+import io
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import main
+
+REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
+TINY = [
+    "--no-progress",
+    "--set", "train.max_steps=40",
+    "--set", "train.valid_every=20",
+    "--set", "train.early_stopping=null",
+    "--train.lr", "0.01",
+    "--data.toy.train_size", "640",
+    "--data.toy.valid_size", "20",
+    "--data.toy.test_size", "15",
+    "--model.hidden_size", "24",
+    "--model.embed_dim=16",
+    "--train.threads", "1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "reverse"
+    assert main(["train", REVERSE, "--out", str(out), *TINY]) == 0
+    return out
+
+
+def test_train_writes_the_run_folder(run_dir):
+    for name in (
+        "config.yaml",
+        "vocab.json",
+        "best.json",
+        "last.json",
+        "metrics.jsonl",
+        "learning_curve.png",
+    ):
+        assert (run_dir / name).is_file(), name
+    saved = (run_dir / "config.yaml").read_text()
+    assert "hidden_size: 24" in saved and "max_steps: 40" in saved and "name: reverse" in saved
+
+
+def test_translate_arguments_one_line_each(run_dir, capsys):
+    assert main(["translate", str(run_dir), "s1 s2 s3", "s4 s5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert all(set(line.split()) <= {f"s{i}" for i in range(20)} for line in lines)
+
+
+def test_translate_stdin_keeps_empty_lines_aligned(run_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("s1 s2\n\ns3 s4 s5\n   \n"))
+    assert main(["translate", str(run_dir), "--beam", "3"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 5 and lines[4] == ""  # 4 outputs + final newline
+    assert lines[0] and lines[1] == "" and lines[2] and lines[3] == ""
+
+
+def test_translate_show_attention_and_plot(run_dir, capsys, tmp_path):
+    plots = tmp_path / "heatmaps"
+    assert (
+        main(["translate", str(run_dir), "s1 s2 s3", "--show-attention", "--plot", str(plots)]) == 0
+    )
+    captured = capsys.readouterr()
+    out, err = captured.out.splitlines(), captured.err.splitlines()
+    assert len(out) == 1 and out[0]  # stdout: the translation only
+    assert err[0] == f"line 1: {out[0]}"
+    alignment = [row for row in err[1:] if not row.startswith("heatmap: ")]
+    assert alignment and all("<-" in row for row in alignment)
+    weight = float(alignment[0].split()[-1])
+    assert 0.0 <= weight <= 1.0
+    assert (plots / "sentence_001.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_evaluate_prints_sacrebleu_signature_and_chrf(run_dir, capsys, tmp_path):
+    hyps = tmp_path / "hyps.txt"
+    assert main(["evaluate", str(run_dir), "--split", "test", "--output", str(hyps)]) == 0
+    out = capsys.readouterr().out
+    assert "test: 15 sentences" in out
+    assert "BLEU = " in out and "nrefs:1|case:mixed" in out
+    assert "chrF = " in out and "BLEU (lowercased) = " in out
+    assert len(hyps.read_text().splitlines()) == 15
+
+
+def error_of(argv, capsys):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err
+    return err
+
+
+def test_config_errors_exit_2_with_one_clear_message(capsys, tmp_path):
+    err = error_of(["train", REVERSE, "--out", str(tmp_path), "--model.hidden_size", "0"], capsys)
+    assert "attnkit train: error:" in err and "model.hidden_size: must be > 0, got 0" in err
+    err = error_of(["train", REVERSE, "--set", "train.lr_rate=1"], capsys)
+    assert "train.lr_rate: unknown key" in err
+    err = error_of(["train", str(tmp_path / "none.yaml")], capsys)
+    assert "config file not found" in err
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_existing_run_needs_resume_or_overwrite(run_dir, capsys):
+    err = error_of(["train", REVERSE, "--out", str(run_dir), *TINY], capsys)
+    assert "--resume" in err and "--overwrite" in err
+    assert main(["train", REVERSE, "--out", str(run_dir), "--resume", *TINY]) == 0
+    assert "reusing" in capsys.readouterr().err
+
+
+def test_translate_errors(run_dir, capsys, tmp_path):
+    assert "a training run folder?" in error_of(["translate", str(tmp_path), "s1"], capsys)
+    assert "--beam must be >= 1" in error_of(
+        ["translate", str(run_dir), "s1", "--beam", "0"], capsys
+    )

@@ -1,0 +1,106 @@
+"""Usage mistakes on the translator commands (issue 13): each is one line on stderr, exit 2.
+
+Bad devices for every command that takes one, a misspelt config key (in
+``--set`` or as an option), ``translate`` without arguments, and a run folder
+without the checkpoint asked for.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
+from cli_helpers import assert_one_line_error, run
+from conftest_nmt import make_run
+
+REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tok = WordTokenizer.train(["s1 s2 s3", "s4 s5"])
+    return make_run(tmp_path_factory.mktemp("usage"), tok)
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("foo", "--device must be one of auto, cpu, cuda, cuda:N or mps, got 'foo'"),
+        ("meta", "--device must be one of auto, cpu, cuda, cuda:N or mps, got 'meta'"),
+        ("cuda:99", "--device is 'cuda:99' but"),
+    ],
+)
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_bad_device_is_one_line(run_dir, capsys, command, device, message):
+    argv = [command, str(run_dir), *(["s1"] if command == "translate" else []), "--device", device]
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    assert_one_line_error(err, command, message)
+
+
+def test_train_device_without_cuda_is_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    out_dir = tmp_path / "run"
+    status, out, err = run(
+        capsys, "train", REVERSE, "--out", str(out_dir), "--train.device", "cuda"
+    )
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "train", "train.device is 'cuda' but no CUDA device is available")
+    assert not out_dir.exists()
+
+
+def test_misspelt_set_key_blames_the_override(capsys):
+    status, out, err = run(capsys, "train", REVERSE, "--set", "model.hiden_size=128")
+    assert status == 2 and out == "" and "Traceback" not in err
+    first, problem = err.splitlines()
+    assert first == "attnkit train: error: invalid override model.hiden_size=128:"
+    assert problem.startswith("  model.hiden_size: unknown key (allowed here: arch,")
+    assert "reverse.yaml" not in err
+
+
+def test_misspelt_option_key_shows_train_usage_and_a_suggestion(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, "train", REVERSE, "--model.hiden_size", "128")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    usage, message = err.splitlines()
+    assert usage.startswith("usage: attnkit train ")
+    assert message == (
+        "attnkit train: error: unrecognized arguments: --model.hiden_size 128 "
+        "(did you mean --model.hidden_size?)"
+    )
+
+
+def test_translate_without_arguments_asks_only_for_the_run_folder(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, "translate")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        "attnkit translate: error: the following arguments are required: run_dir"
+    )
+
+
+def test_missing_best_checkpoint_points_to_last(run_dir, capsys, tmp_path):
+    folder = tmp_path / "stopped"
+    shutil.copytree(run_dir, folder)
+    save_checkpoint(folder, "last", load_checkpoint(folder / "best.json").model, {})
+    (folder / "best.json").unlink()
+    status, out, err = run(capsys, "translate", str(folder), "s1")
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "translate", f"checkpoint not found: {folder / 'best.json'}")
+    assert "last.json exists: use checkpoint 'last' (--checkpoint last)" in err
+    status, out, err = run(capsys, "translate", str(folder), "s1", "--checkpoint", "last")
+    assert status == 0 and len(out.splitlines()) == 1 and err == ""
+
+
+def test_no_checkpoint_at_all_says_so(run_dir, capsys, tmp_path):
+    folder = tmp_path / "empty"
+    shutil.copytree(run_dir, folder)
+    (folder / "best.json").unlink()
+    status, out, err = run(capsys, "translate", str(folder), "s1", "--checkpoint", "last")
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "translate", "there is no best.json either")
+    assert f"attnkit train --resume {folder}" in err

@@ -1,0 +1,101 @@
+"""sacreBLEU / chrF wrappers and AER: known values on fixed pairs and hand-made alignments."""
+
+import math
+
+import pytest
+
+from attnkit.nmt.analysis.metrics import (
+    alignment_error_rate,
+    chrf,
+    perplexity,
+    sacre_bleu,
+    tokenized_bleu,
+)
+
+REF = ["the cat is on the mat"]
+HYP = ["the cat sat on the mat"]
+
+
+def test_identical_hypothesis_scores_100():
+    assert sacre_bleu(["a b c d e f"], ["a b c d e f"]).score == pytest.approx(100.0)
+    assert chrf(REF, REF).score == pytest.approx(100.0)
+
+
+def test_partial_overlap_bleu_matches_hand_computation():
+    # n-gram precisions 5/6, 3/5, 1/4 and 0/3 (exp smoothing turns 0/3 into 1/(2*3)),
+    # equal lengths so the brevity penalty is 1.
+    expected = 100 * (5 / 6 * 3 / 5 * 1 / 4 * 1 / 6) ** 0.25
+    result = sacre_bleu(HYP, REF)
+    assert result.score == pytest.approx(expected, abs=1e-9)
+    assert result.score == pytest.approx(37.99, abs=0.01)
+    assert "case:mixed" in result.signature and "tok:13a" in result.signature
+
+
+def test_chrf_known_value():
+    assert chrf(HYP, REF).score == pytest.approx(64.58, abs=0.01)
+
+
+def test_tokenized_bleu_ignores_case_but_sacrebleu_does_not():
+    hyp = ["The Cat sat on the mat ."]
+    assert tokenized_bleu(hyp, REF).score == pytest.approx(30.74, abs=0.01)
+    assert sacre_bleu(hyp, REF).score == pytest.approx(24.45, abs=0.01)
+    assert "case:lc" in tokenized_bleu(hyp, REF).signature
+
+
+def test_mismatched_lengths_raise():
+    with pytest.raises(ValueError, match="hypotheses has 2 lines but references has 1"):
+        sacre_bleu(["a", "b"], ["a"])
+
+
+def test_perplexity():
+    assert perplexity(math.log(7.0)) == pytest.approx(7.0)
+    assert perplexity(1e6) == math.inf
+
+
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_an_empty_test_set_is_a_clear_error_not_an_index_error(scorer):
+    with pytest.raises(ValueError, match="no sentences to score"):
+        scorer([], [])
+
+
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_empty_strings_inside_a_test_set_score_zero(scorer):
+    assert scorer(["", ""], ["a b", "c"]).score == 0.0
+
+
+# ---------------------------------------------------------------- AER (Och & Ney 2003)
+
+SURE = [{(0, 0), (1, 1)}]
+POSSIBLE = [{(0, 0), (1, 1), (2, 1)}]
+
+
+def test_perfect_alignment_has_zero_aer():
+    for predicted in (SURE, POSSIBLE):  # any A with S <= A <= P is perfect
+        result = alignment_error_rate(predicted, SURE, POSSIBLE)
+        assert result.aer == 0.0 and result.precision == 1.0 and result.recall == 1.0
+
+
+def test_partial_alignment_matches_hand_computation():
+    # A = {0-0, 2-1, 2-2}: |A∩S| = 1, |A∩P| = 2, |A| = 3, |S| = 2 -> AER = 1 - 3/5
+    result = alignment_error_rate([{(0, 0), (2, 1), (2, 2)}], SURE, POSSIBLE)
+    assert result.aer == pytest.approx(0.4)
+    assert result.precision == pytest.approx(2 / 3) and result.recall == pytest.approx(1 / 2)
+    assert (result.predicted, result.sure, result.possible) == (3, 2, 3)
+
+
+def test_aer_sums_counts_over_the_corpus_not_sentence_rates():
+    # sentence 1: A = S (2 links); sentence 2: A = {0-1}, S = {0-0}, nothing shared
+    result = alignment_error_rate([SURE[0], {(0, 1)}], [SURE[0], {(0, 0)}])
+    assert result.aer == pytest.approx(1 - (2 + 2) / (3 + 3))
+
+
+def test_sure_links_count_as_possible_even_when_not_listed():
+    result = alignment_error_rate(SURE, SURE, [set()])
+    assert result.aer == 0.0 and result.possible == 2
+
+
+def test_no_links_at_all_is_an_error_and_mismatched_corpora_raise():
+    with pytest.raises(ValueError, match="AER is undefined"):
+        alignment_error_rate([set()], [set()])
+    with pytest.raises(ValueError, match="predicted has 2 sentences, sure 1"):
+        alignment_error_rate([set(), set()], SURE, POSSIBLE)

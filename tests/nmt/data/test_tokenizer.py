@@ -1,0 +1,129 @@
+"""Tokenizers: sentencepiece round trip on Multi30k, special ids, word vocab, save/load."""
+
+import pytest
+
+from attnkit.nmt.data.corpus import bundled_multi30k, read_parallel
+from attnkit.nmt.data.tokenizer import (
+    SPECIALS,
+    SentencePieceTokenizer,
+    WordTokenizer,
+    load_tokenizers,
+    save_tokenizers,
+    train_tokenizers,
+)
+from attnkit.nmt.vocab_ids import BOS, EOS, PAD, UNK
+
+
+@pytest.fixture(scope="module")
+def sample():
+    corpus = bundled_multi30k("valid")
+    return corpus.src[:300], corpus.tgt[:300]
+
+
+@pytest.fixture(scope="module")
+def joint(sample):
+    src, tgt = sample
+    return train_tokenizers(src, tgt, kind="sentencepiece", vocab_size=400, joint=True)
+
+
+def test_sentencepiece_round_trip_on_multi30k(joint, sample):
+    tok, _ = joint
+    for text in sample[0][:50] + sample[1][:50]:
+        ids = tok.encode(text)
+        assert ids and all(i > EOS for i in ids)  # no specials inside a sentence
+        assert tok.decode(ids) == text
+
+
+def test_sentencepiece_special_ids_are_fixed(joint):
+    tok, tgt = joint
+    assert tok is tgt
+    assert tok.vocab_size == 400
+    assert [tok.sp.pad_id(), tok.sp.unk_id(), tok.sp.bos_id(), tok.sp.eos_id()] == [0, 1, 2, 3]
+    assert tok.pieces([PAD, UNK, BOS, EOS]) == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_separate_models_and_save_load(tmp_path, sample):
+    src_tok, tgt_tok = train_tokenizers(*sample, kind="sentencepiece", vocab_size=300, joint=False)
+    assert src_tok is not tgt_tok
+    save_tokenizers(tmp_path, src_tok, tgt_tok)
+    assert (tmp_path / "spm.src.model").is_file() and (tmp_path / "spm.tgt.model").is_file()
+    src2, tgt2 = load_tokenizers(tmp_path)
+    text = sample[0][7]
+    assert src2.encode(text) == src_tok.encode(text)
+    assert tgt2.decode(tgt2.encode(sample[1][7])) == sample[1][7]
+
+
+def test_joint_model_saved_once(tmp_path, joint):
+    save_tokenizers(tmp_path, *joint)
+    src, tgt = load_tokenizers(tmp_path)
+    assert src is tgt and (tmp_path / "spm.model").is_file()
+
+
+def test_corrupt_model_file_is_named(tmp_path):
+    bad = tmp_path / "spm.model"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="spm.model"):
+        SentencePieceTokenizer.load(bad)
+
+
+def test_missing_manifest_says_what_is_wrong(tmp_path):
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        load_tokenizers(tmp_path)
+
+
+def test_word_tokenizer_ids_unknowns_and_round_trip(tmp_path):
+    tok = WordTokenizer.train(["s1 s2 s2", "s3 s2 s1"])
+    assert tok.words[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tok.words[4:] == ["s2", "s1", "s3"]  # by frequency, then alphabetically
+    assert tok.encode("s1 s9 s3") == [5, UNK, 6]
+    assert tok.decode(tok.encode("s3 s2 s1")) == "s3 s2 s1"
+    save_tokenizers(tmp_path, tok, tok)
+    again, _ = load_tokenizers(tmp_path)
+    assert again.words == tok.words
+
+
+def test_word_vocab_size_limit_keeps_specials():
+    tok = WordTokenizer.train(["a a a b b c"], vocab_size=6)
+    assert tok.words == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]
+
+
+SPELLED_SPECIALS = "s1 </s> <pad> <s> s2"
+
+
+def test_text_spelling_a_special_token_is_an_unknown_word_not_a_control_id():
+    tok = WordTokenizer.train(["s1 s2 s3", "s2 s3 s4"])
+    ids = tok.encode(SPELLED_SPECIALS)
+    assert ids == [6, UNK, UNK, UNK, 4]
+    assert len(tok.decode(ids).split()) == 5  # decoding deletes no word
+
+
+def test_special_spellings_in_a_corpus_are_never_learned_as_words(tmp_path):
+    src = tmp_path / "train.de"
+    src.write_text("ein </s> Haus\n<s> <pad> <unk> ein\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("a house\na dog\n", encoding="utf-8")
+    corpus = read_parallel(src, tmp_path / "train.en")
+    tok = WordTokenizer.train([*corpus.src, *corpus.tgt])
+    assert tok.words[:4] == list(SPECIALS) and not set(tok.words[4:]) & set(SPECIALS)
+    assert tok.encode(corpus.src[0]) == [tok.index["ein"], UNK, tok.index["Haus"]]
+    save_tokenizers(tmp_path, tok, tok)
+    assert load_tokenizers(tmp_path)[0].encode("<s> </s> <pad>") == [UNK, UNK, UNK]
+
+
+@pytest.mark.parametrize("training", ["multi30k", "text with the spellings"])
+def test_sentencepiece_never_reads_control_symbols_from_text(joint, training):
+    if training == "multi30k":
+        tok = joint[0]
+    else:  # control symbols spelled inside the training text itself
+        sentences = ["ein <s> Haus </s>", "<pad> zwei Hunde <unk>", "a < b > c / d"] * 10
+        tok = SentencePieceTokenizer.train(sentences, vocab_size=40)
+    assert all(tok.sp.is_control(i) for i in (PAD, BOS, EOS))
+    for text in (SPELLED_SPECIALS, "<s>", "</s>", "<pad>", "ein<s>Hund</s><pad>", "<<s>>"):
+        ids = tok.encode(text)
+        assert ids and not {PAD, BOS, EOS} & set(ids), (text, tok.pieces(ids))
+
+
+def test_words_made_only_of_invisible_characters_are_skipped():
+    tok = WordTokenizer.train(["s1 \u200b s2", "\ufeff s2"])
+    assert tok.words[4:] == ["s2", "s1"]
+    assert tok.encode("s1 \u200e s2 \ufeff") == tok.encode("s1 s2") == [5, 4]
+    assert tok.encode("\u200b \ufeff\u200e") == []

@@ -1,0 +1,243 @@
+"""Greedy and beam search: beam 1 == greedy, batch independence, scores, limits, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from attnkit.nmt.decoding.search import (
+    Hypothesis,
+    beam_search,
+    beam_search_n_best,
+    coverage_penalty,
+    greedy_decode,
+    length_penalty,
+)
+from attnkit.nmt.vocab_ids import BOS, EOS, PAD
+from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
+
+VARIANTS = [
+    {"rnn": "gru", "query_timing": "previous", "score": "additive"},
+    {"rnn": "lstm", "query_timing": "current", "input_feeding": True, "score": "general"},
+    {"rnn": "gru", "query_timing": "current", "score": "dot", "decoder_layers": 2},
+    {"arch": "transformer"},
+    {"arch": "transformer", "norm_first": False, "positions": "learned"},
+]
+
+
+def _model(variant: dict, **extra: object):
+    # Wider than the model tests' default so that translations vary in length.
+    if variant.get("arch") == "transformer":
+        return tiny_transformer(**{k: v for k, v in variant.items() if k != "arch"}, **extra)
+    return tiny_model(embed_dim=16, hidden_size=16, **variant, **extra)
+
+
+def _sources(n: int = 6, seed: int = 0) -> list[list[int]]:
+    return random_sequences(n, 2, 9, torch.Generator().manual_seed(seed))
+
+
+def _assert_same(a: Hypothesis, b: Hypothesis) -> None:
+    assert a.tokens == b.tokens
+    assert a.weights.shape == b.weights.shape
+    torch.testing.assert_close(a.weights, b.weights, atol=1e-5, rtol=0)
+
+
+def _teacher_forced(model, source: list[int], hyp: Hypothesis) -> tuple[float, torch.Tensor]:
+    """log p(hyp) and its weights, from the teacher-forced pass over the hypothesis."""
+    src, src_lengths = pad([source])
+    gold = hyp.tokens + ([EOS] if hyp.ended else [])
+    tgt_in = torch.tensor([[BOS, *gold[:-1]]]) if gold else torch.tensor([[BOS]])
+    with torch.no_grad():
+        logits, weights = model(src, src_lengths, tgt_in)
+    log_probs = logits[0].log_softmax(-1)  # (T, V)
+    return float(log_probs[torch.arange(len(gold)), gold].sum()), weights[0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_beam_size_one_equals_greedy(variant) -> None:
+    model = _model(variant)
+    src, src_lengths = pad(_sources())
+    greedy = greedy_decode(model, src, src_lengths)
+    beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0)
+    assert len({len(h.tokens) for h in greedy}) > 1  # lengths vary: EOS and limits both seen
+    for g, b in zip(greedy, beam, strict=True):
+        _assert_same(g, b)
+        assert b.log_prob == pytest.approx(g.log_prob, abs=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_sentence_alone_equals_sentence_in_padded_batch(variant, search) -> None:
+    model = _model(variant)
+    sources = [[5, 6, 7], *_sources(5, seed=1)]  # neighbours up to 9 tokens long
+    sources.insert(3, [9, 4])
+
+    def run(batch):
+        src, src_lengths = pad(batch)
+        if search == "greedy":
+            return greedy_decode(model, src, src_lengths)
+        return beam_search(model, src, src_lengths, beam_size=3)
+
+    together = run(sources)
+    for i in (0, 3):
+        (alone,) = run([sources[i]])
+        _assert_same(alone, together[i])
+        assert alone.weights.shape[1] == len(sources[i])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_hypothesis_scores_and_weights_match_the_teacher_forced_pass(variant) -> None:
+    model = _model(variant)
+    sources = _sources(4, seed=2)
+    src, src_lengths = pad(sources)
+    alpha = 0.7
+    n_best = beam_search_n_best(model, src, src_lengths, beam_size=3, length_penalty=alpha)
+    greedy = greedy_decode(model, src, src_lengths)
+    for source, hyps, g in zip(sources, n_best, greedy, strict=True):
+        assert len(hyps) >= 3
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for hyp in [*hyps, g]:
+            log_prob, weights = _teacher_forced(model, source, hyp)
+            assert hyp.log_prob == pytest.approx(log_prob, abs=1e-4)
+            torch.testing.assert_close(hyp.weights, weights, atol=1e-5, rtol=0)
+        for hyp in hyps:
+            steps = hyp.weights.shape[0]
+            assert hyp.score == pytest.approx(hyp.log_prob / ((5 + steps) / 6) ** alpha)
+        assert g.score == g.log_prob
+
+
+def test_wide_beam_finds_the_exhaustive_optimum() -> None:
+    # Target vocab of 6: symbols 4, 5 and EOS can be emitted; with a limit of
+    # 3 steps there are 15 possible outputs, and K = 12 keeps all of them.
+    model = tiny_model(vocab=5, seed=3, embed_dim=8, hidden_size=8)
+    source = [4, 4, 4]
+    src, src_lengths = pad([source])
+    (best,) = beam_search(
+        model, src, src_lengths, beam_size=12, length_penalty=0.0, max_len_a=0, max_len_b=3
+    )
+    outputs = [[EOS]] + [[*p, EOS] for n in (1, 2) for p in itertools.product((4, 5), repeat=n)]
+    outputs += [list(p) for p in itertools.product((4, 5), repeat=3)]
+    assert len(outputs) == 15
+    scored = []
+    for out in outputs:
+        ended = out[-1] == EOS
+        hyp = Hypothesis(out[:-1] if ended else out, torch.zeros(len(out), 3), 0.0, 0.0)
+        scored.append((_teacher_forced(model, source, hyp)[0], hyp.tokens))
+    top_log_prob, top_tokens = max(scored)
+    assert best.tokens == top_tokens
+    assert best.log_prob == pytest.approx(top_log_prob, abs=1e-5)
+
+
+def test_length_limit_and_no_special_tokens_emitted() -> None:
+    model = _model(VARIANTS[0])
+    with torch.no_grad():  # make PAD and BOS by far the likeliest outputs
+        model.decoder.output.bias[PAD] += 50.0
+        model.decoder.output.bias[BOS] += 40.0
+    sources = _sources(3)
+    src, src_lengths = pad(sources)
+    for hyps in (
+        greedy_decode(model, src, src_lengths, max_len_a=0.5, max_len_b=1),
+        beam_search(model, src, src_lengths, beam_size=2, max_len_a=0.5, max_len_b=1),
+    ):
+        for source, hyp in zip(sources, hyps, strict=True):
+            limit = int(0.5 * len(source) + 1)
+            assert hyp.weights.shape[0] <= limit
+            assert hyp.weights.shape[0] == len(hyp.tokens) + hyp.ended
+            assert not {PAD, BOS, EOS} & set(hyp.tokens)
+
+
+def test_length_penalty_values() -> None:
+    assert length_penalty(1, 1.0) == 1.0
+    assert length_penalty(7, 0.5) == pytest.approx(2**0.5)
+    assert length_penalty(10, 0.0) == 1.0
+
+
+def test_search_restores_training_mode_and_builds_no_graph() -> None:
+    model = _model(VARIANTS[1]).train()
+    src, src_lengths = pad(_sources(2))
+    hyps = beam_search(model, src, src_lengths, beam_size=2)
+    assert model.training
+    assert not hyps[0].weights.requires_grad
+
+
+def test_bad_arguments_raise_value_errors() -> None:
+    model = _model(VARIANTS[0])
+    src, src_lengths = pad(_sources(2))
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(model, src, src_lengths, beam_size=0)
+    with pytest.raises(ValueError, match="coverage_penalty must be >= 0, got -0.1"):
+        beam_search(model, src, src_lengths, coverage_penalty=-0.1)
+    with pytest.raises(ValueError, match="max_len_a"):
+        greedy_decode(model, src, src_lengths, max_len_a=0.0, max_len_b=0.5)
+    with pytest.raises(ValueError, match="src_lengths"):
+        greedy_decode(model, src, src_lengths[:1])
+
+
+def test_coverage_penalty_value_by_hand() -> None:
+    # two output steps over three source tokens: coverage 1.2, 0.45, 0.35 -> min(., 1)
+    weights = torch.tensor([[0.5, 0.25, 0.25], [0.7, 0.2, 0.1]])
+    expected = 0.2 * (math.log(1.0) + math.log(0.45) + math.log(0.35))
+    assert coverage_penalty(weights, 0.2) == pytest.approx(expected)
+    assert coverage_penalty(weights, 0.0) == 0.0
+    unattended = torch.tensor([[1.0, 0.0]])  # a source token with no attention: finite, not -inf
+    assert coverage_penalty(unattended, 1.0) == pytest.approx(math.log(torch.finfo().tiny))
+
+
+def test_beam_scores_add_the_coverage_penalty_to_the_length_normalised_log_prob() -> None:
+    model = _model(VARIANTS[0])
+    sources = _sources(4, seed=5)
+    sources[1] = [*sources[1], EOS]  # a final </s> is no word: the penalty leaves it out
+    src, src_lengths = pad(sources)
+    alpha, beta = 0.7, 0.4
+    n_best = beam_search_n_best(
+        model, src, src_lengths, beam_size=3, length_penalty=alpha, coverage_penalty=beta
+    )
+    for source, hyps in zip(sources, n_best, strict=True):
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        words = len(source) - (source[-1] == EOS)
+        for hyp in hyps:
+            cover = hyp.weights[:, :words].sum(dim=0).clamp(max=1.0)  # (S,)
+            expected = hyp.log_prob / length_penalty(hyp.weights.shape[0], alpha)
+            expected += beta * float(cover.log().sum())
+            assert hyp.score == pytest.approx(expected, abs=1e-5)
+
+
+def _repetitive_model():
+    model = _model(VARIANTS[0])
+    with torch.no_grad():  # make symbols 4 and 5 the likeliest outputs at every step
+        model.decoder.output.bias[4] += 6.0
+        model.decoder.output.bias[5] += 5.5
+        model.decoder.output.bias[EOS] -= 5.0
+    return model
+
+
+def _repeats(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ngram_blocking_never_emits_a_repeated_ngram(n) -> None:
+    model = _repetitive_model()
+    src, src_lengths = pad(_sources(4, seed=6))
+    unblocked = greedy_decode(model, src, src_lengths)
+    assert any(_repeats(h.tokens, n) for h in unblocked)  # the test would catch a repeat
+    for hyps in (
+        greedy_decode(model, src, src_lengths, no_repeat_ngram=n),
+        beam_search(model, src, src_lengths, beam_size=3, no_repeat_ngram=n),
+        *beam_search_n_best(model, src, src_lengths, beam_size=3, no_repeat_ngram=n),
+    ):
+        for hyp in hyps:
+            assert not _repeats(hyp.tokens, n), hyp.tokens
+
+
+def test_beam_size_one_equals_greedy_with_ngram_blocking() -> None:
+    model = _repetitive_model()
+    src, src_lengths = pad(_sources())
+    greedy = greedy_decode(model, src, src_lengths, no_repeat_ngram=2)
+    beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0, no_repeat_ngram=2)
+    for g, b in zip(greedy, beam, strict=True):
+        _assert_same(g, b)

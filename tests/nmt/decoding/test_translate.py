@@ -1,0 +1,144 @@
+"""Translate odd input: empty lines, very long lines (truncated with a warning), unseen
+characters, other scripts, binary junk on stdin. Always one output line per input
+line, never a crash."""
+
+import io
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit.cli import main
+from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
+from attnkit.nmt.decoding.streaming import split_input
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.runs.loaded_run import load_run
+from conftest_nmt import make_run
+
+GERMAN = ["ein Mann mit einem Hut", "zwei Hunde laufen", "eine Frau liest ein Buch"] * 10
+ODD = [
+    "",
+    "   ",
+    "\x00\x01\x1b[31m",
+    "漢字テスト",
+    "emoji 😀 🚀",
+    "עברית שלום",
+    "\ufffd\u200b",
+    "lone \udcff surrogate",
+    "x\u2028y\x85z",
+    "ein Mann",
+]
+
+
+@pytest.fixture(scope="module")
+def word_run(tmp_path_factory):
+    tok = WordTokenizer.train(GERMAN)
+    return make_run(tmp_path_factory.mktemp("word"), tok, data={"max_src_len": 6})
+
+
+@pytest.fixture(scope="module")
+def spm_run(tmp_path_factory):
+    tok = SentencePieceTokenizer.train(GERMAN, vocab_size=40)
+    return make_run(tmp_path_factory.mktemp("spm"), tok, decode={"max_input_len": 40})
+
+
+@pytest.mark.parametrize("kind", ["word", "spm"])
+def test_odd_lines_each_give_one_single_line_translation(kind, word_run, spm_run):
+    run = load_run(word_run if kind == "word" else spm_run)
+    warnings = []
+    lines = [*ODD, "ein Mann " * 300]
+    results = translate_lines(run, lines, warn=warnings.append)
+    assert len(results) == len(lines)
+    assert results[0].text == results[1].text == "" and results[0].weights is None
+    for result in results:
+        assert result.text == result.text.strip("\n") and len(result.text.splitlines()) <= 1
+        if result.weights is not None:
+            assert torch.isfinite(result.weights).all()
+            assert result.weights.shape[1] == len(result.src_pieces)
+    limit = 6 if kind == "word" else 40
+    long = results[-1]
+    assert long.truncated_from > limit and long.weights.shape[1] == limit + 1  # + EOS
+    assert warnings == [
+        f"line {len(lines)}: {long.truncated_from} tokens, truncated to the model's limit "
+        f"of {limit}"
+    ]
+    assert all(r.truncated_from is None for r in results[:-1])
+
+
+def test_split_input_keeps_line_count_and_reports_bad_utf8():
+    warnings = []
+    data = b"one\r\n\xff\xfe junk\n\x00\n\ncaf\xc3\xa9 \xe2\x80\xa8 tail"
+    lines = split_input(data, warn=warnings.append)
+    assert lines == ["one", "\ufffd\ufffd junk", "\x00", "", "café \u2028 tail"]
+    assert warnings == [
+        "line 2: invalid UTF-8 at byte 0 (invalid start byte); undecodable bytes replaced by U+FFFD"
+    ]
+    assert split_input(b"") == [] and split_input(b"\n") == [""]
+
+
+class BinaryStdin:
+    def __init__(self, data):
+        self.buffer = io.BytesIO(data)
+
+
+def test_binary_junk_on_stdin_gives_aligned_output_and_warnings(word_run, capsys, monkeypatch):
+    junk = bytes(b for b in range(256) if b != ord("\n")) * 3  # every other byte value
+    data = b"ein Mann\n" + junk + b"\n\n" + b"ein " * 40 + b"\nzwei Hunde"
+    expected = len(split_input(data))
+    monkeypatch.setattr("sys.stdin", BinaryStdin(data))
+    assert main(["translate", str(word_run)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n") == expected
+    assert captured.out.split("\n")[expected - 3] == ""  # the empty input line
+    assert "Traceback" not in captured.err
+    assert "line 2: invalid UTF-8" in captured.err
+    assert "line 4: 40 tokens, truncated to the model's limit of 6" in captured.err
+
+
+@pytest.mark.parametrize("kind", ["word", "spm"])
+@pytest.mark.parametrize(
+    "line",
+    ["\ufeff", "\u200b", "\u200e", " \u200b\u200e\ufeff "],
+    ids=["bom", "zwsp", "lrm", "mix"],
+)
+def test_a_line_that_only_looks_empty_gives_an_empty_line(
+    kind, line, word_run, spm_run, capsys, monkeypatch
+):
+    data = f"{line}\nein Mann\n{line}\n\nzwei Hunde\n".encode()  # first: a BOM-only stdin
+    monkeypatch.setattr("sys.stdin", BinaryStdin(data))
+    assert main(["translate", str(word_run if kind == "word" else spm_run)]) == 0
+    out = capsys.readouterr().out.split("\n")
+    assert len(out) == 6 and out[0] == out[2] == out[3] == "" and out[5] == ""
+    results = translate_lines(load_run(word_run if kind == "word" else spm_run), [line])
+    assert results[0].text == "" and results[0].weights is None  # the model never ran
+
+
+def test_a_leading_byte_order_mark_on_stdin_is_dropped():
+    assert split_input(b"\xef\xbb\xbfein Mann\nzwei\n") == ["ein Mann", "zwei"]
+    assert split_input(b"\xef\xbb\xbf") == [] and split_input(b"\xef\xbb\xbf\n") == [""]
+    assert split_input(b"a\n\xef\xbb\xbfb\n") == ["a", "\ufeffb"]  # only at the very start
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.binary(max_size=120))
+def test_random_bytes_never_crash_and_stay_aligned(word_run_cached, data):
+    lines = split_input(data)
+    results = translate_lines(word_run_cached, lines)
+    assert len(results) == len(lines)
+    assert all("\n" not in r.text and "\r" not in r.text for r in results)
+
+
+@pytest.fixture(scope="module")
+def word_run_cached(word_run):
+    return load_run(word_run)
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_undecodable_arguments_and_dollar_signs_in_plots(spm_run, capsys, tmp_path):
+    sentences = ["ein \udcff Mann $\\frac$", "漢字"]  # $\frac$ is invalid matplotlib mathtext
+    plots = tmp_path / "plots"
+    assert main(["translate", str(spm_run), *sentences, "--plot", str(plots)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n") == 2 and "Traceback" not in captured.err
+    assert (plots / "sentence_001.png").read_bytes()[:4] == b"\x89PNG"

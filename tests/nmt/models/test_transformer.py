@@ -1,0 +1,238 @@
+"""Transformer translator: layer parity with torch.nn, cached step == teacher-forced pass,
+masks (causal zeros, padded keys), per-source projection once, config errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnkit import MultiHeadAttention, invert_mask, padding_mask
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
+from attnkit.nmt.models.transformer.embedding import sinusoids
+from attnkit.nmt.models.transformer.layers import DecoderLayer, EncoderLayer
+from conftest_nmt import (
+    TOY_VOCAB,
+    pad,
+    random_sequences,
+    step_by_step,
+    tiny_transformer,
+    toy_batch,
+)
+
+D, H, F = 16, 4, 32
+
+
+def _copy_from_torch(mine: nn.Module, theirs: nn.Module) -> None:
+    """Load a torch.nn.Transformer{Encoder,Decoder}Layer's weights into ours."""
+    for name in ("self_attn", "multihead_attn"):
+        if hasattr(theirs, name):
+            converted = MultiHeadAttention.from_torch(getattr(theirs, name))
+            getattr(mine, name).load_state_dict(converted.state_dict())
+    mine.ff.linear1.load_state_dict(theirs.linear1.state_dict())
+    mine.ff.linear2.load_state_dict(theirs.linear2.state_dict())
+    for name in ("norm1", "norm2", "norm3"):
+        if hasattr(theirs, name):
+            getattr(mine, name).load_state_dict(getattr(theirs, name).state_dict())
+
+
+def _layer_kwargs(norm_first: bool) -> dict:
+    return {"dropout": 0.1, "attention_dropout": 0.1, "norm_first": norm_first}
+
+
+def _torch_kwargs(norm_first: bool) -> dict:
+    return {"dim_feedforward": F, "dropout": 0.1, "batch_first": True, "norm_first": norm_first}
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_encoder_layer_equals_torch_encoder_layer_with_copied_weights(norm_first):
+    torch.manual_seed(0)
+    theirs = nn.TransformerEncoderLayer(D, H, **_torch_kwargs(norm_first)).eval()
+    mine = EncoderLayer(D, H, F, **_layer_kwargs(norm_first)).eval()
+    _copy_from_torch(mine, theirs)
+    x = torch.randn(3, 7, D)
+    lengths = torch.tensor([7, 4, 1])
+    mask = padding_mask(lengths, 7)  # (B, S), True = real
+    with torch.no_grad():
+        expected = theirs(x, src_key_padding_mask=invert_mask(mask))
+        got, _ = mine(x, mask)
+    real = mask[..., None].expand_as(got)
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_layer_equals_torch_decoder_layer_with_copied_weights(norm_first):
+    torch.manual_seed(1)
+    theirs = nn.TransformerDecoderLayer(D, H, **_torch_kwargs(norm_first)).eval()
+    mine = DecoderLayer(D, H, F, **_layer_kwargs(norm_first)).eval()
+    _copy_from_torch(mine, theirs)
+    y, memory = torch.randn(3, 5, D), torch.randn(3, 6, D)
+    src_mask = padding_mask(torch.tensor([6, 2, 4]), 6)
+    causal = nn.Transformer.generate_square_subsequent_mask(5)  # float, -inf above diagonal
+    with torch.no_grad():
+        expected = theirs(y, memory, tgt_mask=causal, memory_key_padding_mask=invert_mask(src_mask))
+        got, _ = mine(y, memory, src_mask)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+VARIANTS = [
+    {},
+    {"norm_first": False, "positions": "learned"},
+    {"decoder_layers": 3, "alignment_layer": 0},
+]
+
+
+def _batch(seed: int = 0):
+    return toy_batch("reverse", 5, torch.Generator().manual_seed(seed), min_len=1, max_len=7)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cached_step_by_step_decoding_equals_the_teacher_forced_pass(variant):
+    model = tiny_transformer(**variant)
+    src, src_lengths, tgt_in, _ = _batch()
+    with torch.no_grad():
+        logits, weights = model(src, src_lengths, tgt_in)
+        step_logits, step_weights, state = step_by_step(model, src, src_lengths, tgt_in)
+    torch.testing.assert_close(step_logits, logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(step_weights, weights, atol=1e-5, rtol=0)
+    assert state.steps == tgt_in.shape[1]
+    assert all(cache.length == tgt_in.shape[1] for cache in state.caches)
+
+
+def test_each_step_attends_over_the_cache_and_projects_one_new_position(monkeypatch):
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    widths = []
+    attn = model.decoder_layers[0].self_attn
+    original = attn.k_proj.forward
+    monkeypatch.setattr(attn.k_proj, "forward", lambda x: widths.append(x.shape[1]) or original(x))
+    with torch.no_grad():
+        step_by_step(model, src, src_lengths, tgt_in)
+    assert widths == [1] * tgt_in.shape[1]  # O(t) per step: no recomputation of the prefix
+
+
+def test_cross_attention_keys_are_projected_once_per_source(monkeypatch):
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    calls = []
+    for layer in model.decoder_layers:
+        original = layer.multihead_attn.k_proj.forward
+        monkeypatch.setattr(
+            layer.multihead_attn.k_proj,
+            "forward",
+            lambda x, original=original: calls.append(x.shape) or original(x),
+        )
+    with torch.no_grad():
+        step_by_step(model, src, src_lengths, tgt_in)
+    assert len(calls) == len(model.decoder_layers)  # in encode(), none per step
+
+
+def test_attention_maps_hold_every_layer_and_head_with_exact_zeros():
+    model = tiny_transformer(decoder_layers=3)
+    src, src_lengths, tgt_in, _ = _batch(seed=3)
+    with torch.no_grad():
+        maps = model.attention_maps(src, src_lengths, tgt_in)
+        _, weights = model(src, src_lengths, tgt_in)
+    b, s, t = src.shape[0], src.shape[1], tgt_in.shape[1]
+    assert maps.cross.shape == (b, 3, H, t, s)
+    assert maps.encoder.shape == (b, 2, H, s, s)
+    assert maps.decoder.shape == (b, 3, H, t, t)
+    torch.testing.assert_close(maps.cross[:, -1].mean(1), weights, atol=1e-6, rtol=0)
+    above = torch.ones(t, t, dtype=torch.bool).triu(1)
+    assert (maps.decoder[..., above] == 0).all()
+    padded = ~padding_mask(src_lengths, s)  # (B, S)
+    assert (maps.cross.permute(0, 4, 1, 2, 3)[padded] == 0).all()
+    assert (maps.encoder.permute(0, 4, 1, 2, 3)[padded] == 0).all()
+    real_rows = maps.cross.sum(-1)
+    torch.testing.assert_close(real_rows, torch.ones_like(real_rows), atol=1e-5, rtol=0)
+
+
+def test_shared_embeddings_are_one_matrix_for_source_target_and_output():
+    config = TransformerConfig(d_model=D, heads=H, share_embeddings=True)
+    model = TransformerTranslator(config, TOY_VOCAB, TOY_VOCAB)
+    assert model.src_embedding is None
+    names = [name for name, _ in model.named_parameters() if "embedding" in name]
+    assert names == ["tgt_embedding.weight"]
+
+
+def test_sinusoids_match_the_paper_formula():
+    table = sinusoids(50, 8)
+    pos, i = 17, 3
+    assert table[pos, 2 * i].item() == pytest.approx(torch.tensor(pos / 10000 ** (2 * i / 8)).sin())
+    assert table[pos, 2 * i + 1].item() == pytest.approx(
+        torch.tensor(pos / 10000 ** (2 * i / 8)).cos()
+    )
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model():
+    model = tiny_transformer()
+    tokens = torch.tensor([[5, 6]])
+    with torch.no_grad():
+        got = model._embed(model.tgt_embedding, model.tgt_positions, tokens, 3)
+    expected = model.tgt_embedding(tokens) * D**0.5 + sinusoids(5, D)[3:5]
+    torch.testing.assert_close(got, expected)
+
+
+def test_a_position_beyond_max_positions_is_a_clear_error():
+    model = tiny_transformer(max_positions=8)
+    src, src_lengths = pad(random_sequences(2, 9, 9, torch.Generator().manual_seed(0)))
+    with pytest.raises(ValueError, match="max_positions=8"):
+        model.encode(src, src_lengths)
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"d_model": 10, "heads": 4}, "not divisible by heads"),
+        ({"alignment_layer": 3}, "alignment_layer=3"),
+        ({"dropout": 1.0}, "dropout"),
+    ],
+)
+def test_config_rejects_bad_values(fields, needle):
+    with pytest.raises(ValueError, match=needle):
+        TransformerConfig(**fields)
+
+
+def test_shared_embeddings_need_one_vocabulary():
+    with pytest.raises(ValueError, match="share_embeddings"):
+        TransformerTranslator(TransformerConfig(share_embeddings=True), 10, 11)
+    raw = {
+        "data": {"toy": {"task": "copy"}},
+        "tokenizer": {"joint": False},
+        "model": {"arch": "transformer"},
+    }
+    with pytest.raises(ValueError, match="tokenizer.joint"):
+        RunConfig.from_dict(raw)
+    raw["model"]["share_embeddings"] = False
+    assert RunConfig.from_dict(raw).model.arch == "transformer"
+
+
+def test_unknown_architecture_names_the_choices():
+    with pytest.raises(ValueError, match=r"model.arch: must be rnn \| transformer, got 'lstm'"):
+        RunConfig.from_dict({"data": {"toy": {"task": "copy"}}, "model": {"arch": "lstm"}})
+
+
+def test_gradients_reach_every_parameter():
+    model = tiny_transformer(dropout=0.1, positions="learned").train()
+    src, src_lengths, tgt_in, tgt_out = _batch()
+    logits, _ = model(src, src_lengths, tgt_in, need_weights=False)
+    nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0).backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+    assert missing == []
+
+
+def test_cached_decoder_step_compiles_without_graph_breaks():
+    # aot_eager: the same graph capture as Inductor without its C++ compile time
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    with torch.no_grad():
+        memory = model.encode(src, src_lengths)
+        state = model.initial_state(memory)
+        compiled = torch.compile(model.step, fullgraph=True, backend="aot_eager")
+        for t in range(3):
+            got = compiled(tgt_in[:, t], state, memory)
+            want = model.step(tgt_in[:, t], state, memory)
+            torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
+            state = want[2]

@@ -1,0 +1,107 @@
+"""Run configs: presets validate, errors name key/value/allowed, overrides, paths."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnkit.nmt.config import RunConfig, apply_overrides, leaf_keys
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+TOY = {"data": {"toy": {"task": "reverse"}}}
+
+
+@pytest.mark.parametrize("name", ["quick", "multi30k", "copy", "reverse"])
+def test_presets_are_valid(name):
+    config = RunConfig.load(CONFIGS / f"{name}.yaml")
+    assert config.name == name
+
+
+def test_defaults_follow_the_issue():
+    config = RunConfig.from_dict(TOY)
+    assert config.train.teacher_forcing == 1.0
+    assert config.train.lr == 1e-3
+    assert config.model.hidden_size == 512
+
+
+def error_of(raw, overrides=()):
+    with pytest.raises(ValueError) as info:
+        RunConfig.from_dict(raw, overrides)
+    return str(info.value)
+
+
+def test_bound_error_names_key_rule_and_value():
+    message = error_of(TOY, ["model.hidden_size=0"])
+    assert "model.hidden_size: must be > 0, got 0" in message
+
+
+def test_unknown_key_lists_allowed_keys():
+    message = error_of({**TOY, "train": {"learning_rate": 0.1}})
+    assert "train.learning_rate: unknown key (allowed here: batch_size, lr," in message
+
+
+def test_literal_error_lists_choices():
+    message = error_of(TOY, ["model.rnn=transformer"])
+    assert "model.rnn: must be 'gru' or 'lstm', got 'transformer'" in message
+
+
+def test_several_errors_are_all_reported():
+    message = error_of(TOY, ["train.lr=-1", "train.label_smoothing=1.5"])
+    assert "train.lr: must be > 0, got -1" in message
+    assert "train.label_smoothing: must be < 1, got 1.5" in message
+
+
+def test_cross_field_rules():
+    assert "no data source: set data.bundled, data.toy or data.train" in error_of({"data": {}})
+    two = error_of({"data": {"bundled": "multi30k", "train": {"tsv": "pairs.tsv"}}})
+    assert "got both data.bundled and data.train (set only one data source)" in two
+    message = error_of({"data": {"train": {"src": "a.de"}}})
+    assert "data.train: give either both 'src' and 'tgt' files or one 'tsv' file" in message
+    files = {"src": "t.de", "tgt": "t.en"}
+    message = error_of({"data": {"bundled": "multi30k", "test": files}})
+    assert "got both data.bundled and data.test (data.test files go with data.train" in message
+    message = error_of({"data": {"toy": {"task": "copy"}, "valid": files}})
+    assert "got both data.toy and data.valid" in message
+    message = error_of({"data": {"bundled": "multi30k", "src_lang": "fr"}})
+    assert "multi30k has languages de and en" in message
+    message = error_of(TOY, ["model.input_feeding=true"])
+    assert "input_feeding=True needs query_timing='current'" in message
+
+
+def test_overrides_parse_yaml_values_and_create_sections():
+    raw = apply_overrides(TOY, ["train.lr=3e-4", "train.clip=null", "model.rnn=lstm"])
+    config = RunConfig.from_dict(raw)
+    assert config.train.lr == 3e-4 and config.train.clip is None and config.model.rnn == "lstm"
+    assert TOY == {"data": {"toy": {"task": "reverse"}}}  # input untouched
+
+
+def test_bad_override_syntax():
+    assert "must look like section.key=value" in error_of(TOY, ["model.hidden_size"])
+    assert "data.toy.task is a value" in error_of(TOY, ["data.toy.task.x=1"])
+
+
+def test_load_resolves_relative_paths_and_reports_yaml_errors(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        yaml.safe_dump({"data": {"train": {"tsv": "c/pairs.tsv"}, "valid": {"tsv": "v.tsv"}}})
+    )
+    config = RunConfig.load(path)
+    assert config.name == "mine"
+    assert config.data.train.tsv == str(tmp_path / "c" / "pairs.tsv")
+    path.write_text("data: [unclosed")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        RunConfig.load(path)
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        RunConfig.load(tmp_path / "missing.yaml")
+
+
+def test_yaml_dump_round_trips():
+    config = RunConfig.load(CONFIGS / "quick.yaml")
+    again = RunConfig.from_dict(yaml.safe_load(config.to_yaml()))
+    assert again == config
+
+
+def test_leaf_keys_cover_nested_sections():
+    keys = set(leaf_keys())
+    assert {"model.hidden_size", "train.lr", "data.toy.task", "data.train.tsv", "name"} <= keys
+    assert "data.toy" not in keys

@@ -1,0 +1,134 @@
+"""Configs: impossible values give one clear message (key, value, what is allowed), on
+the CLI as exit status 2 without a traceback; random configs give a valid config or
+a ValueError, never another exception."""
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnkit.cli import main
+from attnkit.nmt.config import RunConfig, leaf_keys
+
+REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
+BASE = {"data": {"toy": {"task": "copy", "train_size": 10}}, "tokenizer": {"kind": "word"}}
+SECTIONS = ["data", "tokenizer", "model", "train", "decode", "name"]
+KEYS = sorted(leaf_keys())
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--model.hidden_size", "0", "model.hidden_size: must be > 0, got 0"),
+        ("--model.dropout", "1.5", "model.dropout: must be < 1, got 1.5"),
+        ("--decode.beam_size", "0", "decode.beam_size: must be > 0, got 0"),
+        (
+            "--model.score",
+            "cosine",
+            "model.score: must be 'dot', 'scaled_dot', 'general', 'concat' or 'additive', "
+            "got 'cosine'",
+        ),
+        ("--train.lr", ".inf", "train.lr: must be a finite number, got inf"),
+        ("--train.batch_size", "many", "train.batch_size: must be a valid integer"),
+        ("--set", "train.lr_rate=1", "train.lr_rate: unknown key (allowed here: batch_size, lr,"),
+        ("--set", "model=3", "model: must be a valid dictionary"),
+    ],
+)
+def test_impossible_value_is_one_clear_message_and_exit_2(option, value, expected, capsys):
+    assert main(["train", REVERSE, option, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    assert captured.err.startswith("attnkit train: error: invalid ")
+    assert expected in captured.err
+    assert len(captured.err.strip().splitlines()) == 2  # "invalid FILE:" + the one problem
+
+
+def test_unreadable_config_files_are_named(tmp_path, capsys):
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("data: &a {toy: *a}\n")
+    for path, message in [
+        (binary, "not UTF-8 text"),
+        (loop, "a value refers to itself (a YAML alias loop)"),
+    ]:
+        assert main(["train", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: {message}" in err and "Traceback" not in err
+
+
+def leaf_values():
+    return (
+        st.none()
+        | st.booleans()
+        | st.integers(-3, 10**6)
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(max_size=6)
+        | st.sampled_from(["gru", "lstm", "dot", "additive", "copy", "word", "1e-3", "null"])
+    )
+
+
+def any_values():
+    keys = st.sampled_from(SECTIONS + ["toy", "task", "hidden_size", "lr"]) | st.text(max_size=4)
+    return st.recursive(
+        leaf_values(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=12,
+    )
+
+
+def check_outcome(raw, overrides=()):
+    """A RunConfig, or a ValueError whose lines each say where the problem is."""
+    try:
+        config = RunConfig.from_dict(raw, overrides)
+    except ValueError as err:
+        lines = str(err).splitlines()
+        assert lines and lines[0].startswith(
+            ("invalid config:", "config:", "override", "invalid override ")
+        )
+        assert all(": " in line for line in lines[1:])
+        return str(err)
+    assert RunConfig.from_dict(yaml.safe_load(config.to_yaml())) == config  # round trip
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(SECTIONS) | st.text(max_size=4), any_values(), max_size=6))
+def test_random_config_is_valid_or_a_validation_error(raw):
+    check_outcome(raw)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(KEYS + ["model.heads", "train.lr.x", "data.toy.task.x"]), leaf_values())
+def test_one_changed_value_is_valid_or_names_its_key(key, value):
+    text = yaml.safe_dump(value).removesuffix("\n...\n").strip()
+    message = check_outcome(BASE, [f"{key}={text}"])
+    if message is not None:
+        parent = key.rsplit(".", 1)[0]
+        assert key in message or f"{parent}:" in message or f"{parent} " in message, message
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=80) | st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+def test_random_yaml_text_loads_or_is_a_value_error(tmp_path, text):
+    path = tmp_path / "random.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        config = RunConfig.load(path)
+    except ValueError as err:
+        assert str(err)
+    else:
+        assert config.name == "random"
+
+
+def test_nan_and_infinity_are_rejected_everywhere_floats_are():
+    for key in ("train.lr", "train.clip", "decode.length_penalty", "model.dropout"):
+        for bad in (math.nan, math.inf):
+            with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+                RunConfig.from_dict(BASE, [f"{key}={yaml.safe_dump(bad).split()[0]}"])

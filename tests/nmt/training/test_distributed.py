@@ -1,0 +1,242 @@
+"""Data-parallel training (nmt/training/distributed.py) under torchrun on CPU, gloo, loopback only.
+
+A 2-process run follows the 1-process run with the same global batch and seed
+step by step; every rank ends with the same weights; a killed or stopped
+launcher resumes to the uninterrupted run's weights; two "nodes" on 127.0.0.1
+train one model; a dead peer is a clear error, not a hang. Tiny reverse-task
+models, one thread per process.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from attnkit.nmt.data.batching import encode_examples
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.runs.runlock import RunInUse, run_lock
+from attnkit.nmt.training.distributed import ENV_TIMEOUT, Group, join
+from attnkit.nmt.training.loop import validate
+from resume_helpers import REVERSE, ROOT, assert_same_run, finish, wait_for_checkpoint
+
+RUN = [
+    "--no-progress",
+    "--data.toy.train_size", "320",
+    "--data.toy.valid_size", "8",
+    "--data.toy.test_size", "8",
+    "--train.batch_size", "32",
+    "--train.epochs", "2",
+    "--train.valid_every", "1",  # one metrics row per step: per-step losses
+    "--train.early_stopping", "null",
+    "--train.checkpoint_every", "3",
+    "--train.threads", "1",
+]  # fmt: skip
+SMALL = [*RUN, "--model.embed_dim", "16", "--model.hidden_size", "32"]
+STEPS = 2 * 10  # 320 / 32 batches per epoch
+TOLERANCE = 1e-5  # the same sums in another order: float32 rounding only
+ENV = {
+    "PYTHONPATH": str(ROOT / "src"),
+    "OMP_NUM_THREADS": "1",
+    "GLOO_SOCKET_IFNAME": "lo",  # loopback only
+    "ATTNKIT_DIST_TIMEOUT_S": "60",
+}
+LOOPBACK = ["--local_addr", "127.0.0.1"]
+
+
+def launch(argv, **env):
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, **ENV, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def torchrun(*args, launcher=("--standalone", "--nproc_per_node", "2")):
+    """``torchrun LAUNCHER -m attnkit ARGS`` as a process."""
+    run = [sys.executable, "-m", "torch.distributed.run", *LOOPBACK, *launcher]
+    return launch([*run, "-m", "attnkit", *args])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ok(process, timeout=120):
+    code, out, err = finish(process, timeout)
+    assert code == 0, err
+    return err
+
+
+def rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same training on 2 processes (torchrun) and on 1 (plain attnkit train)."""
+    base = tmp_path_factory.mktemp("runs")
+    two = torchrun("train", REVERSE, "--out", str(base / "two"), *SMALL)
+    one = launch(
+        [sys.executable, "-m", "attnkit", "train", REVERSE, "--out", str(base / "one"), *SMALL]
+    )
+    return base / "two", base / "one", ok(two), ok(one)
+
+
+@pytest.mark.slow
+def test_two_processes_follow_the_one_process_run_step_by_step(runs):
+    two, one, log, _ = runs
+    assert "× 2 processes (gloo)" in log and "32 sentences per step in all, ~16 each" in log
+    a, b = rows(two), rows(one)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, STEPS + 1))
+    for x, y in zip(a, b, strict=True):
+        assert abs(x["train_loss"] - y["train_loss"]) < TOLERANCE, (x, y)
+        assert abs(x["valid_loss"] - y["valid_loss"]) < TOLERANCE, (x, y)
+        assert x["lr"] == y["lr"]
+
+
+@pytest.mark.slow
+def test_every_rank_ends_with_the_same_weights_and_rank_0_alone_reports(runs):
+    _, _, log, _ = runs
+    assert "weights identical on all 2 processes" in log
+    assert log.count("stopped: epochs=2 done") == 1 and "Traceback" not in log
+
+
+@pytest.mark.slow
+def test_rank_0_validation_equals_a_single_process_validation_of_its_weights(runs):
+    two, *_ = runs
+    run = load_run(two, checkpoint="last")
+    config = run.config
+    valid = load_split(config.data, "valid")
+    examples, _ = encode_examples(valid.src, valid.tgt, run.src_tok, run.tgt_tok)
+    scores = validate(run.model, examples, valid.tgt, run.tgt_tok, config, run.device)
+    last = rows(two)[-1]
+    assert scores["valid_bleu"] == last["valid_bleu"]
+    assert abs(scores["valid_loss"] - last["valid_loss"]) < 1e-6
+
+
+def wait_for_free(run_dir, timeout=15):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with run_lock(run_dir):
+                return
+        except RunInUse:
+            assert time.monotonic() < deadline, "the workers outlived their launcher"
+            time.sleep(0.1)
+
+
+def saved_progress(run_dir):
+    return json.loads((run_dir / "last.json").read_text())["state"]["progress"]
+
+
+@pytest.mark.slow
+def test_stopped_then_killed_launcher_resumes_to_the_uninterrupted_weights(runs, tmp_path):
+    two, *_ = runs
+    run_dir = tmp_path / "run"
+    launcher = torchrun("train", REVERSE, "--out", str(run_dir), *SMALL)
+    wait_for_checkpoint(launcher, run_dir)
+    launcher.send_signal(signal.SIGTERM)  # torchrun passes it on to every rank
+    _, _, err = finish(launcher)
+    assert err.count("interrupted (SIGTERM) at epoch") == 1, err  # rank 0 saved, once
+    assert "weights identical on all 2 processes" in err
+    assert "attnkit" not in err.split("Traceback", 1)[-1]  # no rank failed: torchrun's report
+    stopped_at = saved_progress(run_dir)["step"]
+    assert 0 < stopped_at < STEPS
+    wait_for_free(run_dir, timeout=5)
+
+    launcher = torchrun("train", "--resume", str(run_dir), "--no-progress")
+    while saved_progress(run_dir)["step"] == stopped_at:
+        assert launcher.poll() is None, launcher.communicate()
+        time.sleep(0.005)
+    launcher.send_signal(signal.SIGKILL)  # between checkpoints; its workers die with it
+    launcher.wait(timeout=30)
+    wait_for_free(run_dir)
+    assert saved_progress(run_dir)["step"] < STEPS
+    ok(torchrun("train", "--resume", str(run_dir), "--no-progress"))
+    assert_same_run(run_dir, two, steps=STEPS)
+
+
+@pytest.mark.slow
+def test_two_nodes_on_loopback_train_one_model_and_stop_cleanly(runs, tmp_path):
+    two, *_ = runs
+    endpoint = f"127.0.0.1:{free_port()}"
+    launcher = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d"]
+    launcher += ["--rdzv_endpoint", endpoint, "--rdzv_id", "two-nodes"]
+    args = ("train", REVERSE, "--out", str(tmp_path / "run"), *SMALL, "--train.max_steps", "4")
+    nodes = [torchrun(*args, launcher=(*launcher, "--node_rank", str(n))) for n in (0, 1)]
+    logs = [ok(node) for node in nodes]
+    assert sum("stopped: max_steps=4 reached" in log for log in logs) == 1
+    losses = [r["train_loss"] for r in rows(tmp_path / "run")]
+    assert losses == [r["train_loss"] for r in rows(two)][:4]  # the same 2-rank computation
+
+
+def plain_ranks(*args, world=2):
+    """``WORLD_SIZE`` processes of ``attnkit train`` joined by environment variables alone."""
+    port = str(free_port())
+    ranks = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world)}
+    command = [sys.executable, "-m", "attnkit", "train", *args]
+    return [launch(command, **ranks, RANK=str(r), LOCAL_RANK=str(r)) for r in range(world)]
+
+
+@pytest.mark.slow
+def test_a_transformer_trains_data_parallel_like_one_process(tmp_path):
+    raw = yaml.safe_load(Path(REVERSE).read_text())
+    raw["model"] = {"arch": "transformer", "d_model": 16, "heads": 2, "encoder_layers": 1}
+    raw["model"].update(decoder_layers=1, ff_dim=32, dropout=0.0, attention_dropout=0.0)
+    config = tmp_path / "transformer.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = [str(config), *RUN, "--train.max_steps", "4"]
+    processes = plain_ranks(*args, "--out", str(tmp_path / "two"))
+    one = launch([sys.executable, "-m", "attnkit", "train", *args, "--out", str(tmp_path / "one")])
+    assert "weights identical on all 2 processes" in [ok(p) for p in processes][0]
+    ok(one)
+    for x, y in zip(rows(tmp_path / "two"), rows(tmp_path / "one"), strict=True):
+        assert abs(x["train_loss"] - y["train_loss"]) < TOLERANCE, (x, y)
+
+
+@pytest.mark.slow
+def test_a_dead_peer_is_a_one_line_error_not_a_hang(tmp_path):
+    run_dir = tmp_path / "run"
+    main, other = plain_ranks(REVERSE, "--out", str(run_dir), *SMALL)
+    wait_for_checkpoint(main, run_dir)
+    other.send_signal(signal.SIGKILL)
+    code, _, err = finish(main, timeout=60)
+    assert code == 1, err
+    assert err.splitlines()[-1].startswith("attnkit train: error: rank 0: another process")
+    assert "Traceback" not in err
+
+
+def test_a_group_of_one_changes_nothing():
+    group = Group()
+    assert group.is_main and not group.distributed and group.describe() == ""
+    assert group.share([5, 6, 7]) == [5, 6, 7] and group.mean(2.5) == 2.5
+    assert group.any(True, False) == [True, False] and group.broadcast([1.0]) == [1.0]
+    model = torch.nn.Linear(2, 2)
+    assert group.wrap(model) is model and group.same_everywhere(model)
+
+
+def test_a_global_batch_is_shared_out_by_rank():
+    shares = [Group(rank, 3).share(list(range(8))) for rank in range(3)]
+    assert shares == [[0, 3, 6], [1, 4, 7], [2, 5]]
+
+
+def test_a_bad_collective_timeout_is_named(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv(ENV_TIMEOUT, "soon")
+    message = f"{ENV_TIMEOUT} must be a number of seconds > 0, got 'soon'"
+    with pytest.raises(ValueError, match=message), join(torch.device("cpu")):
+        pass

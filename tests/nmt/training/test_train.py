@@ -1,0 +1,196 @@
+"""Training loop on a tiny reverse task: run folder, determinism, resume, early stop, reload."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.data.batching import Examples
+from attnkit.nmt.data.tokenizer import WordTokenizer, save_tokenizers
+from attnkit.nmt.decoding.search import decode_examples
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.models.registry import build_translator
+from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
+from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.training.loop import train
+
+TINY = {
+    "data": {
+        "toy": {
+            "task": "reverse",
+            "num_symbols": 8,
+            "min_len": 2,
+            "max_len": 6,
+            "train_size": 320,
+            "valid_size": 24,
+            "test_size": 24,
+        },
+        "max_src_len": None,
+        "max_tgt_len": None,
+    },
+    "tokenizer": {"kind": "word", "vocab_size": 50},
+    "model": {
+        "embed_dim": 16,
+        "hidden_size": 24,
+        "dropout": 0.1,
+        "score": "general",
+        "query_timing": "current",
+    },
+    "train": {"batch_size": 32, "lr": 0.01, "epochs": 3, "valid_every": 5, "seed": 3, "threads": 1},
+    "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 2},
+}
+
+
+# A tiny Transformer in place of TINY's RNN (a --set override).
+TRANSFORMER = (
+    "model={arch: transformer, d_model: 16, heads: 4, encoder_layers: 2, decoder_layers: 2, "
+    "ff_dim: 32, dropout: 0.1, attention_dropout: 0.1, share_embeddings: true}"
+)
+
+
+def config(*overrides):
+    return RunConfig.from_dict(TINY, overrides)
+
+
+def quiet(_line):
+    pass
+
+
+def weights(path):
+    return load_checkpoint(path).model
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    summary = train(config("train.max_steps=20"), run_dir, progress_bar=False, echo=quiet)
+    return run_dir, summary
+
+
+def test_run_folder_holds_every_artifact(finished_run):
+    run_dir, summary = finished_run
+    for name in (
+        "config.yaml",
+        "tokenizer.json",
+        "vocab.json",
+        "best.json",
+        "last.json",
+        "metrics.jsonl",
+        "learning_curve.png",
+    ):
+        assert (run_dir / name).is_file(), name
+    assert len(list(run_dir.glob("*.safetensors"))) == 3  # best, last and last.prev
+    assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [5, 10, 15, 20]
+    assert {"train_loss", "valid_loss", "valid_ppl", "valid_bleu", "lr"} <= set(rows[0])
+    assert rows[-1]["train_loss"] < rows[0]["train_loss"]  # it learns
+    assert summary.progress.step == 20 and summary.progress.finished
+    assert summary.progress.stop_reason == "max_steps=20 reached"
+    assert RunConfig.load(run_dir / "config.yaml").train.max_steps == 20
+
+
+def test_same_seed_same_weights(finished_run, tmp_path):
+    run_dir, _ = finished_run
+    train(config("train.max_steps=20"), tmp_path, progress_bar=False, echo=quiet)
+    first, second = weights(run_dir / "last.json"), weights(tmp_path / "last.json")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_interrupted_run_resumes_to_the_same_weights(finished_run, tmp_path):
+    run_dir, _ = finished_run
+
+    def crash_after_step_10(line):
+        if line.startswith("epoch 1 step 10:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config("train.max_steps=20"), tmp_path, progress_bar=False, echo=crash_after_step_10)
+    assert load_checkpoint(tmp_path / "last.json").state["progress"]["step"] == 10
+    summary = train(
+        config("train.max_steps=20"), tmp_path, resume=True, progress_bar=False, echo=quiet
+    )
+    assert summary.progress.step == 20
+    resumed, straight = weights(tmp_path / "last.json"), weights(run_dir / "last.json")
+    assert all(torch.equal(resumed[k], straight[k]) for k in straight)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [5, 10, 15, 20]
+
+
+def test_finished_run_is_reused_and_other_runs_are_protected(finished_run):
+    run_dir, _ = finished_run
+    messages = []
+    summary = train(
+        config("train.max_steps=20"), run_dir, resume=True, progress_bar=False, echo=messages.append
+    )
+    assert summary.reused and "reusing" in messages[0]
+    with pytest.raises(ValueError, match="already holds a run; pass --resume"):
+        train(config("train.max_steps=20"), run_dir, progress_bar=False, echo=quiet)
+    with pytest.raises(ValueError, match="model.hidden_size: 24 in the run, 25 given"):
+        train(config("model.hidden_size=25"), run_dir, resume=True, progress_bar=False, echo=quiet)
+
+
+def test_a_finished_run_whose_budget_is_raised_trains_on(finished_run, tmp_path):
+    shutil.copytree(finished_run[0], tmp_path, dirs_exist_ok=True)
+    messages = []
+    more = config("train.max_steps=25")
+    summary = train(more, tmp_path, resume=True, progress_bar=False, echo=messages.append)
+    assert not summary.reused and summary.progress.step == 25
+    assert any("train.max_steps: 20 in the run, 25 given" in m for m in messages)
+    assert "max_steps: 25" in (tmp_path / "config.yaml").read_text()
+    again = train(more, tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert again.reused and again.progress.step == 25
+
+
+def test_early_stopping_on_flat_validation_bleu(tmp_path):
+    summary = train(
+        config("train.lr=1e-12", "train.early_stopping=2", "train.valid_every=2"),
+        tmp_path,
+        progress_bar=False,
+        echo=quiet,
+    )
+    assert summary.progress.stop_reason == "no BLEU gain in 2 validations"
+    assert summary.progress.step == 6  # best at step 2, no gain at 4 and 6
+
+
+@pytest.mark.parametrize("overrides", [(), (TRANSFORMER,)], ids=["rnn", "transformer"])
+def test_saved_model_translates_exactly_like_the_original(tmp_path, overrides):
+    cfg = config(*overrides)
+    tok = WordTokenizer.train(["s0 s1 s2 s3 s4 s5"])
+    torch.manual_seed(0)
+    model = build_translator(cfg.model, tok.vocab_size, tok.vocab_size).eval()
+    (tmp_path / "config.yaml").write_text(cfg.to_yaml())
+    save_tokenizers(tmp_path, tok, tok)
+    save_checkpoint(tmp_path, "best", model.state_dict(), {})
+    run = load_run(tmp_path)
+    lines = ["s1 s2 s3", "", "s5 s4", "s0 s0 s0 s1 s2"]
+    loaded = translate_lines(run, lines)
+    original = decode_examples(
+        model,
+        Examples([tok.encode(x) for x in lines if x]),
+        beam_size=2,
+        max_len_a=1.0,
+        max_len_b=2,
+    )
+    assert [t.text for t in loaded] == [
+        tok.decode(original[0].tokens),
+        "",
+        tok.decode(original[1].tokens),
+        tok.decode(original[2].tokens),
+    ]
+    assert loaded[1].weights is None
+    assert torch.equal(loaded[0].weights, original[0].weights)
+    assert loaded[0].src_pieces == ["s1", "s2", "s3", "</s>"]
+    assert len(loaded[0].tgt_pieces) == loaded[0].weights.shape[0]
+
+
+def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
+    messages = []
+    cfg = config("train.max_steps=100000", "train.max_minutes=0.0001", "train.valid_every=null")
+    summary = train(cfg, tmp_path / "run", progress_bar=False, echo=messages.append)
+    assert summary.progress.stop_reason == "max_minutes=0.0001 reached"
+    note = messages[-1]
+    assert note.startswith("note: the time cap (train.max_minutes=0.0001) stopped training at step")
+    assert "of train.max_steps=100000" in note and "--resume" in note

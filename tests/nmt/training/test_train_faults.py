@@ -1,0 +1,201 @@
+"""Damaged checkpoints and non-finite losses: clear errors naming the file, fallback to
+the previous checkpoint (and the same result as an unbroken run), skipped steps, and
+a clean stop that keeps the last good checkpoint."""
+
+import json
+import math
+import os
+import signal
+
+import pytest
+import torch
+
+import attnkit.nmt.training.loop as train_module
+from attnkit.cli import main
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.runs.checkpoint import load_checkpoint, load_latest, save_checkpoint
+from attnkit.nmt.training.interrupt import StopRequest
+from attnkit.nmt.training.loop import TrainingError, train
+
+TINY = {
+    "data": {
+        "toy": {"task": "reverse", "num_symbols": 8, "min_len": 2, "max_len": 6},
+        "max_src_len": None,
+        "max_tgt_len": None,
+    },
+    "tokenizer": {"kind": "word", "vocab_size": 50},
+    "model": {"embed_dim": 16, "hidden_size": 24, "dropout": 0.1, "score": "additive"},
+    "train": {"batch_size": 32, "lr": 0.01, "epochs": 3, "valid_every": 5, "seed": 3},
+    "decode": {"beam_size": 1, "max_len_a": 1.0, "max_len_b": 2},
+}
+SIZES = ["data.toy.train_size=320", "data.toy.valid_size=16", "data.toy.test_size=8"]
+
+
+def config(*overrides):
+    return RunConfig.from_dict(TINY, [*SIZES, "train.threads=1", "train.max_steps=20", *overrides])
+
+
+def quiet(_line):
+    pass
+
+
+def rows(run_dir):
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(x).items() if k != "elapsed_s"} for x in lines]
+
+
+def assert_same_weights(a, b):
+    first, second = load_checkpoint(a / "last.json").model, load_checkpoint(b / "last.json").model
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("reference")
+    train(config(), run_dir, progress_bar=False, echo=quiet)
+    return run_dir
+
+
+def stopped_at_step_10(run_dir):
+    """A run killed right after its step-10 checkpoint: last = step 10, last.prev = step 5."""
+
+    def crash(line):
+        if line.startswith("epoch 1 step 10:"):
+            raise KeyboardInterrupt  # like a kill: no further saving
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), run_dir, progress_bar=False, echo=crash)
+    assert load_checkpoint(run_dir / "last.json").state["progress"]["step"] == 10
+    assert load_checkpoint(run_dir / "last.prev.json").state["progress"]["step"] == 5
+
+
+def truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("damaged", ["weights", "record"])
+def test_truncated_checkpoint_is_named_and_resume_falls_back(reference, tmp_path, damaged):
+    stopped_at_step_10(tmp_path)
+    record = tmp_path / "last.json"
+    weights = tmp_path / json.loads(record.read_text())["weights"]
+    truncate(weights if damaged == "weights" else record)
+    named = weights.name if damaged == "weights" else "last.json"
+    with pytest.raises(
+        ValueError, match=rf"{named}.*(truncated or corrupt|not a valid checkpoint)"
+    ):
+        load_checkpoint(record)
+    messages = []
+    summary = train(config(), tmp_path, resume=True, progress_bar=False, echo=messages.append)
+    fallback = [m for m in messages if "falling back" in m]
+    assert len(fallback) == 1 and named in fallback[0] and "last.prev.json" in fallback[0]
+    assert "resumed at epoch 1, step 5" in messages
+    assert summary.progress.step == 20 and summary.progress.finished
+    assert rows(tmp_path) == rows(reference)  # step 10 was redone, its row not duplicated
+    assert_same_weights(tmp_path, reference)
+
+
+def test_both_checkpoints_damaged_is_one_clear_error(tmp_path):
+    weights = {"w": torch.ones(3)}
+    for step in (1, 2):
+        save_checkpoint(tmp_path, "last", weights, {"step": step}, keep_previous=True)
+    for name in ("last.json", "last.prev.json"):
+        truncate(tmp_path / name)
+    with pytest.raises(ValueError, match=r"no usable checkpoint: .*last\.json.*last\.prev\.json"):
+        load_latest(tmp_path / "last.json")
+
+
+def test_previous_checkpoint_is_kept_and_stale_weights_removed(tmp_path):
+    for step in (1, 2, 3):
+        save_checkpoint(
+            tmp_path, "last", {"w": torch.full((2,), step)}, {"step": step}, keep_previous=True
+        )
+    (tmp_path / "last.deadbeef.safetensors").write_bytes(b"left by a crash")
+    save_checkpoint(tmp_path, "last", {"w": torch.zeros(2)}, {"step": 4}, keep_previous=True)
+    assert load_checkpoint(tmp_path / "last.json").state == {"step": 4}
+    assert load_checkpoint(tmp_path / "last.prev.json").state == {"step": 3}
+    assert len(list(tmp_path.glob("last.*.safetensors"))) == 2
+
+
+def poisoned_loss(bad_calls, kind="loss"):
+    """Wrap the training loss so the given training calls (1-based) are non-finite."""
+    real, calls = train_module._loss, []
+
+    def loss(model, batch, smoothing, teacher_forcing, reduction="mean"):
+        value = real(model, batch, smoothing, teacher_forcing, reduction)
+        if reduction != "mean":  # validation
+            return value
+        calls.append(1)
+        if bad_calls(len(calls)):
+            if kind == "loss":
+                return value * math.nan
+            # finite value, NaN gradient: d sqrt(x)/dx is inf at 0, times 0
+            return value + torch.sqrt(next(model.parameters()).sum() * 0)
+        return value
+
+    return loss
+
+
+@pytest.mark.parametrize("kind", ["loss", "gradient"])
+def test_a_non_finite_step_is_skipped_with_a_warning(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: n == 3, kind))
+    messages = []
+    summary = train(config(), tmp_path, progress_bar=False, echo=messages.append)
+    warnings = [m for m in messages if m.startswith("warning:")]
+    why = "loss is nan" if kind == "loss" else "gradient norm is nan"
+    assert len(warnings) == 1 and f"batch 3: {why}; step skipped" in warnings[0]
+    assert summary.progress.step == 20 and summary.progress.skipped_steps == 1
+    assert "1 step(s) skipped as non-finite" in messages[-1]
+    weights = load_checkpoint(tmp_path / "last.json").model
+    assert all(torch.isfinite(w).all() for w in weights.values())
+
+
+def test_repeated_non_finite_losses_stop_and_keep_the_last_good_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: n >= 7))
+    with pytest.raises(TrainingError, match="3 non-finite losses/gradients in a row at step 6"):
+        train(config("train.max_nonfinite=3"), tmp_path, progress_bar=False, echo=quiet)
+    good = load_checkpoint(tmp_path / "last.json")
+    assert good.state["progress"]["step"] == 5
+    assert all(torch.isfinite(w).all() for w in good.model.values())
+
+
+def test_cli_reports_divergence_with_exit_1_and_no_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: True))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(config("train.max_nonfinite=2").to_yaml())
+    assert main(["train", str(path), "--out", str(tmp_path / "run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "attnkit train: error: 2 non-finite losses/gradients in a row at step 0" in err
+    assert err.count("warning:") == 2
+
+
+def test_sigterm_saves_and_stops_then_resume_matches_an_unbroken_run(reference, tmp_path):
+    messages = []
+
+    def terminate_after_step_5(line):
+        messages.append(line)
+        if line.startswith("epoch 1 step 5:"):
+            os.kill(os.getpid(), signal.SIGTERM)  # as when the machine shuts down
+
+    before = signal.getsignal(signal.SIGTERM)
+    summary = train(config(), tmp_path, progress_bar=False, echo=terminate_after_step_5)
+    assert summary.interrupted and not summary.progress.finished
+    assert summary.progress.step == 5
+    assert messages[-1].startswith("interrupted (SIGTERM) at epoch 1, step 5; checkpoint saved;")
+    assert "continue with: attnkit train --resume" in messages[-1]
+    assert signal.getsignal(signal.SIGTERM) is before  # handler restored
+    train(config(), tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert rows(tmp_path) == rows(reference)
+    assert_same_weights(tmp_path, reference)
+
+
+def test_second_sigint_aborts_at_once(capfd):
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested == "SIGINT"
+        os.kill(os.getpid(), signal.SIGINT)
+    assert capfd.readouterr().err.count("SIGINT: saving a checkpoint after this step") == 1
+    assert signal.getsignal(signal.SIGINT) is before

@@ -1,0 +1,263 @@
+"""The explorer's JSON API through FastAPI's test client: shapes, numbers, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import urllib.request
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from attnkit.lessons import explain
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.serve import Limits
+from cli_helpers import assert_one_line_error, run
+from serve_helpers import ServerProcess, make_app, make_runs
+
+TEXT = "ein Mann geht\nein Hund rennt durch den Schnee nach Hause"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    folders = make_runs(tmp_path_factory.mktemp("runs"))
+    app, runs = make_app(folders)
+    with TestClient(app) as client:
+        yield client, {r.name: r for r in runs}
+
+
+def post(client, body, path="/translate"):
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_runs_lists_every_run_with_its_architecture(served):
+    client, _ = served
+    runs = client.get("/runs").json()["runs"]
+    assert [(r["name"], r["arch"]) for r in runs] == [
+        ("rnn", "rnn"),
+        ("transformer", "transformer"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["rnn", "transformer"])
+def test_weights_are_translate_lines_weights_and_sum_to_one(served, name):
+    client, runs = served
+    data = post(client, {"text": TEXT, "run": name})
+    expected = translate_lines(runs[name].run, TEXT.split("\n"))
+    assert data["run"] == name and len(data["sentences"]) == 2
+    for sentence, translation in zip(data["sentences"], expected, strict=True):
+        assert sentence["text"] == translation.text
+        assert sentence["weights"] == translation.weights.tolist()  # the same numbers
+        assert len(sentence["weights"]) == len(sentence["tgt_pieces"])
+        for row in sentence["weights"]:
+            assert len(row) == len(sentence["src_pieces"])
+        assert sentence["weight_sums"] == pytest.approx([1.0] * len(sentence["weights"]), abs=1e-5)
+
+
+def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):
+    client, runs = served
+    batched = post(client, {"text": TEXT, "run": "rnn"})["sentences"][0]
+    alone = post(client, {"text": TEXT.split("\n")[0], "run": "rnn"})["sentences"][0]
+    # the short line's rows cover its own S keys only and still sum to 1: padding got 0
+    assert len(batched["src_pieces"]) < len(
+        post(client, {"text": TEXT})["sentences"][1]["src_pieces"]
+    )
+    assert torch.allclose(
+        torch.tensor(batched["weights"]), torch.tensor(alone["weights"]), atol=1e-6
+    )
+    assert all(math.isclose(sum(row), 1.0, abs_tol=1e-5) for row in batched["weights"])
+
+
+def test_transformer_views_cover_every_layer_and_head_and_the_causal_mask(served):
+    client, _ = served
+    sentence = post(client, {"text": "ein Hund rennt", "run": "transformer"})["sentences"][0]
+    views = sentence["views"]
+    s, t = len(sentence["src_pieces"]), len(sentence["tgt_pieces"])
+    assert _shape(views["cross"]) == (2, 2, t, s)
+    assert _shape(views["encoder"]) == (2, 2, s, s)
+    assert _shape(views["decoder"]) == (2, 2, t, t)
+    assert len(views["decoder_inputs"]) == t and views["decoder_inputs"][0] == "<s>"
+    for layer in views["decoder"]:
+        for head in layer:
+            for i, row in enumerate(head):
+                assert all(w == 0.0 for w in row[i + 1 :])  # the future is masked
+                assert sum(row) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rnn_views_have_one_layer_one_head_and_no_self_attention(served):
+    client, _ = served
+    sentence = post(client, {"text": "ein Hund", "run": "rnn"})["sentences"][0]
+    assert _shape(sentence["views"]["cross"])[:2] == (1, 1)
+    assert sentence["views"]["encoder"] is None and sentence["views"]["decoder"] is None
+
+
+def test_beam_hypotheses_come_best_first_and_start_with_the_translation(served):
+    client, _ = served
+    data = post(client, {"text": "ein Mann geht", "beam": 3, "n_best": 3})
+    sentence = data["sentences"][0]
+    scores = [h["score"] for h in sentence["hypotheses"]]
+    assert data["beam"] == 3 and 1 <= len(scores) <= 3 and scores == sorted(scores, reverse=True)
+    assert sentence["hypotheses"][0]["text"] == sentence["text"]
+
+
+def test_blank_lines_stay_aligned_as_empty_translations(served):
+    client, _ = served
+    sentences = post(client, {"text": "ein Mann\n\n\u200b\nein Hund"})["sentences"]
+    assert [s["weights"] is None for s in sentences] == [False, True, True, False]
+    assert sentences[1]["text"] == "" and sentences[1]["views"] is None
+
+
+def test_an_over_long_line_is_truncated_with_a_warning(served):
+    client, _ = served
+    data = post(client, {"text": "ein Mann " * 20, "run": "rnn"})
+    assert data["sentences"][0]["truncated_from"] == 40
+    assert "truncated" in data["warnings"][0]
+
+
+def test_explain_returns_the_lessons_trace(served):
+    client, _ = served
+    body = {"query": [2, 0, 1], "keys": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "causal": False}
+    data = post(client, body, "/explain")
+    assert data["trace"] == explain([2, 0, 1], body["keys"]).to_dict()
+    assert sum(data["trace"]["weights"][0]) == pytest.approx(1.0)
+    assert "weights" in data["text"]
+
+
+def test_explain_masks_and_causal_and_unscaled(served):
+    client, _ = served
+    keys = [[1, 0], [0, 1], [1, 1]]
+    body = {"query": [[1, 0], [0, 1]], "keys": keys, "scaled": False, "mask": [True, False, True]}
+    trace = post(client, body, "/explain")["trace"]
+    assert trace["scale"] == 1.0 and trace["weights"][0][1] == 0.0
+    causal = post(client, {"query": [[1, 0], [0, 1]], "keys": keys, "causal": True}, "/explain")
+    assert causal["trace"]["weights"][0][2] == 0.0  # bottom-right aligned: q1 sees k1, k2
+
+
+def test_the_page_and_its_files_ship_in_the_package_without_network(served):
+    client, _ = served
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    for name in ("app.js", "app.css"):
+        body = client.get(f"/static/{name}").text
+        assert "http://" not in body and "https://" not in body
+    assert "innerHTML" not in client.get("/static/app.js").text
+    assert '<script src="/static/app.js"' in page.text and "https://" not in page.text
+
+
+BAD_BODIES = [
+    (b"", 422),
+    (b"{", 422),
+    (b"[]", 422),
+    (b"null", 422),
+    (b'{"text": 5}', 422),
+    (b'{"text": ""}', 422),
+    (b'{"text": "  \\n \\u200b "}', 422),
+    (b'{"text": "ein", "beam": 0}', 422),
+    (b'{"text": "ein", "beam": 1000}', 422),
+    (b'{"text": "ein", "n_best": -1}', 422),
+    (b'{"text": "ein", "unknown": 1}', 422),
+    (b'{"text": "ein", "run": "nope"}', 404),
+    (b'{"text": "ein", "run": "../../etc/passwd"}', 404),
+    (b'{"text": "\xff\xfe bad utf-8"}', 400),
+    (b'{"text": "' + b"a" * 3000 + b'"}', 413),
+    (b'{"text": "' + b"ein\\n" * 40 + b'"}', 413),
+    (b"x" * 300_000, 413),
+]
+
+
+@pytest.mark.parametrize(("body", "status"), BAD_BODIES, ids=range(len(BAD_BODIES)))
+def test_bad_translate_bodies_get_a_json_4xx_and_the_server_keeps_serving(served, body, status):
+    client, _ = served
+    response = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"]
+    assert client.post("/translate", json={"text": "ein Mann"}).status_code == 200
+
+
+BAD_EXPLAIN = [
+    {"keys": [[1, 0]]},
+    {"query": [1, 0], "keys": []},
+    {"query": [1, 0], "keys": [[1, 0, 0]]},
+    {"query": [1, 0], "keys": [[1, 0], [1]]},
+    {"query": [1, 0], "keys": [[1, 0]], "values": [[1], [2]]},
+    {"query": [1, 0], "keys": [[1, 0]], "mask": [True, False, True]},
+    {"query": ["a", 0], "keys": [[1, 0]]},
+    b'{"query": [1e400, 0], "keys": [[1, 0]]}',
+    b'{"query": [NaN, 0], "keys": [[1, 0]]}',
+    {"query": [1] * 100, "keys": [[1] * 100]},
+]
+
+
+@pytest.mark.parametrize("body", BAD_EXPLAIN, ids=range(len(BAD_EXPLAIN)))
+def test_bad_explain_bodies_get_a_json_4xx(served, body):
+    client, _ = served
+    if isinstance(body, bytes):
+        response = client.post(
+            "/explain", content=body, headers={"content-type": "application/json"}
+        )
+    else:
+        response = client.post("/explain", json=body)
+    assert 400 <= response.status_code < 500, response.text
+    assert response.json()["error"]
+
+
+def test_a_full_queue_answers_503_and_a_waiting_request_still_succeeds(tmp_path):
+    app, runs = make_app(make_runs(tmp_path), Limits(max_pending=1))
+    results = {}
+    with TestClient(app) as client:
+        runs[0].lock.acquire()  # the model is busy
+        waiting = threading.Thread(
+            target=lambda: results.update(first=client.post("/translate", json={"text": "ein"}))
+        )
+        waiting.start()
+        time.sleep(0.5)
+        second = client.post("/translate", json={"text": "ein Mann"})
+        runs[0].lock.release()
+        waiting.join(timeout=30)
+    assert second.status_code == 503 and "busy" in second.json()["error"]
+    assert results["first"].status_code == 200
+
+
+def test_concurrent_requests_all_get_the_same_answer(served):
+    client, _ = served
+    answers = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(post(client, {"text": "ein Hund rennt"})))
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == 6 and all(a == answers[0] for a in answers)
+
+
+def _shape(nested) -> tuple[int, ...]:
+    shape = []
+    while isinstance(nested, list):
+        shape.append(len(nested))
+        nested = nested[0]
+    return tuple(shape)
+
+
+def test_attnkit_serve_prints_its_url_serves_and_stops_cleanly(tmp_path):
+    server = ServerProcess(*make_runs(tmp_path).values())
+    try:
+        with urllib.request.urlopen(server.url + "runs", timeout=30) as response:
+            names = [r["name"] for r in json.load(response)["runs"]]
+    finally:
+        status = server.stop()
+    assert server.url.startswith("http://127.0.0.1:") and names == ["rnn", "transformer"]
+    assert status == 0
+
+
+def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys):
+    status, _, err = run(capsys, "serve", str(tmp_path / "missing"))
+    assert status == 2
+    assert_one_line_error(err, "serve", "a training run folder?")

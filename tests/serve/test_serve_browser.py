@@ -1,0 +1,204 @@
+"""The explorer page in real headless Chromium against ``attnkit serve`` on 127.0.0.1.
+
+Needs Chromium and its driver (Debian: ``apt-get install chromium chromium-driver``)
+and the ``selenium`` package. Without them these tests skip, except under CI
+(``CI=true``), where a missing browser is a failure: CI installs it (.ci/run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+
+import pytest
+
+from serve_helpers import ServerProcess, make_runs
+
+pytestmark = pytest.mark.browser
+INJECTED = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> "quoted"'
+
+
+def _browser_parts() -> tuple[str, str]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        driver = None
+    if chromium is None or driver is None:
+        message = "headless Chromium, chromedriver and selenium are needed for the browser tests"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{message} (CI=true: install them, see .ci/run)")
+        pytest.skip(message)
+    return chromium, driver
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    _browser_parts()
+    served = ServerProcess(*make_runs(tmp_path_factory.mktemp("runs")).values())
+    yield served
+    assert served.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = _browser_parts()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,1000")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    chrome = webdriver.Chrome(service=Service(driver), options=options)
+    chrome.implicitly_wait(0)
+    yield chrome
+    chrome.quit()
+
+
+def _wait(browser, css: str, count: int = 1):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, 30).until(
+        lambda b: (found := b.find_elements("css selector", css)) and len(found) >= count and found
+    )
+
+
+def _translate(browser, server, text: str):
+    browser.get(server.url)
+    _wait(browser, "#run option")
+    box = browser.find_element("id", "text")
+    box.clear()
+    box.send_keys(text)
+    browser.find_element("id", "translate").click()
+    return _wait(browser, ".sentence")[0]
+
+
+def _api(server, body: dict) -> dict:
+    request = urllib.request.Request(
+        server.url + "translate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)
+
+
+def test_the_page_loads_without_console_errors(server, browser):
+    browser.get_log("browser")  # drain what earlier tests logged
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    assert browser.title == "attnkit explorer"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+
+
+def test_typing_a_sentence_shows_its_translation(server, browser):
+    card = _translate(browser, server, "ein Hund rennt")
+    expected = _api(server, {"text": "ein Hund rennt"})["sentences"][0]
+    assert card.find_element("css selector", ".source").text == "ein Hund rennt"
+    assert card.find_elements("css selector", ".hypotheses li")
+    queries = [n.text for n in card.find_elements("css selector", ".tok.query")]
+    assert queries == expected["tgt_pieces"]
+
+
+def test_hovering_a_token_shades_the_other_side_by_the_api_weights(server, browser, tmp_path):
+    from selenium.webdriver import ActionChains
+
+    card = _translate(browser, server, "ein Mann geht nach Hause")
+    expected = _api(server, {"text": "ein Mann geht nach Hause"})["sentences"][0]["weights"]
+    for t, token in enumerate(card.find_elements("css selector", ".tok.query")):
+        ActionChains(browser).move_to_element(token).perform()
+        keys = card.find_elements("css selector", ".tok.key")
+        shown = [float(k.get_attribute("data-weight")) for k in keys]
+        assert shown == pytest.approx(expected[t], abs=1e-12)
+        alphas = [_alpha(k.value_of_css_property("background-color")) for k in keys]
+        # colour intensity = weight, to the 8 bits a colour's alpha keeps
+        assert alphas == pytest.approx(expected[t], abs=1 / 255 + 1e-6)
+    for s, key in enumerate(card.find_elements("css selector", ".tok.key")):  # and vice versa
+        ActionChains(browser).move_to_element(key).perform()
+        column = [
+            float(q.get_attribute("data-weight"))
+            for q in card.find_elements("css selector", ".tok.query")
+        ]
+        assert column == pytest.approx([row[s] for row in expected], abs=1e-12)
+    token.click()
+    assert "= 1.000000" in card.find_element("css selector", ".step .sum").text
+    browser.save_screenshot(str(tmp_path / "explorer.png"))
+    assert (tmp_path / "explorer.png").stat().st_size > 1000
+
+
+def test_injected_markup_is_shown_as_text_and_never_runs(server, browser):
+    card = _translate(browser, server, INJECTED)
+    assert card.find_element("css selector", ".source").text == INJECTED
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert browser.find_elements("css selector", ".sentence img") == []
+
+
+def test_empty_input_shows_the_servers_error_message(server, browser):
+    browser.get(server.url)
+    _wait(browser, "#run option")
+    browser.find_element("id", "translate").click()
+    status = _wait(browser, "#translate-status.error")[0]
+    assert "text is empty" in status.text
+    assert browser.find_elements("css selector", ".sentence") == []
+
+
+def test_the_transformer_offers_layers_heads_and_self_attention(server, browser):
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    Select(browser.find_element("id", "run")).select_by_value("transformer")
+    browser.find_element("id", "text").send_keys("ein Hund")
+    browser.find_element("id", "translate").click()
+    card = _wait(browser, ".sentence")[0]
+    view = Select(card.find_element("css selector", ".view"))
+    assert [o.get_attribute("value") for o in view.options] == [
+        "alignment",
+        "cross",
+        "encoder",
+        "decoder",
+    ]
+    view.select_by_value("encoder")
+    keys = card.find_elements("css selector", ".tok.key")
+    assert len(card.find_elements("css selector", ".tok.query")) == len(keys)
+    assert len(card.find_elements("css selector", ".heatmap td")) == len(keys) ** 2
+
+
+def test_the_worked_example_tab_shows_the_explain_numbers(server, browser):
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    browser.find_element("id", "explain").click()
+    _wait(browser, "#explain-weights td", 3)
+    cells = [c.text for c in browser.find_elements("css selector", "#explain-weights td")]
+    assert cells == ["0.53", "0.17", "0.30"]  # README: weights ≈ [0.533, 0.168, 0.299]
+    assert "weights" in browser.find_element("id", "explain-text").text
+
+
+def test_an_exported_file_opens_from_disk_with_its_sentences(browser, tmp_path):
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+
+    run = load_run(make_runs(tmp_path)["transformer"])
+    lines = [INJECTED, "ein Hund rennt"]
+    path = write_html(tmp_path / "t.html", run, translate_lines(run, lines), beam_size=2)
+    browser.get_log("browser")  # drain what earlier tests logged
+    browser.get(path.as_uri())
+    cards = _wait(browser, ".sentence", 2)
+    assert [c.find_element("css selector", ".source").text for c in cards] == lines
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert cards[1].find_elements("css selector", ".heatmap td")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def _alpha(css_colour: str) -> float:
+    """The alpha of ``rgba(r, g, b, a)`` (1 for ``rgb(...)``)."""
+    parts = css_colour[css_colour.index("(") + 1 : -1].split(",")
+    return float(parts[3]) if len(parts) == 4 else 1.0
