@@ -1,0 +1,95 @@
+"""RunConfig: a whole run's settings, read from YAML and validated in one go."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from ..models.registry import ModelConfig, default_model_config
+from .data import DataConfig, TokenizerConfig
+from .decode import DecodeConfig
+from .errors import format_validation_error
+from .overrides import _blamed_overrides, apply_overrides
+from .section import _Section
+from .train import TrainConfig
+
+
+class RunConfig(_Section):
+    """A complete run: data, tokenizer, model, training and decoding settings."""
+
+    name: str | None = None
+    data: DataConfig
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    model: ModelConfig = Field(default_factory=default_model_config)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+    @model_validator(mode="after")
+    def _shared_vocabulary(self) -> RunConfig:
+        if getattr(self.model, "share_embeddings", False) and not self.tokenizer.joint:
+            raise ValueError(
+                "model.share_embeddings: true needs one joint vocabulary; set "
+                "tokenizer.joint: true or model.share_embeddings: false"
+            )
+        return self
+
+    @classmethod
+    def from_dict(
+        cls, raw: Any, overrides: Sequence[str] = (), source: str = "config"
+    ) -> RunConfig:
+        """Validate a plain dict (after applying ``key.path=value`` overrides).
+
+        Raises:
+            ValueError: one line per problem, ``key.path: what is allowed, got VALUE``.
+        """
+        if not isinstance(raw, dict):
+            raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
+        try:
+            raw = apply_overrides(raw, overrides)
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            blamed = _blamed_overrides(err, overrides)
+            where = f"override {' '.join(blamed)}" if blamed else source
+            raise ValueError(f"invalid {where}:\n{format_validation_error(err, cls)}") from None
+        except RecursionError:
+            raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+        """Read and validate a YAML config; relative data paths are resolved against its folder.
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            ValueError: bad YAML or an invalid value (the message names the key).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({err})") from None
+        config = cls.from_dict(raw or {}, overrides, source=str(path))
+        if config.name is None:
+            config.name = path.stem
+        config.resolve_paths(path.parent)
+        return config
+
+    def resolve_paths(self, base: Path) -> None:
+        """Make the user corpus paths absolute, relative to ``base``."""
+        for split in (self.data.train, self.data.valid, self.data.test):
+            if split is None:
+                continue
+            for key in ("src", "tgt", "tsv"):
+                value = getattr(split, key)
+                if value is not None:
+                    setattr(split, key, str((base / Path(value).expanduser()).resolve()))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,62 @@
+"""The base of every config section, and walking the sections of a config model.
+
+Error messages and the list of settable keys both need to know which section
+model sits at a dotted location (``model.hidden_size``, ``data.train.src``),
+including the ``model`` section, which is a union of one config per
+architecture (:data:`attnkit.nmt.models.registry.ARCHITECTURES`) that pydantic
+reports under the architecture's tag (``model.rnn.hidden_size``).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..models.registry import ARCHITECTURES
+
+
+class _Section(BaseModel):
+    """A config section: unknown keys and non-finite numbers are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _section_models(annotation: Any) -> list[type[BaseModel]]:
+    """The BaseModels inside ``annotation``: ``Model``, ``Model | None``, a tagged union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _section_models(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _section_models(arg)]
+    return []
+
+
+def _arch_tag(loc: Sequence[Any]) -> bool:
+    """Whether ``loc`` starts ``model.<arch tag>`` (pydantic names the union member chosen)."""
+    return len(loc) > 1 and loc[0] == "model" and loc[1] in ARCHITECTURES
+
+
+def _shown_loc(loc: Sequence[Any]) -> Sequence[Any]:
+    """An error location as the user writes the key: ``model.<arch tag>.x`` -> ``model.x``."""
+    return loc[:1] + loc[2:] if _arch_tag(loc) else loc
+
+
+def _model_at(loc: Sequence[Any], root: type[BaseModel]) -> type[BaseModel] | None:
+    """The section model at an error location below ``root`` (architecture tags resolved).
+
+    None when the location is not one section (a value, or a union of several).
+    """
+    if _arch_tag(loc):
+        arch_config = ARCHITECTURES[loc[1]][0]
+        return _model_at(loc[2:], arch_config) if len(loc) > 2 else arch_config
+    models: list[type[BaseModel]] = [root]
+    for part in loc:
+        field = models[0].model_fields.get(str(part)) if len(models) == 1 else None
+        models = _section_models(field.annotation) if field else []
+    return models[0] if len(models) == 1 else None

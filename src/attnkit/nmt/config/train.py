@@ -1,0 +1,64 @@
+"""The ``train`` section: optimisation, schedule, budgets, threads and device."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .section import _Section
+
+
+class TrainConfig(_Section):
+    """Optimisation: Adam, clipping, label smoothing, lr schedule, early stopping, budgets.
+
+    ``lr_schedule: plateau`` multiplies the learning rate by ``lr_decay`` when
+    validation BLEU has not improved for ``lr_patience`` validations;
+    ``inverse_sqrt`` (Vaswani et al. 2017, eq. 3, with the peak set by ``lr``)
+    raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
+    ``lr * sqrt(warmup_steps / step)``.
+
+    ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
+    steps between validations. A step whose loss or gradient is not finite is
+    skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
+
+    ``threads`` is the number of CPU threads torch uses (intra-op). 0 means:
+    ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may use
+    (shared among the ``torchrun`` processes on the machine), never more than
+    torch's own setting. The default ``auto`` starts there and, every 2 s,
+    gives back the cores other processes are using (a busy core costs a team
+    of spin-waiting threads far more than its share; see
+    :mod:`attnkit.nmt.training.threads`). Set a number (e.g. 1) for runs that repeat
+    bit for bit.
+
+    Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
+    ``early_stopping``, ``valid_every``, ``checkpoint_every``,
+    ``valid_bleu_sentences``) may change when a run is resumed; a finished run
+    whose budget is raised trains on. ``max_minutes`` counts the whole run's
+    training time, earlier sessions included.
+    """
+
+    batch_size: int = Field(64, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    epochs: int = Field(20, gt=0)
+    clip: float | None = Field(1.0, gt=0)
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    teacher_forcing: float = Field(1.0, ge=0, le=1)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    lr_schedule: Literal["plateau", "inverse_sqrt"] = "plateau"
+    warmup_steps: int = Field(4000, gt=0)
+    lr_decay: float = Field(0.5, gt=0, lt=1)
+    lr_patience: int = Field(1, ge=0)
+    min_lr: float = Field(1e-5, ge=0)
+    early_stopping: int | None = Field(3, gt=0)
+    valid_every: int | None = Field(None, gt=0)
+    checkpoint_every: int | None = Field(None, gt=0)
+    max_nonfinite: int = Field(5, gt=0)
+    valid_bleu_sentences: int | None = Field(None, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    max_minutes: float | None = Field(None, gt=0)
+    pool_batches: int = Field(50, gt=0)
+    seed: int = 1
+    threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
