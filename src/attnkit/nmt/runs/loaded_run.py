@@ -1,0 +1,77 @@
+"""Loading a run folder back: its config, tokenizers and a checkpoint, as a model ready to use.
+
+A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
+``config.yaml``, the tokenizer files and the ``best``/``last`` checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..config import RunConfig
+from ..data.tokenizer import Tokenizer, load_tokenizers
+from ..device import resolve_device
+from ..models.registry import build_translator
+from ..models.translator import Translator
+from .checkpoint import load_checkpoint
+
+__all__ = ["LoadedRun", "load_run"]
+
+
+@dataclass
+class LoadedRun:
+    """A trained model with its config and tokenizers, ready to translate."""
+
+    folder: Path
+    config: RunConfig
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    model: Translator
+    device: torch.device
+
+
+def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu") -> LoadedRun:
+    """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``/``last``).
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
+        ValueError: a file in it is invalid (the message names it), or ``device``
+            is unknown or not on this machine (:func:`.device.resolve_device`).
+    """
+    folder = Path(folder)
+    where = resolve_device(device, "device")  # before any loading: a bad name fails fast
+    config_path = folder / "config.yaml"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} not found; is {folder} a training run folder?")
+    config = RunConfig.load(config_path)
+    src_tok, tgt_tok = load_tokenizers(folder)
+    model = build_translator(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    ckpt = load_checkpoint(_checkpoint_path(folder, checkpoint))
+    try:
+        model.load_state_dict(ckpt.model)
+    except RuntimeError as err:
+        raise ValueError(
+            f"{folder / checkpoint}.json does not fit the model in {config_path}: {err}"
+        ) from None
+    model.to(where).eval()
+    return LoadedRun(folder, config, src_tok, tgt_tok, model, where)
+
+
+def _checkpoint_path(folder: Path, checkpoint: str) -> Path:
+    """``folder/CHECKPOINT.json``; a missing one is an error that says what else is there."""
+    path = folder / f"{checkpoint}.json"
+    if path.is_file():
+        return path
+    other = "last" if checkpoint == "best" else "best"
+    if (folder / f"{other}.json").is_file():
+        hint = f"{folder / other}.json exists: use checkpoint {other!r} (--checkpoint {other})"
+    else:
+        hint = f"there is no {other}.json either (training stopped before its first save)"
+    when = "the first validation" if checkpoint == "best" else "the first checkpoint"
+    raise FileNotFoundError(
+        f"checkpoint not found: {path} (written at {when}); {hint}; "
+        f"or resume training: attnkit train --resume {folder}"
+    )
