@@ -1,0 +1,87 @@
+"""A matrix picture's input and axes: numbers and masks checked, rows and columns labelled.
+
+Rows are queries (target tokens) and columns are keys (source tokens), as in
+Bahdanau et al. 2015, fig. 3; the column labels sit on top.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .style import CELL_INCHES, FONT_SIZE, _escape_text, _figure, _shorten_title
+
+
+def _matrix_axes(shape: tuple[int, int], title: str | None, xlabel: str, ylabel: str):
+    rows, cols = shape
+    width = min(max(2.2 + CELL_INCHES * cols, 4.0), 16.0)
+    height = min(max(1.6 + CELL_INCHES * rows, 3.0), 16.0)
+    fig = _figure((round(width, 2), round(height, 2)))  # whole pixels at DPI = 100
+    ax = fig.add_subplot()
+    ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
+    ax.set_ylabel(_escape_text(ylabel), fontsize=FONT_SIZE)
+    if title:
+        ax.set_title(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
+    return fig, ax
+
+
+def _label_axes(ax, shape: tuple[int, int], row_labels, col_labels) -> None:
+    rows = _labels("row_labels", row_labels, shape[0], "rows", shape)
+    cols = _labels("col_labels", col_labels, shape[1], "columns", shape)
+    ax.set_yticks(range(shape[0]), rows, fontsize=FONT_SIZE - 1)
+    rotate = 90 if max(len(c) for c in cols) * shape[1] > 40 else 0
+    ax.set_xticks(range(shape[1]), cols, fontsize=FONT_SIZE - 1, rotation=rotate)
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+
+
+def _labels(arg: str, labels, n: int, side: str, shape: tuple[int, int]) -> list[str]:
+    if labels is None:
+        return [str(i + 1) for i in range(n)]
+    if len(labels) != n:
+        raise ValueError(
+            f"{arg} has {len(labels)} labels but the matrix has {n} {side} (shape {shape})"
+        )
+    return [_escape_text(str(x)) for x in labels]
+
+
+def _as_matrix(arg: str, x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().float().numpy()
+    try:
+        values = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{arg} must be a rectangular matrix of numbers: {err}") from None
+    if values.ndim != 2:
+        raise ValueError(f"{arg} must be a 2-D matrix (rows x columns), got shape {values.shape}")
+    if values.size == 0:
+        raise ValueError(f"{arg} is empty (shape {values.shape})")
+    bad = np.argwhere(~np.isfinite(values))
+    if len(bad):
+        i, j = bad[0]
+        raise ValueError(
+            f"{arg} has {len(bad)} NaN or infinite entr{'y' if len(bad) == 1 else 'ies'} "
+            f"(first at row {i}, column {j})"
+        )
+    return values
+
+
+def _as_zero_one(arg: str, x: Any) -> np.ndarray:
+    values = _as_matrix(arg, x)
+    if not np.isin(values, (0.0, 1.0)).all():
+        raise ValueError(f"{arg} must hold booleans or 0/1 (1 = may attend)")
+    return values
+
+
+def _as_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The heatmap's mask as booleans of ``shape``, True = may attend; all True for None."""
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    values = _as_zero_one("mask", mask)
+    try:
+        return np.broadcast_to(values.astype(bool), shape)
+    except ValueError:
+        raise ValueError(
+            f"mask has shape {values.shape}, which does not broadcast to the weights' {shape}"
+        ) from None

@@ -1,0 +1,70 @@
+"""Writing a figure to a file: PNG, SVG or PDF by the extension, atomically, checked first."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from .style import DPI
+
+FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_path(path: str | os.PathLike) -> Path:
+    """Check that :func:`save` can write a picture to ``path``, before any work is done.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``; a
+            path that is a folder; or a folder that cannot be created or written
+            (the nearest existing one is named).
+    """
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
+    if path.is_dir():
+        raise ValueError(f"cannot save a picture as {str(path)!r}: it is a folder")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot save a picture as {str(path)!r}: cannot write in {str(folder)!r}")
+    return path
+
+
+def save(fig: Figure, path: str | os.PathLike) -> Path:
+    """Save ``fig`` atomically as PNG, SVG or PDF, chosen by the extension of ``path``.
+
+    Raises:
+        ValueError: anything :func:`check_path` rejects.
+    """
+    path = check_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A temporary file beside the target, created with open() so the usual
+    # permissions (umask) apply, then renamed over it: readers never see half a file.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            fig.savefig(handle, format=path.suffix.lower()[1:], dpi=DPI)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _finish(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    if path is not None:
+        save(fig, path)
+    return fig
+
+
+def image_size(fig: Figure) -> tuple[int, int]:
+    """The (width, height) in pixels that :func:`save` writes for ``fig`` as PNG."""
+    width, height = fig.get_size_inches()
+    return round(width * DPI), round(height * DPI)

@@ -1,0 +1,72 @@
+"""Reading saved attention weights (JSON, or one line of JSON Lines) for :func:`heatmap`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+
+class SavedWeights(NamedTuple):
+    """Weights read by :func:`read_weights`, ready for :func:`heatmap`.
+
+    Attributes:
+        weights: ``(T, S)`` rows = queries (target), columns = keys (source).
+        row_labels: ``T`` labels, or None.
+        col_labels: ``S`` labels, or None.
+        mask: booleans broadcastable to ``(T, S)``, True = may attend, or None.
+    """
+
+    weights: list[list[float]]
+    row_labels: list[str] | None
+    col_labels: list[str] | None
+    mask: list[list[bool]] | None
+
+
+def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeights:
+    """Read saved weights for :func:`heatmap` from a JSON file (or one line of JSON Lines).
+
+    The format is ``{"weights": [[...], ...], "row_labels": [...], "col_labels": [...],
+    "mask": [[...], ...]}`` with rows = queries (target tokens) and columns = keys
+    (source tokens); all but the weights are optional, the mask holds booleans
+    (true = may attend). The JSON written by ``attnkit explain --format json``
+    has this shape too, and so does each line of ``attnkit translate
+    --attention-json``: pass ``index`` (1-based line) to read one line of such
+    a JSON Lines file.
+
+    Returns:
+        the weights, labels and mask, each of the last three None when absent.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: invalid JSON, no ``weights`` key (or ``null`` weights: an empty
+            input line), ``index`` past the last line, or labels or a mask that
+            are not lists.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    where = str(path)
+    if index is not None:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not 1 <= index <= len(lines):
+            raise ValueError(f"{path} has {len(lines)} entries; --index {index} is not one")
+        text, where = lines[index - 1], f"{path} entry {index}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or "weights" not in data:
+        raise ValueError(f'{where} has no "weights" key; expected {{"weights": [[...]], ...}}')
+    if data["weights"] is None:
+        raise ValueError(f"{where} has no weights (an empty input line)")
+    rows, cols, mask = (_list_or_none(path, data, k) for k in ("row_labels", "col_labels", "mask"))
+    labels = [None if x is None else [str(v) for v in x] for x in (rows, cols)]
+    return SavedWeights(data["weights"], *labels, mask)
+
+
+def _list_or_none(path: Path, data: dict, key: str) -> list | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, list):
+        raise ValueError(f"{path}: {key} must be a list, got {type(value).__name__}")
+    return value

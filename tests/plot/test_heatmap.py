@@ -1,0 +1,134 @@
+"""attnkit.plot.heatmap / heatmap_grid: rows are queries, masked cells hatched, loud errors."""
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from plot_helpers import CAUSAL_WEIGHTS, WEIGHTS, png_pixels
+
+from attnkit import causal_mask, plot
+
+
+def test_heatmap_png_has_the_figure_size(tmp_path):
+    path = tmp_path / "w.png"
+    fig = plot.heatmap(WEIGHTS, ["le", "chat"], ["the", "cat", "<eos>"], path=path)
+    assert png_pixels(path) == plot.image_size(fig)
+    width, height = plot.image_size(fig)
+    assert 300 <= width <= 1600 and 300 <= height <= 1600
+    assert path.stat().st_size < 150_000
+
+
+def test_heatmap_draws_rows_as_queries_and_annotates_small_matrices():
+    fig = plot.heatmap(WEIGHTS, ["le", "chat"], ["the", "cat", "<eos>"])
+    ax = fig.axes[0]
+    assert ax.images[0].get_array().shape == (2, 3)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["le", "chat"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["the", "cat", "<eos>"]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{v:.2f}" for r in WEIGHTS for v in r)
+    assert not plot.heatmap(np.full((20, 20), 0.05)).axes[0].texts
+
+
+def test_heatmap_takes_a_tensor_and_grows_with_the_matrix():
+    small = plot.image_size(plot.heatmap(torch.full((2, 3), 0.5)))
+    large = plot.image_size(plot.heatmap(torch.full((10, 12), 0.5)))
+    assert large[0] > small[0] and large[1] > small[1]
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".pdf"])
+def test_heatmap_format_follows_the_extension(tmp_path, suffix):
+    path = tmp_path / f"w{suffix}"
+    plot.heatmap(WEIGHTS, path=path)
+    head = path.read_bytes()[:200]
+    assert (b"<svg" in head) if suffix == ".svg" else head.startswith(b"%PDF")
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"row_labels": ["a"]},
+            r"row_labels has 1 labels but the matrix has 2 rows \(shape \(2, 3\)\)",
+        ),
+        ({"col_labels": ["a", "b"]}, "col_labels has 2 labels but the matrix has 3 columns"),
+        ({"weights": []}, "must be a 2-D matrix"),
+        ({"weights": np.zeros((0, 3))}, "weights is empty"),
+        ({"weights": [[0.5, float("nan")]]}, "1 NaN or infinite entry .first at row 0, column 1"),
+        ({"weights": [[0.5, 0.5], [1.0]]}, "rectangular matrix"),
+        ({"path": "w.jpg"}, "cannot save a picture as 'w.jpg'"),
+    ],
+)
+def test_heatmap_bad_input_raises(kwargs, message):
+    kwargs = {"weights": WEIGHTS, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        plot.heatmap(**kwargs)
+
+
+def test_heatmap_axis_titles_name_source_and_target():
+    ax = plot.heatmap(WEIGHTS).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("source (keys)", "target (queries)")
+    ax = plot.heatmap(WEIGHTS, xlabel="source (de)", ylabel="target (en)").axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("source (de)", "target (en)")
+
+
+def test_masked_cells_are_hatched_unannotated_and_explained_in_a_legend():
+    fig = plot.heatmap(CAUSAL_WEIGHTS, mask=causal_mask(3))
+    ax = fig.axes[0]
+    assert len(ax.texts) == 6  # the three masked cells carry no number
+    assert ax.images[0].get_array().mask.tolist() == (~causal_mask(3)).tolist()
+    (hatched,) = ax.collections
+    assert len(hatched.get_paths()) == 3 and hatched.get_hatch() == "///"
+    assert "masked" in ax.get_legend().get_texts()[0].get_text()
+    assert plot.heatmap(CAUSAL_WEIGHTS).axes[0].get_legend() is None  # no mask, no note
+
+
+def cell_pixels(fig, row, col, half=8):
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3].astype(float)
+    x, y = fig.axes[0].transData.transform((col, row))
+    r, c = rgb.shape[0] - round(y), round(x)  # display y grows upwards
+    return rgb[r - half : r + half, c - half : c + half]
+
+
+def test_a_masked_zero_looks_different_from_a_real_zero():
+    fig = plot.heatmap(CAUSAL_WEIGHTS, mask=causal_mask(3), annotate=False)
+    masked, real = cell_pixels(fig, 0, 1), cell_pixels(fig, 2, 1)
+    assert masked.std() > 15 > real.std()  # hatching against a flat cell
+    assert np.abs(masked.mean((0, 1)) - real.mean((0, 1))).max() > 10
+
+
+def test_heatmap_mask_broadcasts_a_row_and_rejects_bad_masks():
+    fig = plot.heatmap(WEIGHTS, mask=[[1, 1, 0]])
+    assert len(fig.axes[0].collections[0].get_paths()) == 2
+    with pytest.raises(ValueError, match="does not broadcast to the weights' .2, 3."):
+        plot.heatmap(WEIGHTS, mask=[[1, 0]])
+    with pytest.raises(ValueError, match="mask must hold booleans or 0/1"):
+        plot.heatmap(WEIGHTS, mask=[[0.5, 1, 1]])
+
+
+def test_heatmap_grid_draws_one_panel_per_matrix_with_shared_masking():
+    weights = torch.softmax(torch.randn(3, 2, 4, generator=torch.Generator().manual_seed(0)), -1)
+    fig = plot.heatmap_grid(weights, ["a", "b"], list("wxyz"), mask=[[1, 1, 1, 0]], title="layer 0")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["head 0", "head 1", "head 2"]
+    for ax, matrix in zip(panels, weights, strict=True):
+        shown = ax.images[0].get_array()
+        assert np.allclose(shown.data, matrix.numpy()) and shown.mask[:, 3].all()
+        assert len(ax.collections[0].get_paths()) == 2 and not ax.texts  # hatched, no numbers
+    assert fig.get_suptitle() == "layer 0"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"weights": np.zeros((2, 3))}, r"weights must be \(N, T, S\) with N >= 1, got shape"),
+        ({"weights": np.zeros((0, 2, 3))}, "with N >= 1"),
+        ({"panel_titles": ["only one"]}, "panel_titles has 1 titles for 2 panels"),
+        ({"mask": [[1, 0]]}, "does not broadcast"),
+    ],
+)
+def test_heatmap_grid_bad_input_raises(kwargs, message):
+    kwargs = {"weights": np.full((2, 2, 3), 0.3), **kwargs}
+    with pytest.raises(ValueError, match=message):
+        plot.heatmap_grid(**kwargs)

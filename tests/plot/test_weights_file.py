@@ -1,0 +1,54 @@
+"""attnkit.plot.read_weights: the documented JSON format, explain's JSON, and loud errors."""
+
+import json
+
+import numpy as np
+import pytest
+from plot_helpers import WEIGHTS
+
+from attnkit import explain, plot
+
+
+def test_read_weights_accepts_the_documented_format_and_explain_json(tmp_path):
+    plain = tmp_path / "w.json"
+    plain.write_text(json.dumps({"weights": WEIGHTS, "row_labels": ["a", "b"]}))
+    assert plot.read_weights(plain) == (WEIGHTS, ["a", "b"], None, None)
+    trace = tmp_path / "trace.json"
+    t = explain([[2.0, 0.0, 1.0], [0.0, 1.0, 0.0]], np.eye(3), causal=True)
+    trace.write_text(json.dumps(t.to_dict()))
+    saved = plot.read_weights(trace)
+    assert saved == (t.weights, ["q1", "q2"], ["k1", "k2", "k3"], t.mask)
+    assert saved.mask == [[True, True, False], [True, True, True]]
+
+
+def test_read_weights_errors(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        plot.read_weights(broken)
+    broken.write_text('{"w": []}')
+    with pytest.raises(ValueError, match='has no "weights" key'):
+        plot.read_weights(broken)
+    with pytest.raises(FileNotFoundError):
+        plot.read_weights(tmp_path / "missing.json")
+
+
+def test_read_weights_reads_one_entry_of_json_lines(tmp_path):
+    lines = tmp_path / "attention.jsonl"
+    entries = [{"weights": [[1.0]], "row_labels": ["a"]}, {"weights": None}, {"weights": WEIGHTS}]
+    lines.write_text("\n".join(json.dumps(e) for e in entries) + "\n\n")
+    assert plot.read_weights(lines, index=1) == ([[1.0]], ["a"], None, None)
+    assert plot.read_weights(lines, index=3).weights == WEIGHTS
+    with pytest.raises(ValueError, match="entry 2 has no weights .an empty input line."):
+        plot.read_weights(lines, index=2)
+    with pytest.raises(ValueError, match="has 3 entries; --index 4 is not one"):
+        plot.read_weights(lines, index=4)
+
+
+def test_read_weights_labels_become_text_and_must_be_lists(tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"weights": WEIGHTS, "row_labels": [1, 2], "col_labels": "abc"}))
+    with pytest.raises(ValueError, match="col_labels must be a list, got str"):
+        plot.read_weights(path)
+    path.write_text(json.dumps({"weights": WEIGHTS, "row_labels": [1, 2]}))
+    assert plot.read_weights(path).row_labels == ["1", "2"]
