@@ -47,7 +47,7 @@ def _attnkit_name(name):
 
 
 def test_tutorial_baseline_is_attnkit_bahdanau_weight_for_weight():
-    """Equal work (issue 14): same parameters one for one, same logits with copied weights."""
+    """Equal work: same parameters one for one, same logits with copied weights."""
     torch.manual_seed(0)
     config = RNNConfig(
         embed_dim=8, hidden_size=6, dropout=0.0, query_timing="previous", score="additive"

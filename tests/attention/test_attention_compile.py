@@ -1,4 +1,4 @@
-"""The attention core compiles into one graph (issue 20): no graph break, no host sync.
+"""The attention core compiles into one graph: no graph break, no host sync.
 
 ``torch.compile(fullgraph=True)`` raises on any graph break, and a host
 synchronisation (``bool(tensor)``, ``.item()``) in forward is one. Each case

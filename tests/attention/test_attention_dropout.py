@@ -1,4 +1,4 @@
-"""The weights returned are the weights that made the context (issue 12, item 1).
+"""The weights returned are the weights that made the context, with and without dropout.
 
 With attention dropout in training mode every path returns the dropped,
 ``1/(1-p)``-rescaled weights (as PyTorch does), so ``context == weights @ values``

@@ -1,4 +1,4 @@
-"""Reduced-precision scores and non-finite masked keys (issue 12, items 2 and 3).
+"""Reduced-precision scores and non-finite masked keys.
 
 - Scores are scaled before the product and formed in float32 for float16 /
   bfloat16 inputs, so a raw ``q . k`` beyond the dtype's range (80000 > 65504
@@ -22,7 +22,7 @@ from mha_helpers import identity_mha
 NAN = float("nan")
 
 
-# --- item 2: float16 overflow of the raw q . k ------------------------------------
+# --- float16 overflow of the raw q . k ----------------------------------------------
 
 
 def fp16_case():
@@ -108,7 +108,7 @@ def test_near_limit_magnitudes_stay_finite_and_exact_on_both_paths(case):
         torch.testing.assert_close(got.double(), want_context, **tol)
 
 
-# --- item 3: a NaN in a masked-out key or value must not leak ------------------
+# --- a NaN in a masked-out key or value must not leak ---------------------------
 
 
 def nan_case():

@@ -1,4 +1,4 @@
-"""Usage mistakes on the translator commands (issue 13): each is one line on stderr, exit 2.
+"""Usage mistakes on the translator commands: each is one line on stderr, exit 2.
 
 Bad devices for every command that takes one, a misspelt config key (in
 ``--set`` or as an option), ``translate`` without arguments, and a run folder

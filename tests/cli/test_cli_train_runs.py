@@ -1,4 +1,4 @@
-"""``attnkit train`` run-folder behaviour (issue 13): resume budgets, failed starts, threads.
+"""``attnkit train`` run-folder behaviour: resume budgets, failed starts, threads.
 
 Tiny word-level runs on user files (a few steps, one thread) through the CLI.
 """

@@ -17,7 +17,7 @@ def test_presets_are_valid(name):
     assert config.name == name
 
 
-def test_defaults_follow_the_issue():
+def test_defaults_are_teacher_forcing_lr_1e_3_and_hidden_512():
     config = RunConfig.from_dict(TOY)
     assert config.train.teacher_forcing == 1.0
     assert config.train.lr == 1e-3

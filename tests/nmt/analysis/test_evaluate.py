@@ -13,7 +13,7 @@ from cli_helpers import assert_one_line_error, run
 from conftest_nmt import make_run
 
 PAIRS = {"ein Mann": "a man", "zwei Hunde laufen": "two dogs run", "eine Frau": "a woman"}
-TEST_DE = ["ein Mann", "", "zwei Hunde laufen", "eine Frau"]  # issue 12.7: line 2 empty
+TEST_DE = ["ein Mann", "", "zwei Hunde laufen", "eine Frau"]  # line 2 empty: an empty output
 TEST_EN = ["a man", "a dog", "two dogs run", "a woman"]
 
 

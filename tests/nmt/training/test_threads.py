@@ -1,4 +1,4 @@
-"""train.threads: the fixed default, /proc/stat reading and the auto governor (issue 14)."""
+"""train.threads: the fixed default, /proc/stat reading and the auto governor."""
 
 import pytest
 import torch
