@@ -35,13 +35,15 @@ cat_any() { case "$1" in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac; }
 "$attnkit" evaluate "$run" --split test --beam 5 --output "$out/test.beam5.en" \
     >"$out/evaluate.beam5.txt" 2>"$out/evaluate.beam5.log"
 
-cat_any "$test_de" | head -40 >"$out/input.de"
+cat_any "$test_de" >"$out/test.de"
+cat_any "$test_en" >"$out/test.en"
+head -40 "$out/test.de" >"$out/input.de"
 "$attnkit" translate "$run" --beam 5 --show-attention --attention-out "$out/show_attention.txt" \
     --attention-json "$out/attention.jsonl" --n-best 3 --plot "$out/plots" \
     <"$out/input.de" >"$out/translate.en" 2>"$out/translate.log"
 (cd "$out/plots" && md5sum ./*.png >../plots.md5 && rm -f ./*.png)
 
-paste -d '\t' <(cat_any "$test_de" | head -200) <(cat_any "$test_en" | head -200) |
+paste -d '\t' <(head -200 "$out/test.de") <(head -200 "$out/test.en") |
     sed 's/\t/ ||| /' >"$out/bitext.txt"
 "$attnkit" align "$run" --bitext "$out/bitext.txt" --out "$out/align.txt" \
     >"$out/align.stdout.txt" 2>"$out/align.log"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -28,13 +29,27 @@ __all__ = ["Batch", "Examples", "bucket_batches", "encode_examples", "make_batch
 
 @dataclass
 class Examples:
-    """Tokenized parallel data; ``tgt`` is None for source-only input."""
+    """Tokenized parallel data; ``tgt`` is None for source-only input.
 
-    src: list[list[int]]
-    tgt: list[list[int]] | None = None
+    ``src`` and ``tgt`` are lists of id lists, or the memory-mapped sides of a
+    token store (:class:`attnkit.nmt.data.store.RaggedIds`), which index the same way.
+    """
+
+    src: Sequence[Sequence[int]]
+    tgt: Sequence[Sequence[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Tokens per source and per target sentence (no specials), ``(N,)`` int64 each."""
+        return _lengths(self.src), None if self.tgt is None else _lengths(self.tgt)
+
+
+def _lengths(side: Sequence[Sequence[int]]) -> np.ndarray:
+    if hasattr(side, "lengths"):
+        return side.lengths()
+    return np.fromiter(map(len, side), dtype=np.int64, count=len(side))
 
 
 @dataclass
@@ -83,13 +98,16 @@ def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
     if examples.tgt is not None:
         tgt_in = _pad([[BOS, *examples.tgt[i]] for i in indices])  # (B, T)
         tgt_out = _pad([[*examples.tgt[i], EOS] for i in indices])  # (B, T)
-    return Batch(src, src_lengths, tgt_in, tgt_out, torch.as_tensor(list(indices)))
+    return Batch(
+        src, src_lengths, tgt_in, tgt_out, torch.as_tensor(np.asarray(indices, dtype=np.int64))
+    )
 
 
-def _length_key(examples: Examples):
-    if examples.tgt is None:
-        return lambda i: len(examples.src[i])
-    return lambda i: (len(examples.src[i]), len(examples.tgt[i]))
+def _by_length(examples: Examples, indices: np.ndarray) -> np.ndarray:
+    """``indices`` sorted by decreasing source, then target, length; ties keep their order."""
+    src, tgt = examples.lengths()
+    keys = (-src[indices],) if tgt is None else (-tgt[indices], -src[indices])
+    return indices[np.lexsort(keys)]  # lexsort is stable; its last key is the primary one
 
 
 def bucket_batches(
@@ -98,7 +116,8 @@ def bucket_batches(
     """One epoch of index batches: shuffled, sorted by length within pools, batch order shuffled.
 
     Each batch is sorted by decreasing source (then target) length. Every
-    index in ``range(len(examples))`` appears in exactly one batch.
+    index in ``range(len(examples))`` appears in exactly one batch. Only the
+    lengths are read, so a memory-mapped corpus is never materialised.
 
     Raises:
         ValueError: ``batch_size`` or ``pool_batches`` is not positive.
@@ -107,12 +126,11 @@ def bucket_batches(
         raise ValueError(
             f"batch_size and pool_batches must be > 0, got {batch_size} and {pool_batches}"
         )
-    order = torch.randperm(len(examples), generator=generator).tolist()
-    key = _length_key(examples)
+    order = torch.randperm(len(examples), generator=generator).numpy()
     pool = batch_size * pool_batches
     batches: list[list[int]] = []
     for start in range(0, len(order), pool):
-        chunk = sorted(order[start : start + pool], key=key, reverse=True)
+        chunk = _by_length(examples, order[start : start + pool]).tolist()
         batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
     shuffle = torch.randperm(len(batches), generator=generator).tolist()
     return [batches[i] for i in shuffle]
@@ -125,7 +143,7 @@ def sorted_batches(examples: Examples, batch_size: int) -> list[list[int]]:
     """
     if batch_size <= 0:
         raise ValueError(f"batch_size must be > 0, got {batch_size}")
-    order = sorted(range(len(examples)), key=_length_key(examples), reverse=True)
+    order = _by_length(examples, np.arange(len(examples))).tolist()
     return [order[j : j + batch_size] for j in range(0, len(order), batch_size)]
 
 

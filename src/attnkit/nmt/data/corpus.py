@@ -13,7 +13,9 @@ line-aligned with its files.
 from __future__ import annotations
 
 import gzip
+import itertools
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -23,13 +25,18 @@ from .text import is_blank
 
 __all__ = [
     "MULTI30K_SPLITS",
+    "PairStream",
     "ParallelCorpus",
     "bundled_multi30k",
     "load_split",
     "multi30k_path",
+    "iter_lines",
     "read_lines",
     "read_parallel",
     "read_tsv",
+    "stream_parallel",
+    "stream_split",
+    "stream_tsv",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,13 +85,23 @@ def read_lines(path: str | Path) -> list[str]:
         ValueError: a line is not valid UTF-8 or the gzip stream is corrupt
             (the message names the file and the line).
     """
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """:func:`read_lines` one line at a time: memory follows the longest line, not the file.
+
+    Raises:
+        the errors of :func:`read_lines`, when the bad line is reached (the
+        missing file at the first ``next``).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
-    lines: list[str] = []
+    number = 0
     try:
         with _open_bytes(path) as handle:
-            for number, raw in enumerate(handle, start=1):
+            for number, raw in enumerate(handle, start=1):  # noqa: B007 (read in except)
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as err:
@@ -93,25 +110,94 @@ def read_lines(path: str | Path) -> list[str]:
                     ) from None
                 if number == 1:
                     text = text.removeprefix("\ufeff")  # byte order mark of some editors
-                lines.append(text.rstrip("\r\n"))
+                yield text.rstrip("\r\n")
     except (OSError, EOFError, gzip.BadGzipFile) as err:
-        raise ValueError(f"{path}: cannot read after line {len(lines)}: {err}") from None
-    return lines
+        raise ValueError(f"{path}: cannot read after line {number}: {err}") from None
 
 
-def _pairs(src: list[str], tgt: list[str], where: str, keep_empty: bool) -> ParallelCorpus:
-    """Stripped pairs; blank sides become ``""`` and, unless ``keep_empty``, drop the pair."""
-    kept_src, kept_tgt = [], []
-    for s, t in zip(src, tgt, strict=True):
-        s = "" if is_blank(s) else s.strip()
-        t = "" if is_blank(t) else t.strip()
-        if keep_empty or (s and t):
-            kept_src.append(s)
-            kept_tgt.append(t)
-    skipped = len(src) - len(kept_src)
-    if skipped:
-        log.info("%s: skipped %d pair(s) with an empty side", where, skipped)
-    return ParallelCorpus(kept_src, kept_tgt, skipped)
+class PairStream:
+    """Sentence pairs read lazily from their files, stripped; pairs with a blank side counted.
+
+    Each iteration reads the files from the start. Unless ``keep_empty``, a
+    pair with a blank side (:func:`attnkit.nmt.data.text.is_blank`) is left
+    out and counted in ``skipped`` (the pairs read so far in the current or
+    last iteration); with ``keep_empty`` a blank side is ``""`` and nothing is
+    left out. A stream made from another (``inner``: a holdout, the first N
+    pairs) takes the pairs as they come and reports the inner stream's count.
+    """
+
+    def __init__(
+        self,
+        raw: Callable[[], Iterator[tuple[str, str]]],
+        where: str,
+        keep_empty: bool = False,
+        *,
+        inner: PairStream | None = None,
+    ) -> None:
+        self._raw = raw
+        self.where = where
+        self.keep_empty = keep_empty
+        self.inner = inner
+        self._skipped = 0
+
+    @property
+    def skipped(self) -> int:
+        """Pairs left out for a blank side."""
+        return self._skipped if self.inner is None else self.inner.skipped
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        if self.inner is not None:
+            yield from self._raw()
+            return
+        self._skipped = 0
+        for s, t in self._raw():
+            s = "" if is_blank(s) else s.strip()
+            t = "" if is_blank(t) else t.strip()
+            if self.keep_empty or (s and t):
+                yield s, t
+            else:
+                self._skipped += 1
+        if self._skipped:
+            log.info("%s: skipped %d pair(s) with an empty side", self.where, self._skipped)
+
+    def read(self) -> ParallelCorpus:
+        """Every pair, in memory (for the small splits: valid, test)."""
+        pairs = list(self)
+        return ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], self.skipped)
+
+
+def _require(*paths: str | Path) -> None:
+    for path in paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"corpus file not found: {path}")
+
+
+def _parallel_lines(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
+    _require(src_path, tgt_path)
+    missing = object()
+    number = 0
+    lines = itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path), fillvalue=missing)
+    for number, (s, t) in enumerate(lines, start=1):  # noqa: B007 (read after the loop)
+        if s is missing or t is missing:
+            rest = sum(1 for _ in lines)
+            src_n, tgt_n = (
+                (number - 1, number + rest) if s is missing else (number + rest, number - 1)
+            )
+            longer = src_path if src_n > tgt_n else tgt_path
+            raise ValueError(
+                f"line counts differ: {src_path} has {src_n} lines but {tgt_path} has "
+                f"{tgt_n} ({longer}, line {number} has no partner); "
+                "parallel files must be line-aligned"
+            )
+        yield s, t
+
+
+def stream_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, keep_empty: bool = False
+) -> PairStream:
+    """The pairs of two line-aligned files, read lazily (see :func:`read_parallel`)."""
+    where = f"{src_path} / {tgt_path}"
+    return PairStream(lambda: _parallel_lines(src_path, tgt_path), where, keep_empty)
 
 
 def read_parallel(
@@ -129,15 +215,30 @@ def read_parallel(
         ValueError: the files have different line counts (the message names
             both files and the first line without a partner), or a line is not UTF-8.
     """
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        longer = src_path if len(src) > len(tgt) else tgt_path
-        raise ValueError(
-            f"line counts differ: {src_path} has {len(src)} lines but {tgt_path} has "
-            f"{len(tgt)} ({longer}, line {min(len(src), len(tgt)) + 1} has no partner); "
-            "parallel files must be line-aligned"
-        )
-    return _pairs(src, tgt, f"{src_path} / {tgt_path}", keep_empty)
+    return stream_parallel(src_path, tgt_path, keep_empty=keep_empty).read()
+
+
+def _tsv_cells(path: str | Path, src_column: int, tgt_column: int) -> Iterator[tuple[str, str]]:
+    _require(path)
+    needed = max(src_column, tgt_column) + 1
+    for number, line in enumerate(iter_lines(path), start=1):
+        if is_blank(line):
+            yield "", ""
+            continue
+        cells = line.split("\t")
+        if len(cells) < needed:
+            raise ValueError(
+                f"{path}, line {number}: expected at least {needed} tab-separated columns, "
+                f"got {len(cells)}"
+            )
+        yield cells[src_column], cells[tgt_column]
+
+
+def stream_tsv(
+    path: str | Path, src_column: int = 0, tgt_column: int = 1, *, keep_empty: bool = False
+) -> PairStream:
+    """The pairs of a tab-separated file, read lazily (see :func:`read_tsv`)."""
+    return PairStream(lambda: _tsv_cells(path, src_column, tgt_column), str(path), keep_empty)
 
 
 def read_tsv(
@@ -152,22 +253,7 @@ def read_tsv(
         FileNotFoundError: the file is missing.
         ValueError: a non-empty line has too few columns, or is not UTF-8.
     """
-    needed = max(src_column, tgt_column) + 1
-    src, tgt = [], []
-    for number, line in enumerate(read_lines(path), start=1):
-        if is_blank(line):
-            src.append("")
-            tgt.append("")
-            continue
-        cells = line.split("\t")
-        if len(cells) < needed:
-            raise ValueError(
-                f"{path}, line {number}: expected at least {needed} tab-separated columns, "
-                f"got {len(cells)}"
-            )
-        src.append(cells[src_column])
-        tgt.append(cells[tgt_column])
-    return _pairs(src, tgt, str(path), keep_empty)
+    return stream_tsv(path, src_column, tgt_column, keep_empty=keep_empty).read()
 
 
 def multi30k_path(split: str, lang: str) -> Path:
@@ -192,34 +278,95 @@ def bundled_multi30k(
     Elliott et al. 2016, doi:10.18653/v1/W16-3210 (non-commercial research and
     education use; see ``attnkit/data/multi30k/README.md``).
     """
+    return _multi30k_stream(split, src_lang, tgt_lang, keep_empty).read()
+
+
+def _multi30k_stream(split: str, src_lang: str, tgt_lang: str, keep_empty: bool) -> PairStream:
     if src_lang == tgt_lang:
         raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
-    return read_parallel(
-        multi30k_path(split, src_lang), multi30k_path(split, tgt_lang), keep_empty=keep_empty
-    )
+    src, tgt = multi30k_path(split, src_lang), multi30k_path(split, tgt_lang)
+    return stream_parallel(src, tgt, keep_empty=keep_empty)
 
 
-def _read_split_files(files: SplitFiles, keep_empty: bool) -> ParallelCorpus:
+def _files_stream(files: SplitFiles, keep_empty: bool) -> PairStream:
     if files.tsv is not None:
-        return read_tsv(files.tsv, files.src_column, files.tgt_column, keep_empty=keep_empty)
-    return read_parallel(files.src, files.tgt, keep_empty=keep_empty)
+        return stream_tsv(files.tsv, files.src_column, files.tgt_column, keep_empty=keep_empty)
+    return stream_parallel(files.src, files.tgt, keep_empty=keep_empty)
 
 
-def _holdout(corpus: ParallelCorpus, size: int, split: str) -> ParallelCorpus:
-    """Every ``len(corpus) // size``-th pair (``size`` of them) for 'valid'; the rest for 'train'.
+def _holdout(pairs: PairStream, size: int, split: str) -> PairStream:
+    """Every ``n // size``-th of the ``n`` pairs (``size`` of them) for 'valid', the rest for
+    'train'.
+
+    Counts the pairs in a first pass, so the files are read twice.
 
     Raises:
         ValueError: ``size`` leaves no training pairs.
     """
-    if size >= len(corpus):
-        raise ValueError(
-            f"data.valid_holdout={size} leaves no training pairs ({len(corpus)} pairs in all)"
-        )
-    stride = len(corpus) // size
-    held = set(range(0, stride * size, stride))
-    keep = [i for i in range(len(corpus)) if (i in held) == (split == "valid")]
-    pick = [corpus.src[i] for i in keep], [corpus.tgt[i] for i in keep]
-    return ParallelCorpus(*pick, corpus.skipped)
+
+    def picked() -> Iterator[tuple[str, str]]:
+        total = sum(1 for _ in pairs)
+        if size >= total:
+            raise ValueError(
+                f"data.valid_holdout={size} leaves no training pairs ({total} pairs in all)"
+            )
+        stride = total // size
+        for i, pair in enumerate(pairs):
+            held = i % stride == 0 and i < stride * size
+            if held == (split == "valid"):
+                yield pair
+
+    return PairStream(picked, pairs.where, inner=pairs)
+
+
+def _toy_stream(data: DataConfig, split: str) -> PairStream:
+    from .toy import toy_corpus
+
+    toy = data.toy
+    corpus = toy_corpus(
+        toy.task,
+        getattr(toy, f"{split}_size"),
+        num_symbols=toy.num_symbols,
+        min_len=toy.min_len,
+        max_len=toy.max_len,
+        seed=toy.seed + list(MULTI30K_SPLITS).index(split),
+    )
+    return PairStream(lambda: zip(corpus.src, corpus.tgt, strict=True), f"toy {split}", True)
+
+
+def stream_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> PairStream:
+    """The ``split`` ('train', 'valid' or 'test') of the corpus that ``data`` describes, lazily.
+
+    The files are read as the stream is iterated, never whole; the training
+    split stops after ``data.max_train_pairs`` pairs. See :func:`load_split`.
+
+    Raises:
+        ValueError: an unknown split, or the config has no such split (user
+            corpora without ``test``).
+    """
+    if split not in MULTI30K_SPLITS:
+        raise ValueError(f"split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
+    if data.bundled == "multi30k":
+        pairs = _multi30k_stream(split, data.src_lang, data.tgt_lang, keep_empty)
+    elif data.toy is not None:
+        pairs = _toy_stream(data, split)
+    elif data.valid_holdout is not None and split in ("train", "valid"):
+        pairs = _holdout(_files_stream(data.train, keep_empty), data.valid_holdout, split)
+    else:
+        files = getattr(data, split)
+        if files is None:
+            raise ValueError(f"the config's data section has no '{split}' files")
+        pairs = _files_stream(files, keep_empty)
+    if split == "train" and data.max_train_pairs is not None:
+        return _head(pairs, data.max_train_pairs)
+    return pairs
+
+
+def _head(pairs: PairStream, n: int) -> PairStream:
+    def first() -> Iterator[tuple[str, str]]:
+        yield from itertools.islice(pairs, n)
+
+    return PairStream(first, pairs.where, inner=pairs)
 
 
 def load_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> ParallelCorpus:
@@ -231,27 +378,4 @@ def load_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> Par
     Raises:
         ValueError: the config has no such split (user corpora without ``test``).
     """
-    if split not in MULTI30K_SPLITS:
-        raise ValueError(f"split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
-    if data.bundled == "multi30k":
-        corpus = bundled_multi30k(split, data.src_lang, data.tgt_lang, keep_empty=keep_empty)
-    elif data.toy is not None:
-        from .toy import toy_corpus
-
-        toy = data.toy
-        corpus = toy_corpus(
-            toy.task,
-            getattr(toy, f"{split}_size"),
-            num_symbols=toy.num_symbols,
-            min_len=toy.min_len,
-            max_len=toy.max_len,
-            seed=toy.seed + list(MULTI30K_SPLITS).index(split),
-        )
-    elif data.valid_holdout is not None and split in ("train", "valid"):
-        corpus = _holdout(_read_split_files(data.train, keep_empty), data.valid_holdout, split)
-    else:
-        files = getattr(data, split)
-        if files is None:
-            raise ValueError(f"the config's data section has no '{split}' files")
-        corpus = _read_split_files(files, keep_empty)
-    return corpus.head(data.max_train_pairs) if split == "train" else corpus
+    return stream_split(data, split, keep_empty=keep_empty).read()

@@ -51,6 +51,8 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
+    def encode_batch(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]: ...
+
     def decode(self, ids: Sequence[int]) -> str: ...
 
     def pieces(self, ids: Sequence[int]) -> list[str]: ...
@@ -126,6 +128,10 @@ class SentencePieceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.sp.encode(text)
 
+    def encode_batch(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """:meth:`encode` of each text, on ``threads`` of sentencepiece's own C++ threads."""
+        return self.sp.encode(list(texts), num_threads=threads)
+
     def decode(self, ids: Sequence[int]) -> str:
         return self.sp.decode([int(i) for i in ids])
 
@@ -177,6 +183,10 @@ class WordTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return [self.index.get(w, UNK) for w in _words(text)]
+
+    def encode_batch(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """:meth:`encode` of each text (a dictionary lookup: ``threads`` is not used)."""
+        return [self.encode(text) for text in texts]
 
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.words[int(i)] for i in ids if int(i) not in (PAD, BOS, EOS))

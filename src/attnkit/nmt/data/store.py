@@ -1,0 +1,351 @@
+"""The token store: a tokenized parallel corpus as flat id arrays on disk, memory-mapped.
+
+A corpus of millions of pairs does not fit in memory as Python lists of ids
+(about 2.4 KB per short pair). The store keeps, per side, every sentence's ids
+back to back in one flat array of the smallest unsigned dtype that holds the
+vocabulary (``uint16`` up to 65,536 pieces, else ``uint32``) and an
+``int64`` offsets array with one entry more than there are pairs: sentence
+``i`` is ``ids[offsets[i]:offsets[i + 1]]``. This is the layout of fairseq's
+and Megatron's indexed datasets, written with numpy so that it needs nothing
+beyond numpy and reads back with ``numpy.memmap``: the operating system pages
+in what a batch touches, and processes on one machine (torchrun ranks) share
+one copy in the page cache. (Hugging Face ``datasets`` would do the same
+through Arrow, at the cost of a large dependency for two arrays per side.)
+
+A store is a folder::
+
+    meta.json       format, version, fingerprint, pair and token counts, dtype
+    src.ids         flat source ids           tgt.ids       flat target ids
+    src.offsets     int64, pairs + 1          tgt.offsets   int64, pairs + 1
+
+It is built in a temporary sibling folder and renamed into place, with
+``meta.json`` written last, so a folder without a valid ``meta.json`` (a build
+cut short) is never read; :func:`open_or_build` rebuilds it. The fingerprint
+(a hash of whatever the caller says the store depends on: the data files, the
+tokenizer, the length limits) decides whether a store can be reused. One
+build at a time per store: a lock file beside it makes a second builder wait
+and then reuse the first one's result.
+
+Disk: ``2`` (``uint16``) or ``4`` bytes per token plus 16 bytes per pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...atomic import atomic_write_bytes
+
+__all__ = [
+    "RaggedIds",
+    "StoreCounts",
+    "TokenStore",
+    "build_store",
+    "fingerprint",
+    "open_or_build",
+]
+
+FORMAT = "attnkit-token-store"
+VERSION = 1
+META = "meta.json"
+SIDES = ("src", "tgt")
+CHUNK_PAIRS = 20_000  # pairs encoded per call to the tokenizer's batch encoder
+
+
+def fingerprint(parts: dict) -> str:
+    """A hex digest of ``parts`` (JSON-serialisable): equal parts, equal fingerprint."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_identity(path: str | Path) -> dict:
+    """What a store records of a data file: its resolved path, size and modification time.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+class RaggedIds(Sequence):
+    """Sentences of ids stored back to back: sentence ``i`` is ``flat[offsets[i]:offsets[i+1]]``.
+
+    Indexing gives a list of ints, as a list of lists would, so batching code
+    treats both alike; :meth:`lengths` reads the lengths from the offsets alone.
+    """
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+        self.flat = flat
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> list[int]:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sentence {i} out of range for {len(self)} sentences")
+        i %= len(self)
+        return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
+
+    def lengths(self) -> np.ndarray:
+        """Tokens per sentence, ``(N,)`` int64."""
+        return np.diff(self.offsets)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """What a build kept and left out.
+
+    Attributes:
+        pairs: pairs in the store.
+        skipped: pairs with an empty side (left out, counted).
+        dropped: pairs longer than the length limits (left out, counted).
+        src_tokens: source tokens in the store (no specials).
+        tgt_tokens: target tokens in the store (no specials).
+    """
+
+    pairs: int
+    skipped: int
+    dropped: int
+    src_tokens: int
+    tgt_tokens: int
+
+
+@dataclass
+class TokenStore:
+    """A built store, mapped read-only: ``src[i]`` and ``tgt[i]`` are the ids of pair ``i``."""
+
+    folder: Path
+    fingerprint: str
+    counts: StoreCounts
+    src: RaggedIds
+    tgt: RaggedIds
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def open(cls, folder: str | Path) -> TokenStore:
+        """Map the store in ``folder``.
+
+        Raises:
+            FileNotFoundError: ``folder`` holds no complete store (no ``meta.json``).
+            ValueError: ``meta.json`` or an array file is damaged or does not
+                match it (the message names the file).
+        """
+        folder = Path(folder)
+        meta = _read_meta(folder)
+        dtype = np.dtype(meta["dtype"])
+        arrays = {}
+        for side in SIDES:
+            offsets = _map(folder / f"{side}.offsets", np.int64, meta["pairs"] + 1)
+            flat = _map(folder / f"{side}.ids", dtype, meta[f"{side}_tokens"])
+            if offsets[0] != 0 or offsets[-1] != len(flat):
+                raise ValueError(f"{folder / (side + '.offsets')}: does not index {side}.ids")
+            arrays[side] = RaggedIds(flat, offsets)
+        counts = StoreCounts(**{k: meta[k] for k in StoreCounts.__dataclass_fields__})
+        return cls(folder, meta["fingerprint"], counts, arrays["src"], arrays["tgt"])
+
+
+def _read_meta(folder: Path) -> dict:
+    path = folder / META
+    if not path.is_file():
+        raise FileNotFoundError(f"no token store in {folder} ({META} missing)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        ok = meta["format"] == FORMAT and meta["version"] == VERSION
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a token store record ({err!r})") from None
+    if not ok:
+        raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')!r}")
+    return meta
+
+
+def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    expected = count * np.dtype(dtype).itemsize
+    size = path.stat().st_size if path.is_file() else -1
+    if size != expected:
+        raise ValueError(f"{path}: {size} bytes, expected {expected}")
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned integer dtype that holds ids ``0 .. vocab_size - 1``."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+
+
+def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    chunk: list[tuple[str, str]] = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _Writer:
+    """Appends encoded sentences of one side to ``SIDE.ids``; collects the lengths."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        self.dtype = dtype
+        self.lengths: list[np.ndarray] = []
+
+    def write(self, sentences: Sequence[Sequence[int]]) -> None:
+        lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
+        flat = np.fromiter(
+            (i for s in sentences for i in s), dtype=self.dtype, count=int(lengths.sum())
+        )
+        self.handle.write(flat.tobytes())
+        self.lengths.append(lengths)
+
+    def finish(self, offsets_path: Path) -> int:
+        """Close the ids file, write the offsets; return the token count."""
+        self.handle.close()
+        lengths = np.concatenate([np.zeros(1, np.int64), *self.lengths])
+        offsets = np.cumsum(lengths)
+        offsets.tofile(offsets_path)
+        return int(offsets[-1])
+
+
+def build_store(
+    folder: str | Path,
+    pairs: Iterable[tuple[str, str]],
+    encode_src: Callable[[list[str]], list[list[int]]],
+    encode_tgt: Callable[[list[str]], list[list[int]]],
+    *,
+    vocab_size: int,
+    fingerprint: str,
+    max_src_len: int | None = None,
+    max_tgt_len: int | None = None,
+    skipped: int | Callable[[], int] = 0,
+    progress: Callable[[int], None] | None = None,
+) -> TokenStore:
+    """Encode ``pairs`` chunk by chunk into a new store at ``folder`` (replacing any there).
+
+    Args:
+        folder: where the store goes; built in a temporary sibling, then renamed.
+        pairs: (source, target) sentences, read lazily (a generator over the files).
+        encode_src: a batch encoder, sentences -> ids (no specials).
+        encode_tgt: the same for targets (may be ``encode_src``).
+        vocab_size: the larger vocabulary of the two sides (chooses the dtype).
+        fingerprint: recorded in ``meta.json``; :func:`open_or_build` compares it.
+        max_src_len: pairs with a longer source (tokens, no specials) are dropped.
+        max_tgt_len: the same for the target.
+        skipped: pairs the reader left out for an empty side, or a callable that
+            says how many once ``pairs`` is exhausted (recorded).
+        progress: told the number of pairs read after each chunk.
+
+    Raises:
+        whatever reading ``pairs`` raises (the files' own errors, with file and
+        line); nothing is left behind then but the untouched old store, if any.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
+        shutil.rmtree(stale, ignore_errors=True)
+    dtype = id_dtype(vocab_size)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    try:
+        writers = {side: _Writer(tmp / f"{side}.ids", dtype) for side in SIDES}
+        read = kept = 0
+        for chunk in _chunks(pairs, CHUNK_PAIRS):
+            src = encode_src([s for s, _ in chunk])
+            tgt = encode_tgt([t for _, t in chunk])
+            keep = [
+                i
+                for i in range(len(chunk))
+                if (max_src_len is None or len(src[i]) <= max_src_len)
+                and (max_tgt_len is None or len(tgt[i]) <= max_tgt_len)
+            ]
+            writers["src"].write([src[i] for i in keep])
+            writers["tgt"].write([tgt[i] for i in keep])
+            read, kept = read + len(chunk), kept + len(keep)
+            if progress is not None:
+                progress(read)
+        tokens = {side: w.finish(tmp / f"{side}.offsets") for side, w in writers.items()}
+        counts = StoreCounts(
+            pairs=kept,
+            skipped=skipped() if callable(skipped) else skipped,
+            dropped=read - kept,
+            src_tokens=tokens["src"],
+            tgt_tokens=tokens["tgt"],
+        )
+        meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
+        meta |= {"dtype": dtype.name, **counts.__dict__}
+        atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
+        _replace_folder(tmp, folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            for writer in locals().get("writers", {}).values():
+                writer.handle.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return TokenStore.open(folder)
+
+
+def _replace_folder(new: Path, folder: Path) -> None:
+    """Put ``new`` at ``folder``; an old folder there is moved aside first, then deleted."""
+    old = None
+    if folder.exists():
+        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        os.replace(folder, old)
+    os.replace(new, folder)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """One builder per store: a second one waits here until the first is done."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(f".{folder.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def open_or_build(
+    folder: str | Path,
+    fingerprint: str,
+    build: Callable[[], TokenStore],
+    echo: Callable[[str], None] | None = None,
+) -> TokenStore:
+    """The store at ``folder`` if it is complete and its fingerprint matches, else ``build()``.
+
+    ``echo`` hears why a store is rebuilt (none yet, a different fingerprint,
+    a build cut short or damaged).
+    """
+    folder = Path(folder)
+    with _build_lock(folder):
+        try:
+            store = TokenStore.open(folder)
+        except FileNotFoundError:
+            why = None if not folder.exists() else "an earlier build was cut short"
+        except ValueError as err:
+            why = f"it is damaged ({err})"
+        else:
+            if store.fingerprint == fingerprint:
+                return store
+            why = "the data, tokenizer or length limits changed"
+        if echo is not None and why is not None:
+            echo(f"token store {folder}: rebuilding, {why}")
+        return build()

@@ -1,0 +1,170 @@
+"""The token store: ids read back through the memory map equal direct tokenization; builds
+that are cut short, damaged or stale are detected and rebuilt; concurrent builders agree."""
+
+import json
+import multiprocessing
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.nmt.data.batching import Examples, bucket_batches, make_batch
+from attnkit.nmt.data.corpus import bundled_multi30k
+from attnkit.nmt.data.store import (
+    TokenStore,
+    build_store,
+    fingerprint,
+    id_dtype,
+    open_or_build,
+)
+from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return bundled_multi30k("valid")  # 1,014 real caption pairs
+
+
+@pytest.fixture(scope="module")
+def spm(corpus):
+    return SentencePieceTokenizer.train([*corpus.src, *corpus.tgt], vocab_size=500)
+
+
+def _build(folder, pairs, tok, key="a", **limits):
+    return build_store(
+        folder,
+        iter(pairs),
+        tok.encode_batch,
+        tok.encode_batch,
+        vocab_size=tok.vocab_size,
+        fingerprint=fingerprint({"key": key}),
+        **limits,
+    )
+
+
+def test_ids_from_the_store_equal_direct_tokenization(tmp_path, corpus, spm):
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    store = _build(tmp_path / "store", pairs, spm)
+    reopened = TokenStore.open(tmp_path / "store")
+    assert len(reopened) == len(pairs) == reopened.counts.pairs
+    for i in random.Random(0).sample(range(len(pairs)), 200):
+        assert reopened.src[i] == spm.encode(pairs[i][0])
+        assert reopened.tgt[i] == spm.encode(pairs[i][1])
+    assert reopened.src[-1] == spm.encode(pairs[-1][0])
+    assert isinstance(reopened.src.flat, np.memmap) and reopened.src.flat.dtype == np.uint16
+    lengths = [len(spm.encode(s)) for s, _ in pairs]
+    assert reopened.src.lengths().tolist() == lengths
+    assert store.counts.src_tokens == sum(lengths)
+
+
+def test_length_limits_drop_pairs_and_count_them(tmp_path):
+    tok = WordTokenizer.train(["a b c d e"])
+    pairs = [("a b", "c"), ("a b c d", "e"), ("a", "b c d e"), ("e", "d")]
+    store = _build(tmp_path / "s", pairs, tok, max_src_len=3, max_tgt_len=3, skipped=5)
+    assert (store.counts.pairs, store.counts.dropped, store.counts.skipped) == (2, 2, 5)
+    assert [store.src[0], store.src[1]] == [tok.encode("a b"), tok.encode("e")]
+
+
+def test_batches_from_a_store_equal_batches_from_lists(tmp_path, corpus, spm):
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    store = _build(tmp_path / "store", pairs, spm)
+    lists = Examples([spm.encode(s) for s, _ in pairs], [spm.encode(t) for _, t in pairs])
+    mapped = Examples(store.src, store.tgt)
+    a = bucket_batches(lists, 16, generator=torch.Generator().manual_seed(1))
+    b = bucket_batches(mapped, 16, generator=torch.Generator().manual_seed(1))
+    assert a == b
+    for field in ("src", "src_lengths", "tgt_in", "tgt_out"):
+        assert torch.equal(
+            getattr(make_batch(lists, a[3]), field), getattr(make_batch(mapped, b[3]), field)
+        )
+
+
+def test_the_smallest_dtype_that_holds_the_vocabulary():
+    assert id_dtype(65_536) == np.uint16 and id_dtype(65_537) == np.uint32
+
+
+def test_a_build_that_fails_leaves_the_old_store_and_no_temporary_folder(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    old = _build(tmp_path / "s", [("a", "b")], tok)
+
+    def broken():
+        yield ("a", "b")
+        raise ValueError("train.de, line 2: invalid UTF-8")
+
+    with pytest.raises(ValueError, match="line 2"):
+        _build(tmp_path / "s", broken(), tok, key="b")
+    assert TokenStore.open(tmp_path / "s").fingerprint == old.fingerprint
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def _rebuild_reason(tmp_path, tok, key="a"):
+    heard = []
+    built = []
+
+    def build():
+        built.append(1)
+        return _build(tmp_path / "s", [("a", "b")], tok, key=key)
+
+    store = open_or_build(tmp_path / "s", fingerprint({"key": key}), build, heard.append)
+    return store, built, heard
+
+
+def test_a_matching_store_is_reused_and_a_changed_one_rebuilt(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and heard == []  # the first build says nothing
+    _, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [] and heard == []
+    _, built, heard = _rebuild_reason(tmp_path, tok, key="other tokenizer")
+    assert built == [1] and "changed" in heard[0]
+
+
+def test_a_build_cut_short_and_a_damaged_store_are_rebuilt(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _rebuild_reason(tmp_path, tok)
+    (tmp_path / "s" / "meta.json").unlink()  # as if killed before the record was written
+    store, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and "cut short" in heard[0] and store.src[0] == tok.encode("a")
+    ids = tmp_path / "s" / "tgt.ids"
+    ids.write_bytes(ids.read_bytes()[:1])
+    store, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and "damaged" in heard[0] and "tgt.ids" in heard[0]
+    assert store.tgt[0] == tok.encode("b")
+
+
+def test_a_record_of_another_format_is_an_error_naming_it(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _build(tmp_path / "s", [("a", "b")], tok)
+    meta = tmp_path / "s" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "version": 99}))
+    with pytest.raises(ValueError, match="meta.json"):
+        TokenStore.open(tmp_path / "s")
+
+
+def _concurrent_build(folder, log):
+    tok = WordTokenizer.train(["a b c"])
+    pairs = [("a b", "c")] * 50_000
+
+    def build():
+        with open(log, "a") as handle:
+            handle.write("built\n")
+        return _build(folder, pairs, tok)
+
+    store = open_or_build(folder, fingerprint({"key": "a"}), build)
+    assert store.src[49_999] == tok.encode("a b")
+
+
+def test_two_concurrent_builders_build_once_and_both_read_the_store(tmp_path):
+    context = multiprocessing.get_context("fork")
+    log = tmp_path / "builds.log"
+    workers = [
+        context.Process(target=_concurrent_build, args=(tmp_path / "s", log)) for _ in range(2)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert log.read_text() == "built\n"
+    assert len(TokenStore.open(tmp_path / "s")) == 50_000
