@@ -106,6 +106,9 @@ class TokenizerConfig(_Section):
     """Subword (sentencepiece) or word-level tokenization, trained on the training split.
 
     ``joint: true`` trains one model on source + target text; ``false`` one per side.
+    It trains on at most ``sample_sentences`` training pairs, drawn uniformly at
+    random (seeded by ``train.seed``) in one pass over the corpus; on all of them,
+    in order, when the corpus is smaller.
     """
 
     kind: Literal["sentencepiece", "word"] = "sentencepiece"
@@ -113,3 +116,4 @@ class TokenizerConfig(_Section):
     joint: bool = True
     model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = Field(1.0, gt=0, le=1)
+    sample_sentences: int = Field(1_000_000, gt=0)

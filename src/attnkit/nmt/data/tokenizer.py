@@ -57,6 +57,8 @@ class Tokenizer(Protocol):
 
     def pieces(self, ids: Sequence[int]) -> list[str]: ...
 
+    def to_bytes(self) -> bytes: ...
+
 
 class SentencePieceTokenizer:
     """A trained sentencepiece model; ``encode`` gives subword ids without BOS/EOS.
@@ -118,8 +120,12 @@ class SentencePieceTokenizer:
         except RuntimeError as err:
             raise ValueError(f"{path}: not a valid sentencepiece model ({err})") from None
 
+    def to_bytes(self) -> bytes:
+        """The serialized sentencepiece model (what :meth:`save` writes)."""
+        return self.proto
+
     def save(self, path: str | Path) -> None:
-        atomic_write_bytes(Path(path), self.proto)
+        atomic_write_bytes(Path(path), self.to_bytes())
 
     @property
     def vocab_size(self) -> int:
@@ -174,8 +180,12 @@ class WordTokenizer:
             raise ValueError(f"{path}: not a JSON list of words")
         return cls(words)
 
+    def to_bytes(self) -> bytes:
+        """The vocabulary as a JSON list (what :meth:`save` writes)."""
+        return json.dumps(self.words, ensure_ascii=False).encode("utf-8")
+
     def save(self, path: str | Path) -> None:
-        atomic_write_bytes(Path(path), json.dumps(self.words, ensure_ascii=False).encode("utf-8"))
+        atomic_write_bytes(Path(path), self.to_bytes())
 
     @property
     def vocab_size(self) -> int:

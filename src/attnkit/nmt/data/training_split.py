@@ -1,0 +1,156 @@
+"""The training split of a run, for corpora of any size: a sampled tokenizer and a token store.
+
+Nothing here holds the corpus in memory. The tokenizer trains on a bounded
+random sample drawn in one pass (:func:`sample_pairs`, reservoir sampling), and
+the split is encoded chunk by chunk into a memory-mapped token store
+(:mod:`attnkit.nmt.data.store`) that is reused while its fingerprint — the
+data section, the identity (path, size, modification time) of each training
+file and the tokenizers' bytes — is unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import DataConfig, TokenizerConfig
+from .corpus import multi30k_path, stream_split
+from .store import TokenStore, build_store, file_identity, fingerprint, open_or_build
+from .tokenizer import Tokenizer, train_tokenizers
+
+__all__ = [
+    "Sample",
+    "open_training_store",
+    "sample_pairs",
+    "store_fingerprint",
+    "train_on_sample",
+    "train_split_files",
+]
+
+
+@dataclass
+class Sample:
+    """Sentence pairs drawn from a corpus, and how many pairs the corpus had.
+
+    Attributes:
+        src, tgt: the sampled sides, line-aligned.
+        total: pairs in the whole corpus (``len(src)`` when it was all taken).
+    """
+
+    src: list[str]
+    tgt: list[str]
+    total: int
+
+
+def sample_pairs(pairs: Iterable[tuple[str, str]], size: int, seed: int) -> Sample:
+    """At most ``size`` pairs drawn uniformly at random from ``pairs`` in one pass.
+
+    Reservoir sampling (Vitter 1985, Algorithm R): memory follows ``size``,
+    not the corpus. When the corpus has at most ``size`` pairs, the sample is
+    the whole corpus in its order. The same ``seed`` draws the same sample.
+
+    Raises:
+        ValueError: ``size`` is not positive.
+    """
+    if size <= 0:
+        raise ValueError(f"size must be > 0, got {size}")
+    rng = random.Random(seed)
+    src: list[str] = []
+    tgt: list[str] = []
+    seen = 0
+    for seen, (s, t) in enumerate(pairs, start=1):  # noqa: B007 (the count is returned)
+        if seen <= size:
+            src.append(s)
+            tgt.append(t)
+            continue
+        slot = rng.randrange(seen)
+        if slot < size:
+            src[slot], tgt[slot] = s, t
+    return Sample(src, tgt, seen)
+
+
+def train_on_sample(
+    sample: Sample, config: TokenizerConfig, threads: int
+) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers trained on ``sample`` with the ``tokenizer`` section."""
+    return train_tokenizers(
+        sample.src,
+        sample.tgt,
+        kind=config.kind,
+        vocab_size=config.vocab_size,
+        joint=config.joint,
+        model_type=config.model_type,
+        character_coverage=config.character_coverage,
+        threads=threads,
+    )
+
+
+def train_split_files(data: DataConfig) -> list[Path]:
+    """The files the training split is read from (none for a toy task, made from its config)."""
+    if data.bundled == "multi30k":
+        return [multi30k_path("train", data.src_lang), multi30k_path("train", data.tgt_lang)]
+    if data.train is None:
+        return []
+    files = data.train
+    return [Path(files.tsv)] if files.tsv is not None else [Path(files.src), Path(files.tgt)]
+
+
+def store_fingerprint(data: DataConfig, src_tok: Tokenizer, tgt_tok: Tokenizer) -> str:
+    """What the training store depends on, hashed: data section, training files, tokenizers."""
+    return fingerprint(
+        {
+            "data": data.model_dump(mode="json"),
+            "files": [file_identity(path) for path in train_split_files(data)],
+            "src_tokenizer": fingerprint({"bytes": src_tok.to_bytes().hex()}),
+            "tgt_tokenizer": fingerprint({"bytes": tgt_tok.to_bytes().hex()}),
+        }
+    )
+
+
+def open_training_store(
+    data: DataConfig,
+    folder: str | Path,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    *,
+    threads: int = 1,
+    echo: Callable[[str], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> TokenStore:
+    """The training split as a token store in ``folder``: reused if current, else built.
+
+    Pairs longer than ``data.max_src_len`` / ``max_tgt_len`` tokens are left
+    out and counted (``store.counts.dropped``), as are pairs with an empty
+    side (``store.counts.skipped``).
+
+    Args:
+        data: the run's data section.
+        folder: where the store lives (``RUN/store/train``).
+        src_tok, tgt_tok: the run's tokenizers.
+        threads: sentencepiece's encoding threads.
+        echo: hears why an existing store is rebuilt.
+        progress: told the number of pairs read so far while building.
+
+    Raises:
+        FileNotFoundError, ValueError: the corpus files' own errors (file and line).
+    """
+    key = store_fingerprint(data, src_tok, tgt_tok)
+
+    def build() -> TokenStore:
+        pairs = stream_split(data, "train")
+        return build_store(
+            folder,
+            pairs,
+            lambda texts: src_tok.encode_batch(texts, threads),
+            lambda texts: tgt_tok.encode_batch(texts, threads),
+            vocab_size=max(src_tok.vocab_size, tgt_tok.vocab_size),
+            fingerprint=key,
+            max_src_len=data.max_src_len,
+            max_tgt_len=data.max_tgt_len,
+            skipped=lambda: pairs.skipped,
+            progress=progress,
+        )
+
+    return open_or_build(folder, key, build, echo)
