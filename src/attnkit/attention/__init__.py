@@ -1,17 +1,17 @@
 """The attention core: score functions, masks, scaled dot-product attention."""
 
-from .functional import (
+from .functional import masked_softmax, scaled_dot_product_attention
+from .kv_cache import KVCache
+from .layer import Attention
+from .masks import (
     ResolvedMask,
     causal_mask,
     combine_masks,
     invert_mask,
-    masked_softmax,
     padding_mask,
     resolve_mask,
-    scaled_dot_product_attention,
 )
-from .layer import Attention
-from .multihead import KVCache, MultiHeadAttention
+from .multihead import MultiHeadAttention
 from .scores import (
     SCORES,
     AdditiveScore,

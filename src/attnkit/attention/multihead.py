@@ -20,60 +20,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from .functional import ResolvedMask, attend, invert_mask, resolve_mask
+from .functional import attend
+from .kv_cache import KVCache
+from .masks import ResolvedMask, resolve_mask
+from .torch_interop import TorchInterop
 
 __all__ = ["KVCache", "MultiHeadAttention"]
 
 
-@dataclass
-class KVCache:
-    """Projected keys and values carried between incremental decoding steps.
-
-    Pass one object, empty at first, to successive calls of
-    :meth:`MultiHeadAttention.forward`; each successful call UPDATES IT IN PLACE
-    (its fields are replaced by new tensors, never written into) and forward
-    still returns only ``(output, weights)``. Nothing is stored on the module.
-
-    - Self-attention (``key`` and ``value`` None on the first call): each call
-      projects the new positions and appends them, so a step of ``Tq`` queries
-      attends to every position seen so far.
-    - Cross-attention (``key`` given on the first call): the encoder states are
-      projected once, on the first call, and reused; on later calls ``key`` and
-      ``value`` may be passed again or left None, and are not read.
-
-    Attributes:
-        key: projected keys ``(B, Hkv, Tk, Dh)``, or None before the first call.
-        value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
-        steps: number of query positions processed so far.
-        cross: None until the first call, then whether this is a cross-attention cache.
-    """
-
-    key: Tensor | None = None
-    value: Tensor | None = None
-    steps: int = 0
-    cross: bool | None = None
-
-    def __repr__(self) -> str:
-        return f"KVCache(length={self.length}, steps={self.steps}, cross={self.cross})"
-
-    @property
-    def length(self) -> int:
-        """Number of cached key positions ``Tk`` (0 when empty)."""
-        return 0 if self.key is None else self.key.shape[2]
-
-    def index_select(self, index: Tensor) -> KVCache:
-        """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
-        pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
-        pick_v = None if self.value is None else self.value.index_select(0, index)
-        return KVCache(pick, pick_v, self.steps, self.cross)
-
-
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(TorchInterop, nn.Module):
     """Multi-head scaled dot-product attention, batch first.
 
     ``MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O``,
@@ -345,104 +304,6 @@ class MultiHeadAttention(nn.Module):
                 f"cache has batch size {cache.key.shape[0]} but query has B={b} "
                 f"(query {tuple(query.shape)})"
             )
-
-    @staticmethod
-    def to_torch_masks(
-        key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None
-    ) -> dict[str, Tensor | None]:
-        """attnkit masks as keyword arguments for ``torch.nn.MultiheadAttention``.
-
-        Flips bool masks to PyTorch's True = ignore (float masks are additive in
-        both APIs and pass unchanged) and reshapes a per-head ``attn_mask``
-        ``(B, H, Tq, Tk)`` to PyTorch's ``(B*H, Tq, Tk)``.
-
-        Returns:
-            ``{"key_padding_mask": ..., "attn_mask": ...}``.
-        """
-        if attn_mask is not None and attn_mask.dim() == 4:
-            attn_mask = attn_mask.flatten(0, 1)  # (B*H, Tq, Tk)
-        # Boundary: attnkit True = may attend; nn.MultiheadAttention True = ignore.
-        return {
-            "key_padding_mask": invert_mask(key_padding_mask),
-            "attn_mask": invert_mask(attn_mask),
-        }
-
-    @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A copy of ``module``'s weights as a :class:`MultiHeadAttention`.
-
-        The result is batch first whatever ``module.batch_first`` is, and takes
-        masks in attnkit's polarity (see :meth:`to_torch_masks`).
-
-        Raises:
-            TypeError: ``module`` is not a ``torch.nn.MultiheadAttention``.
-            ValueError: ``module`` uses ``add_bias_kv`` or ``add_zero_attn``.
-        """
-        if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(
-                f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}"
-            )
-        if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError("from_torch does not support add_bias_kv or add_zero_attn")
-        weight = module.out_proj.weight
-        mha = cls(
-            module.embed_dim,
-            module.num_heads,
-            kdim=module.kdim,
-            vdim=module.vdim,
-            bias=module.in_proj_bias is not None,
-            dropout=module.dropout,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
-        with torch.no_grad():
-            for ours, theirs in mha._paired_with(module):
-                ours.copy_(theirs)
-        return mha
-
-    def to_torch(self) -> nn.MultiheadAttention:
-        """A ``torch.nn.MultiheadAttention`` (batch_first=True) with these weights.
-
-        Raises:
-            ValueError: grouped-query attention (``num_kv_heads != num_heads``),
-                which PyTorch's module cannot express.
-        """
-        if self.num_kv_heads != self.num_heads:
-            raise ValueError(
-                f"to_torch needs num_kv_heads == num_heads, got num_kv_heads="
-                f"{self.num_kv_heads}, num_heads={self.num_heads}"
-            )
-        weight = self.q_proj.weight
-        module = nn.MultiheadAttention(
-            self.embed_dim,
-            self.num_heads,
-            dropout=self.dropout,
-            bias=self.q_proj.bias is not None,
-            kdim=self.kdim,
-            vdim=self.vdim,
-            batch_first=True,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
-        with torch.no_grad():
-            for ours, theirs in self._paired_with(module):
-                theirs.copy_(ours)
-        return module.train(self.training)
-
-    def _paired_with(self, module: nn.MultiheadAttention) -> list[tuple[Tensor, Tensor]]:
-        """(our tensor, PyTorch's tensor or a view of it) for every parameter."""
-        if module._qkv_same_embed_dim:
-            weights = module.in_proj_weight.chunk(3)  # 3 x (E, E) views
-        else:
-            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        pairs = [(p.weight, w) for p, w in zip(projections, weights, strict=True)]
-        pairs.append((self.out_proj.weight, module.out_proj.weight))
-        if module.in_proj_bias is not None:
-            biases = module.in_proj_bias.chunk(3)  # 3 x (E,) views
-            pairs += [(p.bias, w) for p, w in zip(projections, biases, strict=True)]
-            pairs.append((self.out_proj.bias, module.out_proj.bias))
-        return pairs
 
 
 def _any_head(row_has_key: Tensor) -> Tensor:

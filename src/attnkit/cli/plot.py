@@ -60,7 +60,7 @@ def _add_weights(kinds: argparse._SubParsersAction) -> None:
 
 def _run_mask(args: argparse.Namespace) -> int:
     from .. import plot
-    from ..attention.functional import causal_mask, padding_mask
+    from ..attention.masks import causal_mask, padding_mask
 
     plot.check_path(args.output)
     if args.causal is not None:

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention.functional import causal_mask, combine_masks, masked_softmax
+from ..attention.functional import masked_softmax
+from ..attention.masks import causal_mask, combine_masks
 from ..attention.scores import SCORES, DotScore, ScaledDotScore, Score
 
 __all__ = ["AttentionTrace", "explain"]

@@ -1,0 +1,55 @@
+"""KVCache: the projected keys and values multi-head attention carries between decoding steps.
+
+Notation: ``B`` batch, ``Hkv`` key/value heads, ``Tk`` cached positions, ``Dh`` head size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+__all__ = ["KVCache"]
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values carried between incremental decoding steps.
+
+    Pass one object, empty at first, to successive calls of
+    :meth:`MultiHeadAttention.forward`; each successful call UPDATES IT IN PLACE
+    (its fields are replaced by new tensors, never written into) and forward
+    still returns only ``(output, weights)``. Nothing is stored on the module.
+
+    - Self-attention (``key`` and ``value`` None on the first call): each call
+      projects the new positions and appends them, so a step of ``Tq`` queries
+      attends to every position seen so far.
+    - Cross-attention (``key`` given on the first call): the encoder states are
+      projected once, on the first call, and reused; on later calls ``key`` and
+      ``value`` may be passed again or left None, and are not read.
+
+    Attributes:
+        key: projected keys ``(B, Hkv, Tk, Dh)``, or None before the first call.
+        value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
+        steps: number of query positions processed so far.
+        cross: None until the first call, then whether this is a cross-attention cache.
+    """
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+    steps: int = 0
+    cross: bool | None = None
+
+    def __repr__(self) -> str:
+        return f"KVCache(length={self.length}, steps={self.steps}, cross={self.cross})"
+
+    @property
+    def length(self) -> int:
+        """Number of cached key positions ``Tk`` (0 when empty)."""
+        return 0 if self.key is None else self.key.shape[2]
+
+    def index_select(self, index: Tensor) -> KVCache:
+        """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
+        pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
+        pick_v = None if self.value is None else self.value.index_select(0, index)
+        return KVCache(pick, pick_v, self.steps, self.cross)

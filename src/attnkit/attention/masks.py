@@ -1,0 +1,212 @@
+"""Attention masks: the builders, and the ONE place masks are resolved for the kernels.
+
+Mask convention: a boolean mask is True where attention is ALLOWED (as in
+``torch.nn.functional.scaled_dot_product_attention``, and as a lower-triangular
+causal mask of ones). ``torch.nn.MultiheadAttention`` uses the opposite
+polarity; :func:`invert_mask` converts at that boundary.
+
+Notation: ``B`` batch, ``T`` positions, ``Tq`` queries, ``Tk`` keys; ``...``
+is any number of leading batch or head dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "ResolvedMask",
+    "causal_mask",
+    "combine_masks",
+    "invert_mask",
+    "padding_mask",
+    "resolve_mask",
+]
+
+
+def padding_mask(
+    lengths: Tensor | Sequence[int],
+    max_len: int | None = None,
+    *,
+    device: torch.device | None = None,
+) -> Tensor:
+    """Boolean padding mask, True at the real (non-pad) positions.
+
+    ``mask[b, t] = t < lengths[b]``.
+
+    Args:
+        lengths: ``(B,)`` integer lengths, each in ``[0, max_len]``.
+        max_len: ``T``; defaults to ``max(lengths)`` (0 for an empty batch).
+        device: where to build the mask; defaults to the device of ``lengths``.
+
+    Returns:
+        mask ``(B, T)``, bool. Use ``mask[:, None, :]`` to broadcast over queries.
+
+    Raises:
+        ValueError: ``lengths`` is not 1-D, has a negative entry, or exceeds
+            ``max_len``.
+        TypeError: ``lengths`` is not integer-valued.
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
+    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    if lengths.numel() and int(lengths.min()) < 0:
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    if max_len is None:
+        max_len = longest
+    elif longest > max_len:
+        raise ValueError(f"lengths has a length {longest} greater than max_len={max_len}")
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    return positions[None, :] < lengths[:, None]  # (B, T)
+
+
+def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None = None) -> Tensor:
+    """Boolean causal mask, aligned bottom-right.
+
+    ``mask[i, j] = j <= i + (tk - tq)``: the last query sees every key. With
+    ``tk == tq`` (the default) this is the lower triangle including the diagonal.
+
+    Args:
+        tq: number of queries ``Tq`` (>= 0).
+        tk: number of keys ``Tk`` (>= 0); defaults to ``tq``.
+        device: where to build the mask.
+
+    Returns:
+        mask ``(Tq, Tk)``, bool, True = may attend.
+
+    Raises:
+        ValueError: a negative size.
+    """
+    tk = tq if tk is None else tk
+    if tq < 0 or tk < 0:
+        raise ValueError(f"causal_mask needs tq >= 0 and tk >= 0, got tq={tq}, tk={tk}")
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of boolean masks with broadcasting; ``None`` entries are skipped.
+
+    Returns None when every mask is None.
+
+    Raises:
+        TypeError: a mask is not bool.
+        ValueError: the masks do not broadcast together.
+    """
+    present = [m for m in masks if m is not None]
+    for i, m in enumerate(present):
+        if m.dtype != torch.bool:
+            raise TypeError(f"combine_masks takes bool masks, mask {i} has dtype {m.dtype}")
+    if not present:
+        return None
+    try:
+        torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(m.shape)) for m in present)
+        raise ValueError(f"combine_masks: masks of shapes {shapes} do not broadcast") from None
+    combined = present[0]
+    for m in present[1:]:
+        combined = combined & m
+    return combined
+
+
+def invert_mask(mask: Tensor | None) -> Tensor | None:
+    """Convert between the two boolean mask polarities.
+
+    ``torch.nn.MultiheadAttention`` (``key_padding_mask``, bool ``attn_mask``)
+    uses True = IGNORE; attnkit uses True = may attend. This flips a bool mask
+    either way. Float masks are additive in both APIs and come back unchanged;
+    None stays None.
+    """
+    if mask is None or mask.is_floating_point():
+        return mask
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
+    return ~mask
+
+
+class ResolvedMask(NamedTuple):
+    """The user's masks as the attention kernels need them; built by :func:`resolve_mask`.
+
+    Attributes:
+        allowed: bool, broadcastable to ``(..., Tq, Tk)``, True = may attend, the
+            causal mask merged in; None when nothing is masked (bar ``is_causal``).
+        bias: float added to the scores, 0 at blocked positions, broadcastable to
+            ``(..., Tq, Tk)``; None without a float mask.
+        is_causal: the causal mask is left to the fused kernel's flag (only with
+            no other mask, ``Tq == Tk`` and the fused path).
+        row_has_key: bool ``(..., Tq, 1)``, False on query rows with no allowed
+            key; None when the shapes alone say every row has one.
+    """
+
+    allowed: Tensor | None
+    bias: Tensor | None
+    is_causal: bool
+    row_has_key: Tensor | None
+
+
+def resolve_mask(
+    *masks: Tensor | None, query: Tensor, tk: int, is_causal: bool = False, fused: bool = True
+) -> ResolvedMask:
+    """Resolve masks, the causal flag and the sizes into what the kernels need.
+
+    The ONE place masks are combined: bool masks are AND-ed, a float mask is
+    split into its ``-inf`` entries (blocked) and a finite additive bias, and
+    the bottom-right causal mask (:func:`causal_mask`) is merged in unless the
+    fused kernel can take it as a flag. Branch-free on tensor values: no host
+    synchronisation, so it traces into one graph under ``torch.compile``.
+
+    Args:
+        masks: each None, bool (True = may attend) or floating (added to the
+            scores, ``-inf`` = masked), broadcastable to ``(..., Tq, Tk)``.
+        query: the queries ``(..., Tq, D)``; only their ``Tq``, dtype (a float
+            mask is cast to it) and device (of the causal mask) are read.
+        tk: number of keys ``Tk``.
+        is_causal: also apply the bottom-right causal mask.
+        fused: the fused kernel will run (it may take ``is_causal`` as a flag).
+
+    Returns:
+        a :class:`ResolvedMask`.
+
+    Raises:
+        TypeError: a mask that is not a tensor, or neither bool nor floating.
+        ValueError: masks that do not broadcast together.
+    """
+    tq, device = query.shape[-2], query.device
+    allowed, bias = None, None
+    for mask in masks:
+        if mask is not None:
+            part, extra = _split_mask(mask, query.dtype)
+            allowed = combine_masks(allowed, part)
+            if extra is not None:
+                bias = extra if bias is None else bias + extra
+    if is_causal and (not fused or allowed is not None or tq != tk):
+        allowed = combine_masks(allowed, causal_mask(tq, tk, device=device))  # (..., Tq, Tk)
+        is_causal = False
+    row_has_key = None
+    if tk == 0:  # no key at all: every row is empty
+        row_has_key = torch.zeros(tq, 1, dtype=torch.bool, device=device)  # (Tq, 1)
+    elif allowed is not None:
+        row_has_key = allowed.any(dim=-1, keepdim=True)  # (..., Tq|1, 1)
+    return ResolvedMask(allowed, bias, is_causal, row_has_key)
+
+
+def _split_mask(mask: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
+    """One user mask as (allowed bool mask, finite additive bias or None)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        return mask, None
+    if not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be bool (True = may attend) or floating (added to the scores), "
+            f"got dtype {mask.dtype}"
+        )
+    mask = mask.to(dtype)
+    blocked = torch.isneginf(mask)
+    return ~blocked, mask.masked_fill(blocked, 0.0)
