@@ -15,8 +15,9 @@ Two axes from the literature choose where attention sits in the decoder step:
   otherwise ``x_t = E y_{t-1}``.
 
 Either way ``p(y_t) = softmax(W_s o_t + b)`` (Luong eq. 6). Input feeding is
-rejected with the previous timing by :class:`~attnkit.nmt.models.translator.ModelConfig`:
-that decoder already feeds its context into the RNN.
+rejected with the previous timing by :class:`~attnkit.nmt.models.rnn.model.RNNConfig`
+(the RNN member of :data:`~attnkit.nmt.models.registry.ModelConfig`): that decoder
+already feeds its context into the RNN.
 
 Speed: per-source work (the padding mask, the key projection
 ``score.prepare_keys``) is done once in :meth:`AttentionDecoder.prepare`. The
