@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from attnkit.nmt.runs import checkpoint as ckpt_module
 from attnkit.atomic import atomic_write_bytes
+from attnkit.nmt.runs import checkpoint as ckpt_module
 from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
 
 

@@ -25,7 +25,7 @@ from attnkit.nmt.data.corpus import load_split
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.runs.runlock import RunInUse, run_lock
 from attnkit.nmt.training.distributed import ENV_TIMEOUT, Group, join
-from attnkit.nmt.training.loop import validate
+from attnkit.nmt.training.objective import validate
 from resume_helpers import REVERSE, ROOT, assert_same_run, finish, wait_for_checkpoint
 
 RUN = [

@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-import attnkit.nmt.training.loop as train_module
+import attnkit.nmt.training.objective as objective_module
 from attnkit.cli import main
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.runs.checkpoint import load_checkpoint, load_latest, save_checkpoint
@@ -120,7 +120,7 @@ def test_previous_checkpoint_is_kept_and_stale_weights_removed(tmp_path):
 
 def poisoned_loss(bad_calls, kind="loss"):
     """Wrap the training loss so the given training calls (1-based) are non-finite."""
-    real, calls = train_module._loss, []
+    real, calls = objective_module.token_loss, []
 
     def loss(model, batch, smoothing, teacher_forcing, reduction="mean"):
         value = real(model, batch, smoothing, teacher_forcing, reduction)
@@ -139,7 +139,7 @@ def poisoned_loss(bad_calls, kind="loss"):
 
 @pytest.mark.parametrize("kind", ["loss", "gradient"])
 def test_a_non_finite_step_is_skipped_with_a_warning(tmp_path, monkeypatch, kind):
-    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: n == 3, kind))
+    monkeypatch.setattr(objective_module, "token_loss", poisoned_loss(lambda n: n == 3, kind))
     messages = []
     summary = train(config(), tmp_path, progress_bar=False, echo=messages.append)
     warnings = [m for m in messages if m.startswith("warning:")]
@@ -152,7 +152,7 @@ def test_a_non_finite_step_is_skipped_with_a_warning(tmp_path, monkeypatch, kind
 
 
 def test_repeated_non_finite_losses_stop_and_keep_the_last_good_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: n >= 7))
+    monkeypatch.setattr(objective_module, "token_loss", poisoned_loss(lambda n: n >= 7))
     with pytest.raises(TrainingError, match="3 non-finite losses/gradients in a row at step 6"):
         train(config("train.max_nonfinite=3"), tmp_path, progress_bar=False, echo=quiet)
     good = load_checkpoint(tmp_path / "last.json")
@@ -161,7 +161,7 @@ def test_repeated_non_finite_losses_stop_and_keep_the_last_good_checkpoint(tmp_p
 
 
 def test_cli_reports_divergence_with_exit_1_and_no_traceback(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(train_module, "_loss", poisoned_loss(lambda n: True))
+    monkeypatch.setattr(objective_module, "token_loss", poisoned_loss(lambda n: True))
     path = tmp_path / "tiny.yaml"
     path.write_text(config("train.max_nonfinite=2").to_yaml())
     assert main(["train", str(path), "--out", str(tmp_path / "run"), "--no-progress"]) == 1

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ __all__ = [
     "load_latest",
     "optimizer_from_parts",
     "optimizer_to_parts",
+    "record_path",
     "save_checkpoint",
 ]
 
@@ -87,6 +87,11 @@ class Checkpoint:
     extra: dict[str, Tensor] = field(default_factory=dict)
 
 
+def record_path(folder: str | Path, name: str) -> Path:
+    """The JSON record of checkpoint ``name`` in ``folder``: ``folder/NAME.json``."""
+    return Path(folder) / f"{name}.json"
+
+
 def save_checkpoint(
     folder: str | Path,
     name: str,
@@ -109,7 +114,7 @@ def save_checkpoint(
         keep_previous: keep the checkpoint being replaced as ``name.prev.json``.
     """
     folder = Path(folder)
-    record_path = folder / f"{name}.json"
+    path = record_path(folder, name)
     # Clone: safetensors refuses tensors that share storage (tied embeddings).
     tensors = {f"model.{k}": v.detach().cpu().clone().contiguous() for k, v in model_state.items()}
     record: dict[str, Any] = {"format": FORMAT, "version": VERSION, "state": state}
@@ -123,16 +128,16 @@ def save_checkpoint(
     atomic_write_bytes(folder / weights_name, data)
     record["weights"] = weights_name
     record["sha256"] = hashlib.sha256(data).hexdigest()
-    previous = _previous_path(record_path)
-    if keep_previous and _weights_named_by(record_path):
-        atomic_write_bytes(previous, record_path.read_bytes())
-    atomic_write_bytes(record_path, json.dumps(record, indent=2).encode("utf-8"))
-    _remove_unnamed_weights(folder, name, (record_path, previous))
-    return record_path
+    previous = _previous_path(path)
+    if keep_previous and _weights_named_by(path):
+        atomic_write_bytes(previous, path.read_bytes())
+    atomic_write_bytes(path, json.dumps(record, indent=2).encode("utf-8"))
+    _remove_unnamed_weights(folder, name, (path, previous))
+    return path
 
 
-def _previous_path(record_path: Path) -> Path:
-    return record_path.with_name(f"{record_path.stem}.prev.json")
+def _previous_path(record: Path) -> Path:
+    return record.with_name(f"{record.stem}.prev.json")
 
 
 def _remove_unnamed_weights(folder: Path, name: str, records: tuple[Path, ...]) -> None:
@@ -177,9 +182,9 @@ def load_latest(path: str | Path, warn=None) -> Checkpoint:
         return ckpt
 
 
-def _weights_named_by(record_path: Path) -> str | None:
+def _weights_named_by(record: Path) -> str | None:
     try:
-        return json.loads(record_path.read_text(encoding="utf-8")).get("weights")
+        return json.loads(record.read_text(encoding="utf-8")).get("weights")
     except (OSError, ValueError):
         return None
 

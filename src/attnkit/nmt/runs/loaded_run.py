@@ -17,6 +17,7 @@ from ..device import resolve_device
 from ..models.registry import build_translator
 from ..models.translator import Translator
 from .checkpoint import load_checkpoint
+from .run_folder import RunFolder
 
 __all__ = ["LoadedRun", "load_run"]
 
@@ -41,37 +42,35 @@ def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu
         ValueError: a file in it is invalid (the message names it), or ``device``
             is unknown or not on this machine (:func:`.device.resolve_device`).
     """
-    folder = Path(folder)
+    run = RunFolder(Path(folder))
     where = resolve_device(device, "device")  # before any loading: a bad name fails fast
-    config_path = folder / "config.yaml"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path} not found; is {folder} a training run folder?")
-    config = RunConfig.load(config_path)
-    src_tok, tgt_tok = load_tokenizers(folder)
+    if not run.config.is_file():
+        raise FileNotFoundError(f"{run.config} not found; is {run.path} a training run folder?")
+    config = RunConfig.load(run.config)
+    src_tok, tgt_tok = load_tokenizers(run.path)
     model = build_translator(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
-    ckpt = load_checkpoint(_checkpoint_path(folder, checkpoint))
+    path = _checkpoint_path(run, checkpoint)
+    ckpt = load_checkpoint(path)
     try:
         model.load_state_dict(ckpt.model)
     except RuntimeError as err:
-        raise ValueError(
-            f"{folder / checkpoint}.json does not fit the model in {config_path}: {err}"
-        ) from None
+        raise ValueError(f"{path} does not fit the model in {run.config}: {err}") from None
     model.to(where).eval()
-    return LoadedRun(folder, config, src_tok, tgt_tok, model, where)
+    return LoadedRun(run.path, config, src_tok, tgt_tok, model, where)
 
 
-def _checkpoint_path(folder: Path, checkpoint: str) -> Path:
-    """``folder/CHECKPOINT.json``; a missing one is an error that says what else is there."""
-    path = folder / f"{checkpoint}.json"
+def _checkpoint_path(run: RunFolder, checkpoint: str) -> Path:
+    """``RUN/CHECKPOINT.json``; a missing one is an error that says what else is there."""
+    path = run.checkpoint(checkpoint)
     if path.is_file():
         return path
     other = "last" if checkpoint == "best" else "best"
-    if (folder / f"{other}.json").is_file():
-        hint = f"{folder / other}.json exists: use checkpoint {other!r} (--checkpoint {other})"
+    if run.checkpoint(other).is_file():
+        hint = f"{run.checkpoint(other)} exists: use checkpoint {other!r} (--checkpoint {other})"
     else:
         hint = f"there is no {other}.json either (training stopped before its first save)"
     when = "the first validation" if checkpoint == "best" else "the first checkpoint"
     raise FileNotFoundError(
         f"checkpoint not found: {path} (written at {when}); {hint}; "
-        f"or resume training: attnkit train --resume {folder}"
+        f"or resume training: attnkit train --resume {run.path}"
     )

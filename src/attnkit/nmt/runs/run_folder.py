@@ -1,35 +1,31 @@
-"""What a run folder holds, and the rules for starting, resuming or overwriting a run in it.
+"""A run folder as one object: its file names, the default run name, the rules for starting,
+resuming or overwriting a run in it, and its metrics history.
 
-A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds ``config.yaml``,
-the tokenizer files, the ``best``/``last`` checkpoints, ``metrics.jsonl`` (one
-JSON row per validation) and ``learning_curve.png``. :func:`prepare_folder`
-decides whether a training may start there; the metrics history is read back
-up to a checkpoint's step and rewritten atomically.
+A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
+``config.yaml`` (the resolved config), the tokenizer files (``tokenizer.json``
+and the vocabularies it names), the ``best``/``last`` checkpoints
+(``best.json``, ``last.json``, ``last.prev.json`` and their safetensors),
+``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png`` and
+``.lock`` (:mod:`.runlock`). :class:`RunFolder` is the one place these names
+are spelled.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...atomic import atomic_write_bytes
-from .checkpoint import checkpoint_exists
 from ..config import RunConfig, config_changes
+from ..data.tokenizer import MANIFEST
+from .checkpoint import checkpoint_exists, record_path
+from .runlock import LOCK_NAME
 
-__all__ = [
-    "RESUME_MAY_CHANGE",
-    "RUN_FILES",
-    "RUN_GLOBS",
-    "changes_text",
-    "prepare_folder",
-    "read_history",
-    "write_history",
-]
+__all__ = ["RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "learning_curve.png", "tokenizer.json")
-RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")
-
+RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
 # and its label.
@@ -49,42 +45,150 @@ RESUME_MAY_CHANGE = (
     "name",
 )
 
+_RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")  # checkpoints, vocabularies
 
-def prepare_folder(
-    run_dir: Path, config: RunConfig, *, resume: bool, overwrite: bool, echo: Callable[[str], None]
-) -> bool:
-    """Make ``run_dir`` ready; True when it holds a checkpoint to resume from.
 
-    A folder without a ``last`` checkpoint holds no run (a start that failed
-    before its first save): it is reused as if empty, so a retry needs no flag.
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one run folder (``path``), by name; nothing is read or written on creation.
+
+    Attributes:
+        path: the folder (it need not exist yet).
     """
-    saved = run_dir / "config.yaml"
-    if overwrite:
-        for name in RUN_FILES:
-            (run_dir / name).unlink(missing_ok=True)
-        for pattern in RUN_GLOBS:
-            for path in run_dir.glob(pattern):
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def default(cls, config_name: str) -> RunFolder:
+        """``runs/<config_name>``, the folder of a run trained without ``--out``."""
+        return cls(RUNS_PARENT / config_name)
+
+    @property
+    def name(self) -> str:
+        """The folder's name: the run's name when its config gives none."""
+        return self.path.name
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def learning_curve(self) -> Path:
+        return self.path / "learning_curve.png"
+
+    @property
+    def lock(self) -> Path:
+        return self.path / LOCK_NAME
+
+    def checkpoint(self, name: str) -> Path:
+        """The record of checkpoint ``name`` (``best``, ``last``, ``last.prev``): ``NAME.json``."""
+        return record_path(self.path, name)
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoint("best")
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoint("last")
+
+    def has_run(self) -> bool:
+        """Whether a ``last`` checkpoint (or its kept previous version) is there to resume."""
+        return checkpoint_exists(self.last)
+
+    def clear(self) -> None:
+        """Delete a previous run's files (``--overwrite``); the lock file stays."""
+        for path in (self.config, self.metrics, self.learning_curve, self.path / MANIFEST):
+            path.unlink(missing_ok=True)
+        for pattern in _RUN_GLOBS:
+            for path in self.path.glob(pattern):
                 path.unlink()
-    resuming = checkpoint_exists(run_dir / "last.json")
-    if resuming and not resume:
-        raise ValueError(
-            f"{run_dir} already holds a run; pass --resume to continue or reuse it, "
-            "or --overwrite to start over"
-        )
-    changes = config_changes(RunConfig.load(saved), config) if resuming else []
-    fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
-    if fixed:
-        raise ValueError(
-            f"the config differs from the one saved in {saved} ({changes_text(fixed)}); only "
-            f"{', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite to start "
-            "over or use another --out folder"
-        )
-    if changes:
-        echo(f"resuming with {changes_text(changes)}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if changes or not resuming:
-        atomic_write_bytes(saved, config.to_yaml().encode("utf-8"))
-    return resuming
+
+    def prepare(
+        self, config: RunConfig, *, resume: bool, overwrite: bool, echo: Callable[[str], None]
+    ) -> bool:
+        """Make the folder ready for training ``config``; True when it holds a run to resume.
+
+        With ``overwrite`` the previous run's files go first. A folder without a
+        ``last`` checkpoint holds no run (a start that failed before its first
+        save): it is reused as if empty, so a retry needs no flag. When resuming,
+        ``config`` may differ from the saved one only in :data:`RESUME_MAY_CHANGE`;
+        the config (with any such changes) is saved as ``config.yaml``.
+
+        Raises:
+            ValueError: the folder holds a run and ``resume`` is False, or the
+                config differs in a key that may not change (the message lists them).
+        """
+        if overwrite:
+            self.clear()
+        resuming = self.has_run()
+        if resuming and not resume:
+            raise ValueError(
+                f"{self.path} already holds a run; pass --resume to continue or reuse it, "
+                "or --overwrite to start over"
+            )
+        changes = config_changes(RunConfig.load(self.config), config) if resuming else []
+        fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
+        if fixed:
+            raise ValueError(
+                f"the config differs from the one saved in {self.config} ({changes_text(fixed)}); "
+                f"only {', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite "
+                "to start over or use another --out folder"
+            )
+        if changes:
+            echo(f"resuming with {changes_text(changes)}")
+        self.path.mkdir(parents=True, exist_ok=True)
+        if changes or not resuming:
+            atomic_write_bytes(self.config, config.to_yaml().encode("utf-8"))
+        if not resuming:  # rows of a run killed before its first save
+            self.metrics.unlink(missing_ok=True)
+        return resuming
+
+    def read_history(self, up_to_step: float) -> list[dict]:
+        """Rows of ``metrics.jsonl`` with ``step <= up_to_step``, in file order.
+
+        A line that is not a JSON object with an integer ``step`` (a torn last
+        line after a crash mid-write) is dropped; a missing file reads as ``[]``.
+        """
+        if not self.metrics.is_file():
+            return []
+        rows = []
+        for line in self.metrics.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(row, dict)
+                and isinstance(row.get("step"), int)
+                and row["step"] <= up_to_step
+            ):
+                rows.append(row)
+        return rows
+
+    def history_until(self, step: int, *, rewrite: bool) -> list[dict]:
+        """Rows up to ``step`` (a resumed checkpoint's); ``rewrite`` drops the others from disk."""
+        rows = self.read_history(step)
+        if rewrite:
+            self.write_history(rows)
+        return rows
+
+    def write_history(self, rows: list[dict]) -> None:
+        """Replace ``metrics.jsonl`` with ``rows``, atomically."""
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        atomic_write_bytes(self.metrics, text.encode("utf-8"))
+
+    def append_history(self, row: dict) -> None:
+        """Append one row to ``metrics.jsonl``."""
+        with open(self.metrics, "a", encoding="utf-8") as log:
+            log.write(json.dumps(row) + "\n")
 
 
 def changes_text(changes: list[tuple[str, object, object]]) -> str:
@@ -93,23 +197,3 @@ def changes_text(changes: list[tuple[str, object, object]]) -> str:
         f"{key}: {json.dumps(before)} in the run, {json.dumps(after)} given"
         for key, before, after in changes
     )
-
-
-def read_history(path: Path, up_to_step: float) -> list[dict]:
-    """Rows of ``metrics.jsonl`` up to a step; a torn last line (a crash mid-write) is dropped."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= up_to_step:
-            rows.append(row)
-    return rows
-
-
-def write_history(path: Path, rows: list[dict]) -> None:
-    """Replace ``metrics.jsonl`` with ``rows``, atomically."""
-    atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8"))

@@ -43,13 +43,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-__all__ = ["ENV_TIMEOUT", "Group", "MainFailed", "PeerLost", "join"]
+__all__ = ["ENV_TIMEOUT", "Group", "MainFailed", "PeerLost", "join", "report_replicas"]
 
 ENV_TIMEOUT = "ATTNKIT_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
@@ -191,6 +191,15 @@ class Group:
                 f"rank {self.rank}: another process of this training stopped answering "
                 f"({first[:200]}); resume from the last checkpoint with --resume"
             ) from None
+
+
+def report_replicas(group: Group, model: nn.Module, echo: Callable[[str], None]) -> None:
+    """Say whether every rank holds the same weights (DDP keeps them in step)."""
+    if group.distributed:
+        if group.same_everywhere(model):
+            echo(f"weights identical on all {group.world_size} processes")
+        else:
+            echo(f"warning: the weights differ between the {group.world_size} processes")
 
 
 @contextlib.contextmanager

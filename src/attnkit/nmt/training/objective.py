@@ -1,0 +1,96 @@
+"""What training minimises and how a model is scored on the validation set.
+
+The objective is the per-token cross-entropy of the target given the source
+(Bahdanau et al. 2015 sec. 3; Luong et al. 2015 sec. 3, eq. 4) with label
+smoothing (Szegedy et al. 2016 sec. 7), PAD positions ignored. Validation
+reports the loss and perplexity without smoothing and greedy sacreBLEU on
+detokenized output.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..analysis.metrics import perplexity, sacre_bleu
+from ..config import RunConfig
+from ..data.batching import Batch, Examples, make_batch, sorted_batches
+from ..data.tokenizer import Tokenizer
+from ..decoding.inference import inference
+from ..decoding.search import decode_examples
+from ..models.translator import Translator
+from ..vocab_ids import PAD
+
+__all__ = ["target_tokens", "token_loss", "validate"]
+
+
+def token_loss(
+    model: Translator,
+    batch: Batch,
+    smoothing: float,
+    teacher_forcing: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Label-smoothed cross-entropy of ``batch.tgt_out`` (PAD ignored), a scalar tensor.
+
+    ``reduction`` is ``F.cross_entropy``'s: ``"mean"`` over the batch's target
+    tokens, or ``"sum"``. ``teacher_forcing`` is the share of decoder inputs
+    taken from the reference (1.0: all).
+    """
+    logits, _ = model(
+        batch.src,
+        batch.src_lengths,
+        batch.tgt_in,
+        teacher_forcing=teacher_forcing,
+        need_weights=False,
+    )  # (B, T, V)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
+        batch.tgt_out.reshape(-1),  # (B*T,)
+        ignore_index=PAD,
+        label_smoothing=smoothing,
+        reduction=reduction,
+    )
+
+
+def target_tokens(examples: Examples, indices: list[int]) -> int:
+    """Target tokens the loss counts in the batch of ``indices`` (EOS included, as in Batch)."""
+    return sum(len(examples.tgt[i]) + 1 for i in indices)
+
+
+def validate(
+    model: Translator,
+    examples: Examples,
+    references: list[str],
+    tgt_tok: Tokenizer,
+    config: RunConfig,
+    device: torch.device,
+) -> dict[str, float]:
+    """Score ``model`` on the validation set, in eval mode without gradients.
+
+    Returns ``valid_loss`` (mean per-token cross-entropy, no smoothing, over
+    all of ``examples``), ``valid_ppl`` (its exponential) and ``valid_bleu``
+    (sacreBLEU of greedy translations of the first
+    ``config.train.valid_bleu_sentences`` sources against ``references``).
+    The model's train/eval mode is restored on return, also when this raises.
+    """
+    with inference(model):
+        total, tokens = 0.0, 0
+        for indices in sorted_batches(examples, config.decode.batch_size):
+            batch = make_batch(examples, indices).to(device)
+            total += float(token_loss(model, batch, 0.0, 1.0, reduction="sum"))
+            tokens += batch.num_target_tokens
+        limit = config.train.valid_bleu_sentences or len(examples)
+        subset = Examples(examples.src[:limit], examples.tgt[:limit])
+        hyps = decode_examples(
+            model,
+            subset,
+            beam_size=1,
+            max_len_a=config.decode.max_len_a,
+            max_len_b=config.decode.max_len_b,
+            batch_size=config.decode.batch_size,
+            device=device,
+        )
+    bleu = sacre_bleu([tgt_tok.decode(h.tokens) for h in hyps], references[:limit])
+    loss = total / max(tokens, 1)
+    return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}

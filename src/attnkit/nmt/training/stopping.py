@@ -1,0 +1,159 @@
+"""When training stops: every stop rule, and the one decision they make.
+
+The rules, strongest first:
+
+1. ``train.max_nonfinite`` skipped steps in a row (non-finite loss or
+   gradient) raise :class:`~.progress.TrainingError`; the last good checkpoint is kept.
+2. Early stopping: ``train.early_stopping`` validations without a new best
+   BLEU. It ends the run even when a stop request came first (the validation
+   at the end of an epoch can decide it after the request).
+3. A stop request (SIGINT/SIGTERM, on any rank): training stops after the
+   current step and the run goes on when resumed.
+4. The budgets ``train.max_steps`` and ``train.max_minutes`` (the whole run's
+   training time, earlier sessions included).
+5. ``train.epochs`` done, checked where an epoch would begin.
+
+Rules 3 and 4 are agreed by all ranks of a torchrun job in one all-reduce,
+so a signal that reached some ranks, or a clock that ran out on one, stops
+all of them at the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import TrainConfig
+from .distributed import Group
+from .interrupt import StopRequest
+from .progress import Progress, TrainingError
+
+__all__ = ["StopRules", "budget_left", "cut_short_note"]
+
+
+class StopRules:
+    """The stop decision of one training run: :meth:`reason_to_stop` and its state.
+
+    Args:
+        config: the run's training settings.
+        group: the ranks that must agree (a no-op group for one process).
+        request: the signal handler that records a stop request.
+        clock: the run's training time so far, in seconds.
+        last_checkpoint: where the last good checkpoint is, for the error message.
+
+    Attributes:
+        reason: why training stops ('' while it goes on); once set it changes
+            only to an early stop.
+        interrupted: the reason is a stop request: the run is saved to go on.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        group: Group,
+        request: StopRequest,
+        clock: Callable[[], float],
+        last_checkpoint: Path,
+    ) -> None:
+        self.config, self.group, self.request, self.clock = config, group, request, clock
+        self.last_checkpoint = last_checkpoint
+        self.reason, self.interrupted = "", False
+        self._closed = False
+
+    def reason_to_stop(self, p: Progress) -> str:
+        """Why training must stop now ('' = go on), the same on every rank.
+
+        Every rank calls this at the same points (where an epoch would begin,
+        after each step): until a reason is found it takes part in an
+        all-reduce.
+
+        Raises:
+            TrainingError: ``max_nonfinite`` steps in a row were skipped.
+        """
+        limit = self.config.max_nonfinite
+        if p.nonfinite_streak >= limit:
+            raise TrainingError(
+                f"{limit} non-finite losses/gradients in a row at step {p.step}: training "
+                f"stopped. The last good checkpoint is kept in {self.last_checkpoint}; "
+                "lower train.lr, set train.clip, or check the data"
+            )
+        early = _early_stop(self.config, p)
+        if early:
+            self.reason, self.interrupted = early, False
+        elif not self.reason:
+            self.reason, self.interrupted = self._agreed(p)
+            self.reason = self.reason or _epochs_done(self.config, p)
+        return self.reason
+
+    def close(self, p: Progress) -> str:
+        """The run ends (not interrupted): its final reason; saves record it as finished."""
+        self._closed = True
+        return self.reason_to_stop(p)
+
+    def record(self, p: Progress) -> None:
+        """Write the decision into ``p.stop_reason`` and ``p.finished`` for a checkpoint.
+
+        An interrupted run records no reason (it goes on when resumed); a run is
+        finished once closed, or from the validation that stops it early.
+        """
+        early = _early_stop(self.config, p)
+        p.stop_reason = early or ("" if self.interrupted else self.reason)
+        p.finished = bool(early) or self._closed
+
+    def _agreed(self, p: Progress) -> tuple[str, bool]:
+        """The stop request or budget reason of any rank, and whether it is a request."""
+        mine = _budget_spent(self.config, p.step, self.clock())
+        budget, signalled = self.group.any(bool(mine), bool(self.request.requested))
+        if signalled:
+            return self.request.requested or "a stop request to another process", True
+        if budget and not mine:  # only the clock differs between ranks
+            mine = f"max_minutes={self.config.max_minutes} reached"
+        return mine, False
+
+
+def budget_left(config: TrainConfig, p: Progress) -> bool:
+    """Whether a finished run may train on under ``config`` (its budget was raised on resume)."""
+    return not (
+        _epochs_done(config, p)
+        or _budget_spent(config, p.step, p.elapsed_s)
+        or _early_stop(config, p)
+    )
+
+
+def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
+    """A plain warning when the time cap, not the step budget, ended a run that has both."""
+    if (
+        config.max_steps is None
+        or p.step >= config.max_steps
+        or not p.stop_reason.startswith("max_minutes")
+    ):
+        return ""
+    return (
+        f"note: the time cap (train.max_minutes={config.max_minutes:g}) stopped training at step "
+        f"{p.step} of train.max_steps={config.max_steps}: this machine was slower or busier than "
+        "the config assumes, so the result will fall short of the one recorded for it; "
+        f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
+        "finishes the budget"
+    )
+
+
+def _early_stop(config: TrainConfig, p: Progress) -> str:
+    patience = config.early_stopping
+    if patience is not None and p.bad_validations >= patience:
+        return f"no BLEU gain in {patience} validations"
+    return ""
+
+
+def _budget_spent(config: TrainConfig, step: int, elapsed_s: float) -> str:
+    if config.max_steps is not None and step >= config.max_steps:
+        return f"max_steps={config.max_steps} reached"
+    if config.max_minutes is not None and elapsed_s >= config.max_minutes * 60:
+        return f"max_minutes={config.max_minutes} reached"
+    return ""
+
+
+def _epochs_done(config: TrainConfig, p: Progress) -> str:
+    """At an epoch boundary (no batch of the current epoch done), whether all epochs are."""
+    if p.epoch_batches_done == 0 and p.epoch >= config.epochs:
+        return f"epochs={config.epochs} done"
+    return ""

@@ -1,0 +1,109 @@
+"""RunFolder: the file names, the default run name, start/resume/overwrite rules, history."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.runs.checkpoint import save_checkpoint
+from attnkit.nmt.runs.run_folder import RunFolder
+
+TOY = {"data": {"toy": {"task": "reverse", "train_size": 16, "valid_size": 4}}}
+
+
+def config(*overrides):
+    return RunConfig.from_dict(TOY, ["name=toy", *overrides])
+
+
+def with_a_run(folder: RunFolder, *overrides) -> None:
+    """What a started run leaves: its config and a ``last`` checkpoint."""
+    assert folder.prepare(config(*overrides), resume=False, overwrite=False, echo=print) is False
+    save_checkpoint(folder.path, "last", {"w": torch.zeros(1)}, {"step": 1})
+
+
+def test_file_names():
+    folder = RunFolder("runs/x")
+    assert folder.path == Path("runs/x") and folder.name == "x"
+    assert folder.config == Path("runs/x/config.yaml")
+    assert folder.metrics == Path("runs/x/metrics.jsonl")
+    assert folder.learning_curve == Path("runs/x/learning_curve.png")
+    assert folder.lock == Path("runs/x/.lock")
+    assert folder.best == Path("runs/x/best.json")
+    assert folder.last == Path("runs/x/last.json")
+    assert folder.checkpoint("last.prev") == Path("runs/x/last.prev.json")
+
+
+def test_default_folder_is_runs_slash_the_config_name():
+    assert RunFolder.default("quick") == RunFolder(Path("runs") / "quick")
+
+
+def test_a_new_run_writes_its_config_and_drops_stale_metrics(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.metrics.write_text('{"step": 5}\n')  # left by a start killed before its first save
+    assert folder.prepare(config(), resume=False, overwrite=False, echo=print) is False
+    assert RunConfig.load(folder.config).model_dump() == config().model_dump()
+    assert not folder.metrics.exists() and not folder.has_run()
+
+
+def test_a_folder_with_a_run_needs_resume_or_overwrite(tmp_path):
+    folder = RunFolder(tmp_path)
+    with_a_run(folder)
+    with pytest.raises(ValueError, match="already holds a run; pass --resume"):
+        folder.prepare(config(), resume=False, overwrite=False, echo=print)
+    messages = []
+    assert folder.prepare(config(), resume=True, overwrite=False, echo=messages.append) is True
+    assert messages == []
+
+
+def test_resume_refuses_a_changed_model_and_names_the_key(tmp_path):
+    folder = RunFolder(tmp_path)
+    with_a_run(folder)
+    with pytest.raises(ValueError, match=r"\(model\.hidden_size: 512 in the run, 8 given\)"):
+        folder.prepare(config("model.hidden_size=8"), resume=True, overwrite=False, echo=print)
+
+
+def test_resume_may_change_a_budget_and_records_it(tmp_path):
+    folder = RunFolder(tmp_path)
+    with_a_run(folder)
+    messages = []
+    changed = config("train.max_steps=9")
+    assert folder.prepare(changed, resume=True, overwrite=False, echo=messages.append) is True
+    assert messages == ["resuming with train.max_steps: null in the run, 9 given"]
+    assert RunConfig.load(folder.config).train.max_steps == 9
+
+
+def test_overwrite_removes_the_previous_run_but_not_the_lock(tmp_path):
+    folder = RunFolder(tmp_path)
+    with_a_run(folder)
+    for name in ("metrics.jsonl", "learning_curve.png", "tokenizer.json", "vocab.json", ".lock"):
+        (tmp_path / name).write_text("x")
+    assert folder.prepare(config(), resume=False, overwrite=True, echo=print) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml"]
+
+
+def test_history_reads_rows_up_to_a_step_and_drops_a_torn_line(tmp_path):
+    folder = RunFolder(tmp_path)
+    assert folder.read_history(10) == []  # no file yet
+    for step in (1, 2, 3):
+        folder.append_history({"step": step, "valid_bleu": step / 2})
+    with open(folder.metrics, "a") as log:
+        log.write('[1, 2]\n{"step": "4"}\n{"step": 4, "valid_')  # not rows, and a torn write
+    assert [row["step"] for row in folder.read_history(float("inf"))] == [1, 2, 3]
+    assert folder.read_history(2) == [
+        {"step": 1, "valid_bleu": 0.5},
+        {"step": 2, "valid_bleu": 1.0},
+    ]
+
+
+def test_history_until_a_checkpoint_rewrites_the_file_only_when_asked(tmp_path):
+    folder = RunFolder(tmp_path)
+    folder.write_history([{"step": s} for s in (1, 2, 3)])
+    before = folder.metrics.read_text()
+    assert folder.history_until(2, rewrite=False) == [{"step": 1}, {"step": 2}]
+    assert folder.metrics.read_text() == before
+    assert folder.history_until(2, rewrite=True) == [{"step": 1}, {"step": 2}]
+    lines = folder.metrics.read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"step": 1}, {"step": 2}]
