@@ -6,6 +6,7 @@ Tiny word-level runs on user files (a few steps, one thread) through the CLI.
 import pytest
 import torch
 
+from attnkit.nmt.config import RunConfig
 from cli_helpers import assert_one_line_error, run
 
 PAIRS = [(f"a{i} b{i % 3}", f"b{i % 3} a{i}") for i in range(24)]
@@ -73,3 +74,19 @@ def test_default_threads_respect_omp_num_threads(tmp_path, capsys, monkeypatch, 
     config = write_config(tmp_path, threads=0, max_steps=1)
     status, _, err = run(capsys, "train", config, "--out", str(tmp_path / "run"), "--no-progress")
     assert status == 0 and " with 1 thread(s) into " in err
+
+
+def test_resume_may_change_the_threads_and_device(tmp_path, capsys, keep_threads):
+    """They belong to the machine, not the run: a run goes on elsewhere, recorded in its config."""
+    config, out = write_config(tmp_path, threads="auto"), str(tmp_path / "run")
+    assert run(capsys, "train", config, "--out", out, "--no-progress")[0] == 0
+    status, stdout, err = run(
+        capsys, "train", "--resume", out, "--no-progress", "--train.max_steps", "3",
+        "--train.threads", "1", "--train.device", "cpu",
+    )  # fmt: skip
+    assert status == 0 and f"run folder: {out}" in stdout
+    assert 'train.threads: "auto" in the run, 1 given' in err
+    assert 'train.device: "auto" in the run, "cpu" given' in err
+    assert " with 1 thread(s) into " in err and "step 3" in err
+    saved = RunConfig.load(tmp_path / "run" / "config.yaml").train
+    assert (saved.threads, saved.device, saved.max_steps) == (1, "cpu", 3)

@@ -8,7 +8,7 @@ import torch
 
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.runs.checkpoint import save_checkpoint
-from attnkit.nmt.runs.run_folder import RunFolder
+from attnkit.nmt.runs.run_folder import RESUME_MAY_CHANGE, RunFolder
 
 TOY = {"data": {"toy": {"task": "reverse", "train_size": 16, "valid_size": 4}}}
 
@@ -73,6 +73,21 @@ def test_resume_may_change_a_budget_and_records_it(tmp_path):
     assert folder.prepare(changed, resume=True, overwrite=False, echo=messages.append) is True
     assert messages == ["resuming with train.max_steps: null in the run, 9 given"]
     assert RunConfig.load(folder.config).train.max_steps == 9
+
+
+def test_resume_may_change_threads_and_device_and_records_them(tmp_path):
+    folder = RunFolder(tmp_path)
+    with_a_run(folder)
+    assert {"train.max_steps", "train.threads", "train.device"} <= set(RESUME_MAY_CHANGE)
+    changed = config("train.max_steps=9", "train.threads=1", "train.device=cpu")
+    messages = []
+    assert folder.prepare(changed, resume=True, overwrite=False, echo=messages.append) is True
+    assert messages == [
+        'resuming with train.device: "auto" in the run, "cpu" given; train.max_steps: null in '
+        'the run, 9 given; train.threads: "auto" in the run, 1 given'
+    ]
+    saved = RunConfig.load(folder.config).train
+    assert (saved.max_steps, saved.threads, saved.device) == (9, 1, "cpu")
 
 
 def test_overwrite_removes_the_previous_run_but_not_the_lock(tmp_path):

@@ -28,7 +28,8 @@ __all__ = ["RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
-# and its label.
+# its label, and the machine it runs on (threads and device change the order of floating
+# point sums, not what is trained: the run goes on, but no longer repeats bit for bit).
 RESUME_MAY_CHANGE = (
     *(
         f"train.{key}"
@@ -40,6 +41,8 @@ RESUME_MAY_CHANGE = (
             "valid_every",
             "checkpoint_every",
             "valid_bleu_sentences",
+            "threads",
+            "device",
         )
     ),
     "name",
