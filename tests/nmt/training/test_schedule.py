@@ -1,0 +1,64 @@
+"""Learning-rate schedules: the inverse-square-root warm-up and plateau halving, in numbers."""
+
+import pytest
+import torch
+
+from attnkit.nmt.config import TrainConfig
+from attnkit.nmt.training.schedule import Schedule, inverse_sqrt_factor
+
+
+def schedule(**train):
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))], lr=train.pop("lr", 1e-3))
+    return Schedule(optimizer, TrainConfig(**train)), optimizer
+
+
+def lr(optimizer):
+    return optimizer.param_groups[0]["lr"]
+
+
+@pytest.mark.parametrize(
+    ("step", "factor"),
+    [(0, 0.25), (1, 0.5), (3, 1.0), (15, 0.5), (63, 0.25), (399, 0.1)],
+)
+def test_inverse_sqrt_factor_rises_linearly_then_falls_as_one_over_sqrt(step, factor):
+    # t = step + 1; min(t / 4, sqrt(4 / t))
+    assert inverse_sqrt_factor(step, warmup=4) == pytest.approx(factor, rel=1e-12)
+
+
+def test_inverse_sqrt_schedule_sets_the_rate_of_each_optimizer_step():
+    sched, optimizer = schedule(lr=2e-3, lr_schedule="inverse_sqrt", warmup_steps=4)
+    seen = [lr(optimizer)]  # the rate of optimizer step t = 1
+    for _ in range(15):
+        optimizer.step()  # the order training uses
+        sched.after_step()
+        seen.append(lr(optimizer))
+    assert seen[0] == pytest.approx(5e-4)  # 2e-3 * 1/4
+    assert seen[3] == pytest.approx(2e-3)  # the peak at t = warmup
+    assert seen[15] == pytest.approx(1e-3)  # 2e-3 * sqrt(4 / 16)
+    sched.after_validation(0.0)  # validations leave a per-step schedule alone
+    assert lr(optimizer) == pytest.approx(1e-3)
+
+
+def test_plateau_halves_after_patience_validations_without_gain_down_to_min_lr():
+    sched, optimizer = schedule(
+        lr=1e-3, lr_schedule="plateau", lr_decay=0.5, lr_patience=1, min_lr=3e-4
+    )
+    seen = []
+    for bleu in (10.0, 9.0, 8.0, 12.0, 11.0, 11.0, 5.0, 5.0, 5.0, 5.0):
+        sched.after_validation(bleu)
+        seen.append(lr(optimizer))
+    # halved at the 2nd validation in a row without a new best (patience 1); 2.5e-4 < min_lr
+    assert seen == pytest.approx([1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 3e-4, 3e-4, 3e-4, 3e-4, 3e-4])
+    sched.after_step()  # steps leave a plateau schedule alone
+    assert lr(optimizer) == pytest.approx(3e-4)
+
+
+def test_a_schedule_resumes_from_its_state():
+    first, optimizer = schedule(lr=1e-3, lr_schedule="plateau", lr_decay=0.5, lr_patience=0)
+    first.after_validation(10.0)
+    first.after_validation(9.0)  # halved: 5e-4
+    second, fresh = schedule(lr=1e-3, lr_schedule="plateau", lr_decay=0.5, lr_patience=0)
+    second.load_state_dict(first.state_dict())
+    fresh.param_groups[0]["lr"] = lr(optimizer)  # the optimizer's own state carries the rate
+    second.after_validation(9.5)  # still below the best 10.0: halved again
+    assert lr(fresh) == pytest.approx(2.5e-4)
