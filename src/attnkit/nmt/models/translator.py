@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from ..vocab_ids import NUM_SPECIAL
 
 __all__ = [
+    "AttentionLayout",
     "AttentionMaps",
     "DecoderState",
     "SourceMemory",
@@ -97,6 +98,27 @@ class AttentionMaps:
     decoder: Tensor | None = None
 
 
+@dataclass(frozen=True)
+class AttentionLayout:
+    """How many layers and heads :meth:`Translator.attention_maps` returns, without running it.
+
+    Attributes:
+        layers: ``L``, decoder layers with cross-attention (1 for an RNN).
+        heads: ``H``, heads per attention layer (1 for an RNN).
+        encoder_layers: ``Le``, encoder layers with self-attention; 0 when the
+            encoder has none (an RNN).
+        decoder_self_attention: whether the decoder has causal self-attention.
+        alignment_layer: the decoder layer (0-based) whose head-averaged
+            cross-attention :meth:`Translator.step` returns.
+    """
+
+    layers: int
+    heads: int
+    encoder_layers: int = 0
+    decoder_self_attention: bool = False
+    alignment_layer: int = 0
+
+
 class Translator(nn.Module, ABC):
     """An encoder-decoder translator with attention (see the module docstring).
 
@@ -141,6 +163,11 @@ class Translator(nn.Module, ABC):
         check_source(src, src_lengths)
         check_ids("src", src, self.src_vocab_size)
         return self._encode(src, src_lengths)
+
+    @property
+    @abstractmethod
+    def attention_layout(self) -> AttentionLayout:
+        """The layer and head counts of :meth:`attention_maps` (read from the architecture)."""
 
     @abstractmethod
     def initial_state(self, memory: SourceMemory) -> DecoderState:

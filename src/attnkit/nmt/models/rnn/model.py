@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from torch import Tensor
 
-from ..translator import AttentionMaps, Translator
+from ..translator import AttentionLayout, AttentionMaps, Translator
 from .decoder import AttentionDecoder, RNNMemory, RNNState
 from .encoder import RNNEncoder
 
@@ -120,6 +120,11 @@ class RNNTranslator(Translator):
             input_feeding=config.input_feeding,
             tie_output_embeddings=config.tie_output_embeddings,
         )
+
+    @property
+    def attention_layout(self) -> AttentionLayout:
+        """One attention (layer 1, head 1), no self-attention."""
+        return AttentionLayout(layers=1, heads=1)
 
     def _encode(self, src: Tensor, src_lengths: Tensor) -> RNNMemory:
         return self.decoder.prepare(self.encoder(src, src_lengths), src_lengths)

@@ -36,7 +36,7 @@ from torch.nn import functional as F
 
 from ....attention import KVCache, padding_mask
 from ...vocab_ids import PAD
-from ..translator import AttentionMaps, Translator
+from ..translator import AttentionLayout, AttentionMaps, Translator
 from .embedding import Positions
 from .layers import DecoderLayer, EncoderLayer
 
@@ -200,6 +200,17 @@ class TransformerTranslator(Translator):
         self.output_bias = nn.Parameter(torch.zeros(tgt_vocab_size))
         self._reset_parameters()
         self.alignment_layer = config.alignment_layer % config.decoder_layers
+
+    @property
+    def attention_layout(self) -> AttentionLayout:
+        """Every decoder layer's cross- and self-attention, every encoder layer's self-attention."""
+        return AttentionLayout(
+            layers=self.config.decoder_layers,
+            heads=self.config.heads,
+            encoder_layers=self.config.encoder_layers,
+            decoder_self_attention=True,
+            alignment_layer=self.alignment_layer,
+        )
 
     def _reset_parameters(self) -> None:
         # Xavier-uniform matrices as torch.nn.Transformer; embeddings N(0, D^-1/2), so
