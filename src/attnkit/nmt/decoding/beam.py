@@ -1,0 +1,339 @@
+"""Batched beam search for any :class:`~attnkit.nmt.models.translator.Translator`,
+returning alignments.
+
+Like greedy search (:mod:`attnkit.nmt.decoding.greedy`), it decodes a batch
+of sentences together and returns, per sentence, the output tokens and the
+attention weights of every output step, trimmed to the sentence's real source
+length. Each sentence may emit at most
+``int(max_len_a * src_len + max_len_b)`` tokens, counting ``<eos>``; ``<pad>``
+and ``<bos>`` are never emitted.
+
+Beam search (as in Sutskever et al. 2014 and Wu et al. 2016, the GNMT
+paper) keeps ``K`` live hypotheses per sentence, all sentences in one batch of
+``B*K`` rows. At each step it takes the ``2K`` best extensions of each
+sentence's beams; those ending in ``<eos>`` that rank in the top ``K`` are
+finished, and the best ``K`` others stay alive, so a sentence always has ``K``
+live beams. A sentence stops at its length limit (its live beams are then
+finished as they stand), or once it has ``K`` finished hypotheses and no live
+beam could still reach a better score (log-probabilities only fall as tokens
+are added; the bound uses the largest length penalty still reachable). Finished
+hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
+``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
+``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
+plain log-probability. The GNMT coverage penalty of the same equation can be
+added, ``cp(x; y) = beta * sum_i log(min(sum_t p_ti, 1))`` over the source
+tokens ``i`` (a final ``</s>`` left out: it is no word of the sentence) and
+the output steps ``t``: it lowers the score of a finished hypothesis whose
+attention left source tokens uncovered (``beta = 0``, the default, turns it
+off). Since ``cp <= 0``, the stopping
+bound below stays valid. ``no_repeat_ngram = n`` rules out any token that
+would repeat an n-gram the hypothesis already holds (greedy search too), so
+no output repeats an n-gram. Finished sentences leave the batch
+(``index_select`` on the source memory and the decoder state).
+
+Notation: ``B`` sentences, ``K`` beam size, ``N = B*K`` rows, ``S`` source
+length, ``t`` steps so far, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..models.translator import DecoderState, SourceMemory, Translator
+from ..vocab_ids import BOS, EOS
+from .inference import inference
+from .settings import SearchSettings
+from .steps import Hypothesis, block_repeats, max_lengths, next_log_probs
+
+__all__ = ["beam_search", "beam_search_n_best", "coverage_penalty", "length_penalty"]
+
+
+def length_penalty(steps: int, alpha: float) -> float:
+    """GNMT length penalty ``((5 + steps) / 6) ** alpha`` (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + steps) / 6.0) ** alpha
+
+
+def coverage_penalty(weights: Tensor, beta: float) -> float:
+    """GNMT coverage penalty ``cp = beta * sum_i log(min(sum_t p_ti, 1))`` (Wu et al. 2016, eq. 14).
+
+    Args:
+        weights: attention of one hypothesis ``(t, S_i)``, float: one row per
+            output step, one column per real source token.
+        beta: the penalty weight, >= 0; 0 gives exactly 0.0.
+
+    Returns:
+        ``cp <= 0``; a source token that received no attention at all counts
+        as the smallest positive float32 (log about -87) instead of ``-inf``.
+    """
+    if beta == 0:
+        return 0.0
+    cover = weights.float().sum(dim=0)  # (S_i,) attention each source token received
+    cover = cover.clamp(min=torch.finfo(torch.float32).tiny, max=1.0)
+    return beta * float(cover.log().sum())
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """How a finished hypothesis is scored: ``log p / lp(alpha) + cp(beta)`` (GNMT eq. 14).
+
+    ``words[b]``: how many leading source tokens of sentence ``b`` the coverage
+    penalty counts (its real length, less a final ``</s>``).
+    """
+
+    alpha: float
+    beta: float
+    words: list[int]
+
+    def score(self, log_prob: float, steps: int, weights: Tensor, sentence: int) -> float:
+        cp = coverage_penalty(weights[:, : self.words[sentence]], self.beta)  # (t, words)
+        return log_prob / length_penalty(steps, self.alpha) + cp
+
+
+def _source_words(src: Tensor, src_lengths: Tensor) -> list[int]:
+    """Real source lengths ``(B,)`` less one where the source ends in ``</s>``."""
+    last = src.gather(1, (src_lengths.long() - 1)[:, None])[:, 0]  # (B,)
+    return (src_lengths.long() - (last == EOS).long()).tolist()
+
+
+@dataclass
+class _Beams:
+    """Live beams of the sentences still being decoded (``n`` sentences, ``N = n*K`` rows)."""
+
+    sentence: Tensor  # (n,) long, original index of each live sentence
+    scores: Tensor  # (n, K) cumulative log-probabilities
+    tokens: Tensor  # (N, t) long, emitted tokens
+    weights: Tensor  # (N, t, S) attention weights
+    state: DecoderState  # batch N
+    memory: SourceMemory  # batch N
+
+    def index_select(self, sentences: Tensor, rows: Tensor) -> _Beams:
+        """Keep/reorder sentences ``(n',)`` and rows ``(N',)`` (both long indices)."""
+        return _Beams(
+            self.sentence[sentences],
+            self.scores[sentences],
+            self.tokens[rows],
+            self.weights[rows],
+            self.state.index_select(rows),
+            self.memory.index_select(rows),
+        )
+
+
+def beam_search(
+    model: Translator,
+    src: Tensor,
+    src_lengths: Tensor,
+    settings: SearchSettings = SearchSettings(),  # noqa: B008 (frozen, so safe as a default)
+    **overrides: float | int,
+) -> list[Hypothesis]:
+    """Batched beam search; the best hypothesis per sentence (see the module docstring).
+
+    Args:
+        model: the translator (run in eval mode without gradients here).
+        src: ``(B, S)`` long, padded with PAD.
+        src_lengths: ``(B,)`` integer, any order.
+        settings: beam size K (1 gives the greedy translation), length and
+            coverage penalties, n-gram blocking and the length limit.
+        **overrides: fields of ``settings`` to replace (e.g. ``beam_size=4``).
+
+    Returns:
+        one :class:`Hypothesis` per sentence, in input order; ``score`` is
+        ``log p(y) / lp(y) + cp(x; y)``.
+
+    Raises:
+        ValueError: a bad override (``beam_size < 1``, ``coverage_penalty < 0``),
+            bad source tensors or a length limit < 1.
+    """
+    n_best = beam_search_n_best(model, src, src_lengths, settings, **overrides)
+    return [hypotheses[0] for hypotheses in n_best]
+
+
+def beam_search_n_best(
+    model: Translator,
+    src: Tensor,
+    src_lengths: Tensor,
+    settings: SearchSettings = SearchSettings(),  # noqa: B008 (frozen, so safe as a default)
+    **overrides: float | int,
+) -> list[list[Hypothesis]]:
+    """Like :func:`beam_search`, but every finished hypothesis per sentence, best first.
+
+    Each sentence gets at least ``K`` hypotheses (fewer only when it reached
+    its length limit first), each with its own attention weights.
+    """
+    settings = settings.with_overrides(**overrides)
+    beam_size = settings.beam_size
+    with inference(model):
+        memory = model.encode(src, src_lengths)
+        ranking = _Ranking(
+            settings.length_penalty, settings.coverage_penalty, _source_words(src, memory.lengths)
+        )
+        limits = max_lengths(memory.lengths, settings.max_len_a, settings.max_len_b).tolist()
+        finished: list[list[Hypothesis]] = [[] for _ in limits]
+        beams = _initial_beams(model, memory, beam_size)
+        step = 0
+        while beams.sentence.numel():
+            step += 1
+            log_probs, weights, state = next_log_probs(
+                model, beams.tokens[:, -1], beams.state, beams.memory
+            )
+            block_repeats(log_probs, beams.tokens[:, 1:], settings.no_repeat_ngram)
+            beams.weights = torch.cat([beams.weights, weights[:, None]], dim=1)  # (N, t, S)
+            beams.state = state
+            candidates = _top_candidates(beams.scores, log_probs, beam_size)
+            _finish_eos(beams, candidates, step, beam_size, ranking, finished)
+            beams = _advance(beams, candidates, beam_size)
+            _finish_at_limit(beams, step, limits, ranking, finished)
+            beams = _drop_done(beams, step, limits, ranking, finished)
+    return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
+
+
+def _initial_beams(model: Translator, memory: SourceMemory, k: int) -> _Beams:
+    """Expand every sentence to K rows; only beam 0 is live at the first step."""
+    (batch, src_len), device = memory.mask.shape, memory.mask.device
+    rows = torch.arange(batch, device=device).repeat_interleave(k)  # (N,)
+    scores = torch.full((batch, k), -torch.inf, device=device)
+    scores[:, 0] = 0.0  # the other K-1 copies would only duplicate beam 0
+    tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
+    weights = torch.zeros(batch * k, 0, src_len, device=device)  # (N, 0, S)
+    expanded = memory.index_select(rows)
+    sentences = torch.arange(batch, device=device)
+    return _Beams(sentences, scores, tokens, weights, model.initial_state(expanded), expanded)
+
+
+def _top_candidates(scores: Tensor, log_probs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best one-token extensions per sentence: ``scores, beam, token``, each ``(n, 2K)``."""
+    n, vocab = scores.shape[0], log_probs.shape[-1]
+    total = scores[:, :, None] + log_probs.view(n, k, vocab)  # (n, K, V)
+    top_scores, flat = total.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
+    return top_scores, flat // vocab, flat % vocab
+
+
+def _finish_eos(
+    beams: _Beams,
+    candidates: tuple[Tensor, Tensor, Tensor],
+    step: int,
+    k: int,
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
+) -> None:
+    """Record the candidates that end in EOS and rank in the top K of their sentence."""
+    scores, beam, token = candidates
+    rank = torch.arange(scores.shape[1], device=scores.device)  # (2K,)
+    is_final = (token == EOS) & (rank < k) & torch.isfinite(scores)  # (n, 2K)
+    if not bool(is_final.any()):
+        return
+    score_rows, beam_rows = scores.tolist(), beam.tolist()
+    picks = [(i, i * k + beam_rows[i][j], score_rows[i][j]) for i, j in is_final.nonzero().tolist()]
+    _record(beams, picks, step, ranking, finished)
+
+
+def _record(
+    beams: _Beams,
+    picks: list[tuple[int, int, float]],
+    step: int,
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
+) -> None:
+    """Store finished hypotheses; ``picks`` holds (live sentence, row, log-probability)."""
+    if not picks:
+        return
+    rows = torch.tensor([row for _, row, _ in picks], device=beams.tokens.device)  # (P,)
+    tokens = beams.tokens[rows, 1:].tolist()  # drop BOS; an ending EOS is not stored
+    weights = beams.weights[rows].float().cpu()  # (P, t, S)
+    lengths = beams.memory.lengths[rows].tolist()
+    sentences = beams.sentence.tolist()
+    for p, (i, _, log_prob) in enumerate(picks):
+        own = weights[p, :, : lengths[p]].clone()  # (t, S_i)
+        score = ranking.score(log_prob, step, own, sentences[i])
+        hyp = Hypothesis(tokens[p], own, score, log_prob)
+        finished[sentences[i]].append(hyp)
+
+
+def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -> _Beams:
+    """Keep the K best non-EOS candidates per sentence as the new live beams."""
+    scores, beam, token = candidates
+    width = scores.shape[1]
+    # Sort EOS candidates after all others, keeping rank order within each group.
+    order = ((token == EOS).long() * width + torch.arange(width, device=scores.device)).argsort(
+        dim=-1
+    )[:, :k]  # (n, K)
+    n = scores.shape[0]
+    rows = (torch.arange(n, device=scores.device)[:, None] * k + beam.gather(1, order)).view(-1)
+    kept = _Beams(
+        beams.sentence,
+        scores.gather(1, order),  # (n, K)
+        beams.tokens[rows],
+        beams.weights[rows],
+        beams.state.index_select(rows),
+        beams.memory,  # rows of one sentence share its source, no reorder needed
+    )
+    kept.tokens = torch.cat([kept.tokens, token.gather(1, order).view(-1, 1)], dim=1)  # (N, t+1)
+    return kept
+
+
+def _finish_at_limit(
+    beams: _Beams,
+    step: int,
+    limits: list[int],
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
+) -> None:
+    """Finish, without EOS, the live beams of sentences that reached their length limit."""
+    k = beams.scores.shape[1]
+    picks = [
+        (i, i * k + j, log_prob)
+        for i, (sentence, row_scores) in enumerate(
+            zip(beams.sentence.tolist(), beams.scores.tolist(), strict=True)
+        )
+        if step >= limits[sentence]
+        for j, log_prob in enumerate(row_scores)
+        if log_prob != -math.inf
+    ]
+    _record(beams, picks, step, ranking, finished)
+
+
+def _drop_done(
+    beams: _Beams,
+    step: int,
+    limits: list[int],
+    ranking: _Ranking,
+    finished: list[list[Hypothesis]],
+) -> _Beams:
+    """Remove the sentences that are at their length limit or can no longer improve.
+
+    A sentence is done once it has K finished hypotheses and the best of them
+    scores at least as well as any live beam still could: live log-probabilities
+    only fall as tokens are added, so a live beam's best possible final score
+    is its log-probability over the largest length penalty it can still reach
+    (the coverage penalty is <= 0, so leaving it out keeps this an upper bound).
+    Stopping at K finished hypotheses alone would end a sentence on K early,
+    poor ``<eos>`` candidates while a far better beam is still one step short.
+    """
+    k = beams.scores.shape[1]
+    best_live = beams.scores.max(dim=1).values.tolist()  # (n,)
+    keep = [
+        i
+        for i, sentence in enumerate(beams.sentence.tolist())
+        if step < limits[sentence]
+        and not _settled(finished[sentence], best_live[i], k, ranking.alpha, step, limits[sentence])
+    ]
+    if len(keep) == beams.sentence.numel():
+        return beams
+    device = beams.scores.device
+    sentences = torch.tensor(keep, dtype=torch.long, device=device)  # (n',)
+    rows = (sentences[:, None] * k + torch.arange(k, device=device)).view(-1)  # (n'*K,)
+    return beams.index_select(sentences, rows)
+
+
+def _settled(
+    done: list[Hypothesis], best_live: float, k: int, alpha: float, step: int, limit: int
+) -> bool:
+    """Whether no live beam of a sentence can beat its best finished hypothesis."""
+    if len(done) < k:
+        return False
+    # lp grows with length for alpha > 0 and shrinks for alpha < 0; logp <= 0
+    largest_penalty = max(length_penalty(step + 1, alpha), length_penalty(limit, alpha))
+    return max(h.score for h in done) >= best_live / largest_penalty

@@ -1,0 +1,77 @@
+"""The search settings: one frozen object, built once per command from the run's ``decode``
+section and the caller's overrides, and handed to every search function.
+
+Nothing here changes the loaded run's config: overrides make a new
+:class:`SearchSettings` (``settings.with_overrides(beam_size=4)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..config import DecodeConfig
+
+__all__ = ["GREEDY", "SearchSettings"]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How greedy and beam search decode (see :mod:`attnkit.nmt.decoding.search`).
+
+    Attributes:
+        beam_size: K >= 1; 1 is greedy search.
+        length_penalty: alpha of the GNMT length penalty ``((5 + |y|) / 6) ** alpha``
+            (Wu et al. 2016, eq. 14), beam search only.
+        coverage_penalty: beta >= 0 of the GNMT coverage penalty (0 = off), beam search only.
+        no_repeat_ngram: n > 0 never emits a token that repeats an n-gram (0 = off).
+        max_len_a: length limit slope: a sentence emits at most
+            ``int(max_len_a * src_len + max_len_b)`` tokens, ``<eos>`` included.
+        max_len_b: length limit intercept.
+        batch_size: sentences decoded together.
+
+    Raises:
+        ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, or a negative
+            ``coverage_penalty`` or ``no_repeat_ngram`` (the message names the field).
+    """
+
+    beam_size: int = 5
+    length_penalty: float = 1.0
+    coverage_penalty: float = 0.0
+    no_repeat_ngram: int = 0
+    max_len_a: float = 1.5
+    max_len_b: float = 10
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("beam_size", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("coverage_penalty", "no_repeat_ngram"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_config(cls, decode: DecodeConfig, **overrides: Any) -> SearchSettings:
+        """The run's ``decode`` section with ``overrides`` (a ``None`` override keeps the config's).
+
+        Raises:
+            TypeError: an override that is no field of :class:`SearchSettings`.
+            ValueError: as the class.
+        """
+        values = {f.name: getattr(decode, f.name) for f in fields(cls)}
+        return cls(**values).with_overrides(**overrides)
+
+    def with_overrides(self, **overrides: Any) -> SearchSettings:
+        """These settings with each override that is not ``None`` put in.
+
+        Raises:
+            TypeError: an override that is no field of :class:`SearchSettings`.
+            ValueError: as the class.
+        """
+        given = {name: value for name, value in overrides.items() if value is not None}
+        return replace(self, **given) if given else self
+
+
+GREEDY = SearchSettings(beam_size=1)

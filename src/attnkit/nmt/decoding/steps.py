@@ -1,0 +1,85 @@
+"""What greedy and beam search share: the :class:`Hypothesis` they return, one decoder
+step as log-probabilities, the length limits, and n-gram blocking.
+
+Notation: ``N`` rows (sentences, or sentences times beams), ``t`` steps so
+far, ``S`` source length, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..models.translator import DecoderState, SourceMemory, Translator
+from ..vocab_ids import BOS, PAD
+
+__all__ = ["Hypothesis", "block_repeats", "max_lengths", "next_log_probs"]
+
+
+@dataclass
+class Hypothesis:
+    """One translation of one sentence.
+
+    Attributes:
+        tokens: output token ids, without ``<bos>`` and ``<eos>``.
+        weights: attention weights ``(n_steps, S_i)``, float, on the CPU, one row
+            per output step: ``len(tokens) + 1`` rows when the hypothesis ended
+            with ``<eos>`` (the last row is the ``<eos>`` step), ``len(tokens)``
+            when it hit the length limit. ``S_i`` is the sentence's real length.
+        score: the ranking score: the log-probability for greedy decoding, the
+            length-normalised log-probability for beam search.
+        log_prob: ``log p(y | x)`` summed over the output steps (incl. ``<eos>``).
+    """
+
+    tokens: list[int]
+    weights: Tensor
+    score: float
+    log_prob: float
+
+    @property
+    def ended(self) -> bool:
+        """Whether the hypothesis emitted ``<eos>`` (rather than hitting the limit)."""
+        return self.weights.shape[0] > len(self.tokens)
+
+
+def max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: float) -> Tensor:
+    """Per-sentence step limits ``int(a * src_len + b)`` ``(B,)``; each must be >= 1."""
+    limits = (max_len_a * src_lengths.double() + max_len_b).floor().long()  # (B,)
+    if limits.numel() and int(limits.min()) < 1:
+        raise ValueError(
+            f"max_len_a={max_len_a} and max_len_b={max_len_b} give a length limit "
+            f"{int(limits.min())} < 1 for a source of length "
+            f"{int(src_lengths[limits.argmin()])}"
+        )
+    return limits
+
+
+def next_log_probs(
+    model: Translator, tokens: Tensor, state: DecoderState, memory: SourceMemory
+) -> tuple[Tensor, Tensor, DecoderState]:
+    """One step: log-probabilities ``(N, V)`` with PAD and BOS ruled out, weights ``(N, S)``."""
+    logits, weights, state = model.step(tokens, state, memory)
+    log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
+    log_probs[:, PAD] = -torch.inf
+    log_probs[:, BOS] = -torch.inf
+    return log_probs, weights, state
+
+
+def block_repeats(log_probs: Tensor, history: Tensor, n: int) -> None:
+    """Rule out, in place, each row's tokens that would repeat an n-gram of its ``history``.
+
+    ``log_probs`` ``(N, V)``; ``history`` ``(N, t)`` long, the tokens emitted so
+    far (no ``<bos>``); ``n <= 0`` blocks nothing. ``<eos>`` never appears in a
+    live history, so some token always stays allowed.
+    """
+    if n <= 0 or history.shape[1] < n:
+        return
+    grams = history.unfold(1, n, 1)  # (N, G, n), every n-gram so far
+    prefix = history[:, history.shape[1] - (n - 1) :]  # (N, n-1), the newest n-1 tokens
+    match = (grams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (N, G)
+    banned = torch.zeros_like(log_probs, dtype=torch.long).scatter_reduce_(
+        1, grams[:, :, -1], match.long(), "amax"
+    )  # (N, V)
+    log_probs.masked_fill_(banned.bool(), -torch.inf)
