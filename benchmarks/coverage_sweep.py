@@ -25,6 +25,7 @@ import torch
 
 from attnkit.nmt.analysis.inspect import inspect_run
 from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.decoding.settings import SearchSettings
 from attnkit.nmt.runs.loaded_run import load_run
 
 
@@ -38,13 +39,13 @@ COLUMNS = ("split", "beam", "beta", "no_repeat_ngram", "bleu", "chrf", "repeated
 
 def measure(run, corpus, split: str, beta: float, ngram: int) -> dict:
     """One setting on one split: the figures of ``inspect_run`` and the time it took."""
-    decode = run.config.decode.model_copy(
-        update={"coverage_penalty": beta, "no_repeat_ngram": ngram}
+    settings = SearchSettings.from_config(
+        run.config.decode, coverage_penalty=beta, no_repeat_ngram=ngram
     )
     start = time.perf_counter()
-    found = inspect_run(run, corpus.src, corpus.tgt, decode=decode)
+    found = inspect_run(run, corpus.src, corpus.tgt, settings)
     s = found.summary
-    values = (split, decode.beam_size, beta, ngram, found.bleu.score, found.chrf.score,
+    values = (split, settings.beam_size, beta, ngram, found.bleu.score, found.chrf.score,
               s.repeated_3gram_rate, s.under_covered, s.over_covered, s.length_ratio,
               time.perf_counter() - start)  # fmt: skip
     return dict(zip(COLUMNS, values, strict=True))

@@ -98,7 +98,10 @@ def test_align_without_input_and_bad_layer_are_one_line_errors(run_dir, files, c
     assert_one_line_error(err, "align", "--layer must be a whole number or 'mean', got 'x'")
     status, _, err = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"),
                          "--head", "3")  # fmt: skip
-    assert_one_line_error(err, "align", "head 3 is out of range: the model has 1 heads")
+    assert_one_line_error(err, "align", "head 3 does not exist: the layer has 1 (0..0)")
+    status, _, err = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"),
+                         "--head", "all")  # fmt: skip
+    assert_one_line_error(err, "align", "--head must be a whole number or 'mean', got 'all'")
 
 
 def test_inspect_prints_and_writes_the_figures_with_zero_padding_mass(run_dir, tmp_path, capsys):

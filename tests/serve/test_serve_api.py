@@ -51,11 +51,11 @@ def test_weights_are_translate_lines_weights_and_sum_to_one(served, name):
     expected = translate_lines(runs[name].run, TEXT.split("\n"))
     assert data["run"] == name and len(data["sentences"]) == 2
     for sentence, translation in zip(data["sentences"], expected, strict=True):
-        assert sentence["text"] == translation.text
+        assert sentence["translation"] == translation.text
         assert sentence["weights"] == translation.weights.tolist()  # the same numbers
-        assert len(sentence["weights"]) == len(sentence["tgt_pieces"])
+        assert len(sentence["weights"]) == len(sentence["tgt_tokens"])
         for row in sentence["weights"]:
-            assert len(row) == len(sentence["src_pieces"])
+            assert len(row) == len(sentence["src_tokens"])
         assert sentence["weight_sums"] == pytest.approx([1.0] * len(sentence["weights"]), abs=1e-5)
 
 
@@ -64,8 +64,8 @@ def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):
     batched = post(client, {"text": TEXT, "run": "rnn"})["sentences"][0]
     alone = post(client, {"text": TEXT.split("\n")[0], "run": "rnn"})["sentences"][0]
     # the short line's rows cover its own S keys only and still sum to 1: padding got 0
-    assert len(batched["src_pieces"]) < len(
-        post(client, {"text": TEXT})["sentences"][1]["src_pieces"]
+    assert len(batched["src_tokens"]) < len(
+        post(client, {"text": TEXT})["sentences"][1]["src_tokens"]
     )
     assert torch.allclose(
         torch.tensor(batched["weights"]), torch.tensor(alone["weights"]), atol=1e-6
@@ -77,7 +77,7 @@ def test_transformer_views_cover_every_layer_and_head_and_the_causal_mask(served
     client, _ = served
     sentence = post(client, {"text": "ein Hund rennt", "run": "transformer"})["sentences"][0]
     views = sentence["views"]
-    s, t = len(sentence["src_pieces"]), len(sentence["tgt_pieces"])
+    s, t = len(sentence["src_tokens"]), len(sentence["tgt_tokens"])
     assert _shape(views["cross"]) == (2, 2, t, s)
     assert _shape(views["encoder"]) == (2, 2, s, s)
     assert _shape(views["decoder"]) == (2, 2, t, t)
@@ -102,14 +102,14 @@ def test_beam_hypotheses_come_best_first_and_start_with_the_translation(served):
     sentence = data["sentences"][0]
     scores = [h["score"] for h in sentence["hypotheses"]]
     assert data["beam"] == 3 and 1 <= len(scores) <= 3 and scores == sorted(scores, reverse=True)
-    assert sentence["hypotheses"][0]["text"] == sentence["text"]
+    assert sentence["hypotheses"][0]["translation"] == sentence["translation"]
 
 
 def test_blank_lines_stay_aligned_as_empty_translations(served):
     client, _ = served
     sentences = post(client, {"text": "ein Mann\n\n\u200b\nein Hund"})["sentences"]
     assert [s["weights"] is None for s in sentences] == [False, True, True, False]
-    assert sentences[1]["text"] == "" and sentences[1]["views"] is None
+    assert sentences[1]["translation"] == "" and sentences[1]["views"] is None
 
 
 def test_an_over_long_line_is_truncated_with_a_warning(served):

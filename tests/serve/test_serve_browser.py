@@ -104,7 +104,7 @@ def test_typing_a_sentence_shows_its_translation(server, browser):
     assert card.find_element("css selector", ".source").text == "ein Hund rennt"
     assert card.find_elements("css selector", ".hypotheses li")
     queries = [n.text for n in card.find_elements("css selector", ".tok.query")]
-    assert queries == expected["tgt_pieces"]
+    assert queries == expected["tgt_tokens"]
 
 
 def test_hovering_a_token_shades_the_other_side_by_the_api_weights(server, browser, tmp_path):
@@ -185,10 +185,13 @@ def test_an_exported_file_opens_from_disk_with_its_sentences(browser, tmp_path):
     from attnkit.nmt.decoding.translate import translate_lines
     from attnkit.nmt.runs.loaded_run import load_run
     from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
 
     run = load_run(make_runs(tmp_path)["transformer"])
     lines = [INJECTED, "ein Hund rennt"]
-    path = write_html(tmp_path / "t.html", run, translate_lines(run, lines), beam_size=2)
+    translations = translate_lines(run, lines, n_best=5)
+    records = [sentence_payload(run, t, i, n_best=5) for i, t in enumerate(translations, 1)]
+    path = write_html(tmp_path / "t.html", records, beam_size=2)
     browser.get_log("browser")  # drain what earlier tests logged
     browser.get(path.as_uri())
     cards = _wait(browser, ".sentence", 2)

@@ -10,6 +10,7 @@ import pytest
 from attnkit.nmt.decoding.translate import translate_lines
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.serve import write_html
+from attnkit.serve.payload import sentence_payload
 from serve_helpers import make_runs
 
 LINES = ['ein Hund </script><script>window.__pwned = 1</script> "x"', "", "ein Mann geht"]
@@ -19,8 +20,9 @@ LINES = ['ein Hund </script><script>window.__pwned = 1</script> "x"', "", "ein M
 def page(tmp_path_factory):
     base = tmp_path_factory.mktemp("export")
     run = load_run(make_runs(base)["transformer"])
-    translations = translate_lines(run, LINES, beam_size=2)
-    return write_html(base / "translations.html", run, translations, beam_size=2), translations
+    translations = translate_lines(run, LINES, beam_size=2, n_best=5)
+    records = [sentence_payload(run, t, i, n_best=5) for i, t in enumerate(translations, 1)]
+    return write_html(base / "translations.html", records, beam_size=2), translations
 
 
 def test_the_file_embeds_every_sentence_with_the_library_weights(page):

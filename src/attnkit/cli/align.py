@@ -10,10 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from .decoding import (
+    check_search_options,
+    head_selection,
+    search_options,
+    search_settings,
+    view_options,
+)
 from .errors import UsageError
-from .nmt import apply_search_options, search_options
-
-MEAN = "mean"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,29 +67,12 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
         "(Bahdanau), else 0 (default 0: measured better for both timings, docs/align.md)",
     )
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
-    _head_options(p)
+    view_options(p, all_heads=False)
     p.set_defaults(func=run_align)
 
 
-def _head_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--layer",
-        default=None,
-        help="cross-attention layer (negative from the top) or 'mean' (default: the model's "
-        "alignment layer, the last)",
-    )
-    p.add_argument("--head", default=MEAN, help="head index or 'mean' (default)")
-
-
-def _index_or_mean(value: str | None, option: str, default: int | None) -> int | None:
-    if value is None:
-        return default
-    if value == MEAN:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{option} must be a whole number or 'mean', got {value!r}") from None
+def _warn(line: str) -> None:
+    print(f"attnkit: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _load(args: argparse.Namespace):
@@ -116,26 +103,28 @@ def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[st
 def _options(args: argparse.Namespace, model_config):
     from ..nmt.analysis.align import AlignOptions, default_shift
 
-    layer_default = getattr(model_config, "alignment_layer", -1)
+    heads = head_selection(args, all_heads=False)
     shift = default_shift(model_config) if args.shift == "auto" else int(args.shift)
     return AlignOptions(
         method=args.method,
         threshold=args.threshold,
         shift=shift,
         merge=args.merge,
-        layer=_index_or_mean(args.layer, "--layer", layer_default),
-        head=_index_or_mean(args.head, "--head", None),
+        layer=heads.layer,
+        head=heads.head,
     )
 
 
 def run_align(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.align import align_words, format_pharaoh
+    from ..nmt.decoding.selection import HeadSelection
 
     src_words, tgt_words = _word_pairs(args)
     gold = _gold(args, src_words, tgt_words) if args.gold else None
     run = _load(args)
     options = _options(args, run.config.model)
+    heads = HeadSelection(options.layer, options.head)
     alignments = align_words(
         run.model,
         run.src_tok,
@@ -156,16 +145,16 @@ def run_align(args: argparse.Namespace) -> int:
 
         score = alignment_error_rate([a.links for a in alignments], gold.sure, gold.possible)
         report = sys.stdout if args.out else sys.stderr
-        print(f"{len(alignments)} sentence pairs, {_describe(options)}", file=report)
+        layers = run.model.attention_layout
+        which = heads.caption(layers.layers, layers.alignment_layer)
+        print(f"{len(alignments)} sentence pairs, {_describe(options)}, {which}", file=report)
         print(score, file=report)
     return 0
 
 
 def _describe(options) -> str:
     rule = options.method if options.method == "argmax" else f"threshold {options.threshold}"
-    layer = MEAN if options.layer is None else options.layer
-    head = MEAN if options.head is None else options.head
-    return f"{rule}, shift {options.shift}, {options.merge} merge, layer {layer}, head {head}"
+    return f"{rule}, shift {options.shift}, {options.merge} merge"
 
 
 def _gold(args: argparse.Namespace, src_words, tgt_words):
@@ -205,7 +194,6 @@ def _register_inspect(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=("test", "valid", "train"), help="default: test")
     p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
     p.add_argument("--tgt", metavar="FILE", help="references, line-aligned with --src")
-    p.add_argument("--beam", type=int, metavar="K", help="beam size (default: the config's)")
     search_options(p)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")
@@ -233,24 +221,20 @@ def run_inspect(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.inspect import inspect_run
 
-    if args.beam is not None and args.beam < 1:
-        raise UsageError(f"--beam must be >= 1, got {args.beam}")
+    check_search_options(args)
     if args.plot:
         from ..plot import check_path
 
         check_path(args.plot)
     run = _load(args)
-    apply_search_options(args, run)
+    settings = search_settings(args, run)
     sources, references, name = _corpus(args, run)
-    decode = run.config.decode
-    if args.beam is not None:
-        decode = decode.model_copy(update={"beam_size": args.beam})
-    found = inspect_run(run, sources, references, decode=decode)
+    found = inspect_run(run, sources, references, settings, warn=_warn)
     figures = {
         "corpus": name,
-        "beam_size": decode.beam_size,
-        "coverage_penalty": decode.coverage_penalty,
-        "no_repeat_ngram": decode.no_repeat_ngram,
+        "beam_size": settings.beam_size,
+        "coverage_penalty": settings.coverage_penalty,
+        "no_repeat_ngram": settings.no_repeat_ngram,
         **found.summary.as_dict(),
     }
     figures.update(bleu=found.bleu.score, chrf=found.chrf.score)

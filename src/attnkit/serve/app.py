@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException
 
 from ..lessons import explain
 from ..nmt.data.text import is_blank
+from ..nmt.decoding.settings import SearchSettings
 from ..nmt.decoding.translate import translate_lines
 from ..nmt.runs.loaded_run import LoadedRun
 from .payload import run_info, sentence_payload
@@ -175,13 +176,17 @@ def _check_text(text: str, limits: Limits) -> list[str]:
 def _translate(served: ServedRun, lines: list[str], request: TranslateRequest) -> dict[str, Any]:
     """Runs in a worker thread; the run's lock keeps its model to one request at a time."""
     run = served.run
-    beam = run.config.decode.beam_size if request.beam is None else request.beam
+    settings = SearchSettings.from_config(run.config.decode, beam_size=request.beam)
     warnings: list[str] = []
     with served.lock:
-        translations = translate_lines(run, lines, beam_size=beam, warn=warnings.append)
+        translations = translate_lines(
+            run, lines, settings, n_best=request.n_best, warn=warnings.append
+        )
         sentences = [
-            sentence_payload(run, t, beam_size=beam, n_best=request.n_best) for t in translations
+            sentence_payload(run, t, line, n_best=request.n_best)
+            for line, t in enumerate(translations, start=1)
         ]
+    beam = settings.beam_size
     return {"run": served.name, "beam": beam, "sentences": sentences, "warnings": warnings}
 
 

@@ -1,7 +1,7 @@
 """One self-contained HTML file of translations: the explorer's page without a server.
 
 :func:`write_html` inlines the page's script and style and the sentences'
-payloads (:func:`attnkit.serve.payload.sentence_payload`, every view), so the
+records (:func:`attnkit.nmt.decoding.records.explorer_record`, every view), so the
 file opens from disk with no server and no network; hovering, the heatmap,
 the layer/head picker and the step explanation work as on ``attnkit serve``.
 Meant for ``attnkit translate ... --html FILE``.
@@ -13,11 +13,9 @@ import json
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..atomic import atomic_write_bytes
-from ..nmt.decoding.translate import Translation
-from ..nmt.runs.loaded_run import LoadedRun
-from .payload import sentence_payload
 
 __all__ = ["html_page", "write_html"]
 
@@ -25,18 +23,9 @@ __all__ = ["html_page", "write_html"]
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
-def html_page(
-    run: LoadedRun, translations: Sequence[Translation], *, beam_size: int, n_best: int = 5
-) -> str:
-    """The page's text for ``translations`` (from
-    :func:`~attnkit.nmt.decoding.translate.translate_lines` with ``beam_size``)."""
-    data = {
-        "beam": beam_size,
-        "sentences": [
-            sentence_payload(run, t, beam_size=beam_size, n_best=n_best) for t in translations
-        ],
-        "warnings": [],
-    }
+def html_page(records: Sequence[dict[str, Any]], *, beam_size: int) -> str:
+    """The page's text for the sentences' explorer records (translated with ``beam_size``)."""
+    data = {"beam": beam_size, "sentences": list(records), "warnings": []}
     static = resources.files(__package__).joinpath("static")
     script = static.joinpath("app.js").read_text(encoding="utf-8")
     style = static.joinpath("app.css").read_text(encoding="utf-8")
@@ -50,16 +39,9 @@ def html_page(
     )
 
 
-def write_html(
-    path: str | Path,
-    run: LoadedRun,
-    translations: Sequence[Translation],
-    *,
-    beam_size: int,
-    n_best: int = 5,
-) -> Path:
+def write_html(path: str | Path, records: Sequence[dict[str, Any]], *, beam_size: int) -> Path:
     """Write :func:`html_page` to ``path`` atomically (a temporary file, then rename)."""
     path = Path(path)
-    text = html_page(run, translations, beam_size=beam_size, n_best=n_best)
+    text = html_page(records, beam_size=beam_size)
     atomic_write_bytes(path, text.encode("utf-8"))
     return path

@@ -13,7 +13,6 @@ from attnkit.nmt.analysis.align import (
     merge_pieces,
     read_bitext,
     read_gold,
-    select_heads,
 )
 from attnkit.nmt.data.tokenizer import SPECIALS, WordTokenizer
 from attnkit.nmt.vocab_ids import BOS, EOS, UNK
@@ -91,14 +90,6 @@ def test_argmax_links_each_target_word_once_and_threshold_keeps_heavy_cells():
     assert extract_links(words, "argmax") == {(0, 0), (1, 1)}
     assert extract_links(words, "threshold", 0.4) == {(0, 0), (0, 1), (1, 1)}
     assert extract_links(words, "threshold", 0.9) == set()
-
-
-def test_select_heads_picks_or_averages_layers_and_heads():
-    cross = torch.rand(2, 3, 4, 5, 6)  # (B, L, H, T, S)
-    torch.testing.assert_close(select_heads(cross, -1, 2), cross[:, 2, 2])
-    torch.testing.assert_close(select_heads(cross, None, None), cross.mean(dim=(1, 2)))
-    with pytest.raises(ValueError, match="head 4 is out of range: the model has 4 heads"):
-        select_heads(cross, 0, 4)
 
 
 def test_bad_options_name_the_option():

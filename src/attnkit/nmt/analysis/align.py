@@ -5,7 +5,9 @@ no search), and its cross-attention is turned into links between source and
 target *words* (whitespace tokens, as in the gold files):
 
 1. Heads and layers: ``(B, L, H, T, S)`` -> ``(B, T, S)`` by picking one layer
-   and head or averaging them (:func:`select_heads`; an RNN has one of each).
+   and head or averaging them (:class:`~attnkit.nmt.decoding.selection.HeadSelection`,
+   the selector translate uses too: by default the model's alignment layer,
+   heads averaged; an RNN has one of each).
 2. Timing: row ``t`` of the forced pass is the step that *predicts* target
    piece ``t`` (its input is piece ``t-1``). ``shift=1`` takes instead the row
    of the step whose *input* is piece ``t`` (row ``t+1``): attention often
@@ -41,6 +43,8 @@ from torch import Tensor
 from ..data.batching import Examples, make_batch, sorted_batches
 from ..data.corpus import read_lines
 from ..data.tokenizer import Tokenizer
+from ..decoding.inference import inference
+from ..decoding.selection import HeadSelection
 from ..models.translator import Translator
 from ..vocab_ids import UNK
 from .metrics import Link
@@ -57,7 +61,6 @@ __all__ = [
     "merge_pieces",
     "read_bitext",
     "read_gold",
-    "select_heads",
 ]
 
 Method = Literal["argmax", "threshold"]
@@ -73,16 +76,17 @@ class AlignOptions:
         threshold: tau of the threshold rule, in (0, 1].
         shift: 0 (the row predicting the word) or 1 (the row reading it).
         merge: ``sum`` or ``max`` over a word's subword pieces.
-        layer: cross-attention layer (negative counts from the top), None = mean.
-        head: head within the layer, None = mean over heads.
+        layer: cross-attention layer (negative counts from the top), ``"mean"``,
+            or None: the model's alignment layer.
+        head: head within the layer, ``"mean"``, or None: the mean over heads.
     """
 
     method: Method = "argmax"
     threshold: float = 0.3
     shift: int = 0
     merge: Merge = "sum"
-    layer: int | None = -1
-    head: int | None = None
+    layer: int | Literal["mean"] | None = None
+    head: int | Literal["mean"] | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ("argmax", "threshold"):
@@ -203,21 +207,6 @@ def encode_words(tokenizer: Tokenizer, words: Sequence[str]) -> tuple[list[int],
     return ids, word_of
 
 
-def select_heads(cross: Tensor, layer: int | None, head: int | None) -> Tensor:
-    """One layer/head of cross-attention ``(B, L, H, T, S)`` -> ``(B, T, S)``; None = mean.
-
-    Raises:
-        ValueError: ``cross`` is not 5-D, or ``layer``/``head`` is out of range.
-    """
-    if cross.dim() != 5:
-        raise ValueError(f"cross must be (B, L, H, T, S), got shape {tuple(cross.shape)}")
-    for arg, index, size in (("layer", layer, cross.shape[1]), ("head", head, cross.shape[2])):
-        if index is not None and not -size <= index < size:
-            raise ValueError(f"{arg} {index} is out of range: the model has {size} {arg}s")
-    picked = cross.mean(dim=1) if layer is None else cross[:, layer]  # (B, H, T, S)
-    return picked.mean(dim=1) if head is None else picked[:, head]  # (B, T, S)
-
-
 def merge_pieces(
     weights: Tensor, tgt_word_of: Sequence[int], src_word_of: Sequence[int], merge: Merge = "sum"
 ) -> Tensor:
@@ -274,7 +263,6 @@ def extract_links(weights: Tensor, method: Method = "argmax", threshold: float =
 # ---------------------------------------------------------------- a corpus
 
 
-@torch.no_grad()
 def align_words(
     model: Translator,
     src_tok: Tokenizer,
@@ -317,13 +305,14 @@ def align_words(
     src = [encode_words(src_tok, src_words[i]) for i in wanted]
     tgt = [encode_words(tgt_tok, tgt_words[i]) for i in wanted]
     examples = Examples([ids for ids, _ in src], [ids for ids, _ in tgt])
-    was_training = model.training
-    model.eval()
-    try:
+    heads = HeadSelection(options.layer, options.head)
+    heads.check(model.attention_layout, encoder=False)
+    default = model.attention_layout.alignment_layer
+    with inference(model):
         for indices in sorted_batches(examples, batch_size):
             batch = make_batch(examples, indices).to(device)
             maps = model.attention_maps(batch.src, batch.src_lengths, batch.tgt_in)
-            pieces = select_heads(maps.cross, options.layer, options.head).float().cpu()
+            pieces = heads.pick(maps.cross, default).float().cpu()  # (B, T, S)
             for row, k in enumerate(indices):
                 (_, src_map), (_, tgt_map) = src[k], tgt[k]
                 t0 = options.shift  # rows t0 .. t0+Tp-1: drops </s> (shift 0) or <s> (shift 1)
@@ -331,6 +320,4 @@ def align_words(
                 words = merge_pieces(w, tgt_map, src_map, options.merge)  # (Tw, Sw)
                 links = extract_links(words, options.method, options.threshold)
                 results[wanted[k]] = WordAlignment(words, links)
-    finally:
-        model.train(was_training)
     return results

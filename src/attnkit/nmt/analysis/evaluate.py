@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..data.corpus import ParallelCorpus, load_split
 from ..data.text import is_blank
+from ..decoding.settings import SearchSettings
 from ..decoding.translate import translate_lines
 from ..runs.loaded_run import LoadedRun
 from .metrics import Score, chrf, sacre_bleu, tokenized_bleu
@@ -49,6 +50,7 @@ def evaluate_corpus(
     run: LoadedRun,
     corpus: ParallelCorpus,
     name: str,
+    settings: SearchSettings | None = None,
     *,
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
@@ -64,7 +66,8 @@ def evaluate_corpus(
         run: the loaded run that translates.
         corpus: the test set, read with ``keep_empty=True``.
         name: what the test set is called in messages (``"the test split"``, a file).
-        beam_size: beam size (1 = greedy); ``None`` takes the run's ``decode.beam_size``.
+        settings: the search settings (default: the run's ``decode`` section).
+        beam_size: overrides the settings' beam size (1 = greedy) when given.
         warn: hears of sources truncated to :func:`input_limit` (the score then
             covers truncated inputs).
 
@@ -76,7 +79,7 @@ def evaluate_corpus(
     if not any(not is_blank(s) and not is_blank(t) for s, t in pairs):
         detail = f" ({len(corpus)} lines, each with an empty side)" if len(corpus) else ""
         raise ValueError(f"no sentence pairs in {name}{detail}")
-    translations = translate_lines(run, corpus.src, beam_size=beam_size, warn=warn)
+    translations = translate_lines(run, corpus.src, settings, beam_size=beam_size, warn=warn)
     hyps = [t.text for t in translations]
     return Evaluation(
         name,
@@ -93,6 +96,7 @@ def evaluate_corpus(
 def evaluate_run(
     run: LoadedRun,
     split: str = "test",
+    settings: SearchSettings | None = None,
     *,
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
@@ -105,4 +109,5 @@ def evaluate_run(
         FileNotFoundError: a file of the split is missing.
     """
     corpus = load_split(run.config.data, split, keep_empty=True)
-    return evaluate_corpus(run, corpus, f"the {split} split", beam_size=beam_size, warn=warn)
+    name = f"the {split} split"
+    return evaluate_corpus(run, corpus, name, settings, beam_size=beam_size, warn=warn)

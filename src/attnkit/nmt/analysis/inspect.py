@@ -1,6 +1,9 @@
 """Diagnosing a trained run's attention on a corpus: translate, then measure (``attnkit inspect``).
 
-The sources are translated with the run's search settings; the outputs are
+The sources are prepared as every command prepares them
+(:func:`attnkit.nmt.decoding.translate.prepare_sources`: cleaned, tokenized,
+truncated with a warning) and translated with the run's search settings; the
+outputs are
 then force-decoded in padded, length-sorted batches (the forced pass gives the
 weights of step-by-step decoding, and the padding lets the padding-mass check
 see real padded batches), and :func:`attnkit.nmt.analysis.diagnostics.summarize`
@@ -9,15 +12,16 @@ reduces the weights and texts to corpus figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from ..config import DecodeConfig
 from ..data.batching import Examples, make_batch, sorted_batches
-from ..decoding.translate import decode_ids, input_limit
+from ..decoding.inference import inference
+from ..decoding.search import decode_examples
+from ..decoding.settings import SearchSettings
+from ..decoding.translate import prepare_sources
 from ..runs.loaded_run import LoadedRun
 from ..vocab_ids import PAD
 from .diagnostics import Summary, summarize
@@ -45,21 +49,22 @@ class Inspection:
     hypotheses: list[str]
 
 
-@torch.no_grad()
 def inspect_run(
     run: LoadedRun,
     sources: Sequence[str],
     references: Sequence[str],
+    settings: SearchSettings | None = None,
     *,
-    decode: DecodeConfig | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Inspection:
     """Translate ``sources`` and measure the attention that produced the outputs.
 
     Args:
         run: a loaded run (:func:`attnkit.nmt.runs.loaded_run.load_run`).
-        sources: source sentences (blank ones are translated to ``""``).
+        sources: source sentences; a blank one gets ``""`` and no attention figures.
         references: one reference per source.
-        decode: search settings (default: the run's ``decode`` section).
+        settings: search settings (default: the run's ``decode`` section).
+        warn: hears of sources truncated to the model's input limit.
 
     Returns:
         the :class:`Inspection`.
@@ -72,25 +77,23 @@ def inspect_run(
             f"sources has {len(sources)} lines and references {len(references)}; they must "
             "match and not be empty"
         )
-    decode = decode or run.config.decode
-    limit = input_limit(run.config)
-    src_ids = [run.src_tok.encode(line.strip())[:limit] for line in sources]
-    hyps = decode_ids(run, src_ids, decode)
-    texts = [run.tgt_tok.decode(h.tokens) for h in hyps]
-    forced = Examples(src_ids, [h.tokens for h in hyps])
-    summary, cover = summarize(_forced_batches(run, forced, decode.batch_size), texts, references)
+    settings = settings or SearchSettings.from_config(run.config.decode)
+    prepared = prepare_sources(run, sources, warn=warn)
+    hyps = decode_examples(run.model, Examples(prepared.ids), settings, device=run.device)
+    texts = [""] * len(sources)  # a blank source gets "", as translate gives it
+    for i, h in zip(prepared.wanted, hyps, strict=True):
+        texts[i] = run.tgt_tok.decode(h.tokens)
+    forced = Examples(prepared.ids, [h.tokens for h in hyps])
+    batches = _forced_batches(run, forced, settings.batch_size)
+    summary, cover = summarize(batches, texts, references)
     return Inspection(summary, cover, sacre_bleu(texts, references), chrf(texts, references), texts)
 
 
 def _forced_batches(run: LoadedRun, examples: Examples, batch_size: int):
     """``(weights (B, T, S), src_lengths (B,), tgt_lengths (B,))`` of each forced batch."""
-    was_training = run.model.training
-    run.model.eval()
-    try:
+    with inference(run.model):
         for indices in sorted_batches(examples, batch_size):
             batch = make_batch(examples, indices).to(run.device)
             _, weights = run.model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
             tgt_lengths = (batch.tgt_out != PAD).sum(dim=1)  # (B,), </s> step included
             yield weights.float().cpu(), batch.src_lengths.cpu(), tgt_lengths.cpu()
-    finally:
-        run.model.train(was_training)

@@ -1,4 +1,4 @@
-"""Translating a stream buffer by buffer, and the records that show its attention.
+"""Translating a stream buffer by buffer.
 
 ``attnkit translate RUN < input`` reads stdin in buffers of at most
 ``buffer_size`` lines (:func:`read_buffers`) and translates each buffer as
@@ -7,13 +7,8 @@ not the file, and an interactive pipe gets its answer without waiting for
 more input: when no more bytes are ready on the file descriptor (``select``),
 the lines that have arrived form a buffer of their own. Inside a buffer,
 sentences are decoded in length-sorted batches
-(:func:`attnkit.nmt.decoding.search.decode_examples`) and come back in input order.
-
-:func:`json_record` is one line of ``--attention-json``: the source, its
-translation, tokens and attention weights (rows = target tokens, columns =
-source tokens, as :func:`attnkit.plot.read_weights` reads them) and, on
-request, the N best beam hypotheses (:func:`n_best`, which runs
-:func:`attnkit.nmt.decoding.search.beam_search_n_best`).
+(:func:`attnkit.nmt.decoding.search.decode_n_best`) and come back in input order.
+Where the translations go is :mod:`attnkit.nmt.decoding.output`'s business.
 """
 
 from __future__ import annotations
@@ -21,20 +16,18 @@ from __future__ import annotations
 import io
 import os
 import select
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
-from torch import Tensor
-
-from ..data.batching import Examples, make_batch, sorted_batches
 from ..runs.loaded_run import LoadedRun
-from .search import Hypothesis, beam_search_n_best
-from .translate import EOS_LABEL, Translation, translate_lines
+from .settings import SearchSettings
+from .translate import Translation, translate_lines
 
 __all__ = [
     "LineSplitter",
-    "json_record",
-    "n_best",
+    "input_buffers",
+    "is_regular_file",
     "read_buffers",
     "split_input",
     "translate_buffers",
@@ -137,6 +130,30 @@ def read_buffers(
         yield pending[start : start + buffer_size]
 
 
+def input_buffers(
+    sentences: Sequence[str],
+    stdin: TextIO,
+    buffer_size: int,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Sequence[str]]:
+    """``sentences`` in buffers of ``buffer_size``, or, when there are none, ``stdin``'s
+    lines as :func:`read_buffers` reads them (from its bytes when it has any)."""
+    if sentences:
+        return (sentences[i : i + buffer_size] for i in range(0, len(sentences), buffer_size))
+    binary = getattr(stdin, "buffer", None)
+    if binary is None:  # a text stream without bytes underneath (e.g. io.StringIO)
+        binary = io.BytesIO(stdin.read().encode("utf-8", "replace"))
+    return read_buffers(binary, buffer_size, warn=warn)
+
+
+def is_regular_file(stream: TextIO | BinaryIO) -> bool:
+    """Whether ``stream`` reads a regular file (not a pipe or terminal, not a captured stream)."""
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # no descriptor (captured in tests)
+        return False
+
+
 def _fileno(stream: BinaryIO) -> int | None:
     try:
         return stream.fileno()
@@ -147,11 +164,13 @@ def _fileno(stream: BinaryIO) -> int | None:
 def translate_buffers(
     run: LoadedRun,
     buffers: Iterable[Sequence[str]],
+    settings: SearchSettings | None = None,
     *,
-    beam_size: int | None = None,
+    n_best: int = 0,
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[int, list[Translation]]]:
-    """Translate buffer after buffer (:func:`translate_lines`), as each one comes.
+    """Translate buffer after buffer (:func:`translate_lines` with ``settings`` and
+    ``n_best``), as each one comes.
 
     Yields:
         ``(first, translations)``: the 1-based number of the buffer's first line
@@ -159,89 +178,8 @@ def translate_buffers(
     """
     first = 1
     for lines in buffers:
-        yield first, translate_lines(run, lines, beam_size=beam_size, warn=warn, first_line=first)
-        first += len(lines)
-
-
-def n_best(
-    run: LoadedRun, translations: Sequence[Translation], n: int, beam_size: int | None = None
-) -> list[list[Hypothesis]]:
-    """The ``n`` best beam hypotheses of each translation's (possibly truncated) source.
-
-    The beam is ``max(n, beam_size)`` wide (``beam_size`` defaults to the run's
-    ``decode.beam_size``); an empty source gets no hypotheses.
-
-    Returns:
-        per translation, at most ``n`` hypotheses, best first.
-    """
-    decode = run.config.decode
-    width = max(n, decode.beam_size if beam_size is None else beam_size)
-    wanted = [i for i, t in enumerate(translations) if t.weights is not None]
-    sources = Examples([translations[i].src_ids for i in wanted])
-    found: list[list[Hypothesis]] = [[] for _ in translations]
-    for indices in sorted_batches(sources, decode.batch_size) if wanted else []:
-        batch = make_batch(sources, indices).to(run.device)
-        hyps = beam_search_n_best(
-            run.model,
-            batch.src,
-            batch.src_lengths,
-            beam_size=width,
-            length_penalty=decode.length_penalty,
-            coverage_penalty=decode.coverage_penalty,
-            no_repeat_ngram=decode.no_repeat_ngram,
-            max_len_a=decode.max_len_a,
-            max_len_b=decode.max_len_b,
+        yield (
+            first,
+            translate_lines(run, lines, settings, n_best=n_best, warn=warn, first_line=first),
         )
-        for index, best in zip(indices, hyps, strict=True):
-            found[wanted[index]] = best[:n]
-    return found
-
-
-def json_record(
-    run: LoadedRun,
-    translation: Translation,
-    line: int,
-    weights: Tensor | None = None,
-    hypotheses: Sequence[Hypothesis] | None = None,
-) -> dict:
-    """One ``--attention-json`` object for input line ``line`` (1-based).
-
-    Keys: ``line``, ``source``, ``translation``, ``score``, ``src_tokens``
-    (``S`` source tokens with ``</s>``), ``tgt_tokens`` (``T`` output tokens,
-    ``</s>`` when produced), ``weights`` (``T`` rows of ``S`` floats, or null
-    for an empty line), ``row_labels``/``col_labels`` (the target/source
-    tokens, so that :func:`attnkit.plot.read_weights` reads an entry as it
-    is) and, when ``hypotheses`` is given, ``hypotheses``: a list of
-    ``{"translation", "tgt_tokens", "weights", "score"}``, best first.
-    ``weights`` (T, S) replaces the translation's own (``--layer``/``--head``).
-    """
-    weights = translation.weights if weights is None else weights
-    record = {
-        "line": line,
-        "source": translation.source,
-        "translation": translation.text,
-        "score": translation.score,
-        "src_tokens": translation.src_pieces,
-        "tgt_tokens": translation.tgt_pieces,
-        "weights": None if weights is None else _rounded(weights),
-        "row_labels": translation.tgt_pieces,
-        "col_labels": translation.src_pieces,
-    }
-    if hypotheses is not None:
-        record["hypotheses"] = [_hypothesis_record(run, h) for h in hypotheses]
-    return record
-
-
-def _hypothesis_record(run: LoadedRun, hyp: Hypothesis) -> dict:
-    pieces = run.tgt_tok.pieces(hyp.tokens) + ([EOS_LABEL] if hyp.ended else [])
-    return {
-        "translation": run.tgt_tok.decode(hyp.tokens),
-        "tgt_tokens": pieces,
-        "weights": _rounded(hyp.weights),
-        "score": float(hyp.score),
-    }
-
-
-def _rounded(weights: Tensor) -> list[list[float]]:
-    """(T, S) weights as nested lists, 6 decimals (smaller files, same pictures)."""
-    return [[round(w, 6) for w in row] for row in weights.detach().cpu().float().tolist()]
+        first += len(lines)

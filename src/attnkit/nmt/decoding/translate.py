@@ -11,7 +11,9 @@ Odd input never crashes translation: unseen characters and other scripts
 become ``<unk>``, inputs longer than the model's limit (:func:`input_limit`)
 are truncated with a warning, and a translation never contains a line break.
 (Bytes that are not UTF-8 are replaced by U+FFFD when stdin is split into
-lines: :class:`attnkit.nmt.decoding.streaming.LineSplitter`.)
+lines: :class:`attnkit.nmt.decoding.streaming.LineSplitter`.) Every command
+that feeds text to the model (translate, evaluate, inspect, the explorer)
+prepares it with :func:`prepare_sources`, so they all see the same tokens.
 """
 
 from __future__ import annotations
@@ -22,18 +24,20 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from ..config import DecodeConfig, RunConfig
+from ..config import RunConfig
 from ..data.batching import Examples
 from ..data.text import is_blank
 from ..runs.loaded_run import LoadedRun
 from ..vocab_ids import EOS, SPECIAL_TOKENS
-from .search import Hypothesis, decode_examples
+from .search import Hypothesis, decode_n_best
+from .settings import SearchSettings
 
 __all__ = [
+    "Sources",
     "Translation",
     "alignment_text",
-    "decode_ids",
     "input_limit",
+    "prepare_sources",
     "translate_lines",
 ]
 
@@ -52,7 +56,9 @@ class Translation:
     subwords and EOS). Empty input gives an empty translation with no weights.
     ``src_ids`` (without EOS) and ``output_ids`` (EOS included when produced)
     are what :func:`attnkit.nmt.decoding.views.attention_views` needs to show every
-    layer and head.
+    layer and head. ``hypotheses`` holds, when :func:`translate_lines` was asked
+    for ``n_best``, the search's best hypotheses as translations of the same
+    source, best first (the first is this translation); else it is empty.
     """
 
     source: str
@@ -64,6 +70,7 @@ class Translation:
     truncated_from: int | None = None  # source length in tokens before truncation
     src_ids: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
+    hypotheses: list[Translation] = field(default_factory=list)  # the n best, when asked
 
 
 def input_limit(config: RunConfig) -> int:
@@ -78,83 +85,107 @@ def _clean(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
-def decode_ids(
-    run: LoadedRun, ids: Sequence[Sequence[int]], decode: DecodeConfig
-) -> list[Hypothesis]:
-    """Search for translations of tokenized sources with the settings of ``decode``.
+@dataclass
+class Sources:
+    """Lines made ready for search by :func:`prepare_sources`.
 
-    Args:
-        run: the loaded run (its model and device).
-        ids: source token ids per sentence, without specials.
-        decode: beam size, length and coverage penalties, n-gram blocking, limits.
-
-    Returns:
-        one :class:`~attnkit.nmt.decoding.search.Hypothesis` per source, in input order.
+    Attributes:
+        lines: every input line, cleaned (valid Unicode, on one line).
+        wanted: indices of the lines that have tokens (the others are blank).
+        ids: per wanted line, its token ids (no specials), cut to the input limit.
+        lengths: per wanted line, its token count before the cut.
     """
-    return decode_examples(
-        run.model,
-        Examples([list(x) for x in ids]),
-        beam_size=decode.beam_size,
-        length_penalty=decode.length_penalty,
-        coverage_penalty=decode.coverage_penalty,
-        no_repeat_ngram=decode.no_repeat_ngram,
-        max_len_a=decode.max_len_a,
-        max_len_b=decode.max_len_b,
-        batch_size=decode.batch_size,
-        device=run.device,
-    )
+
+    lines: list[str]
+    wanted: list[int]
+    ids: list[list[int]]
+    lengths: list[int]
+
+
+def prepare_sources(
+    run: LoadedRun,
+    lines: Sequence[str],
+    *,
+    warn: Callable[[str], None] | None = None,
+    first_line: int = 1,
+) -> Sources:
+    """Clean, blank-check, tokenize and truncate source lines: what the model will read.
+
+    A line is blank when :func:`attnkit.nmt.data.text.is_blank` says so, or (a
+    guard for a tokenizer that normalises more away) when it encodes to no
+    tokens; blank lines are left out of ``ids``. Sources longer than
+    :func:`input_limit` tokens are cut to it; ``warn`` is told which line and
+    how long it was, counting ``lines[0]`` as line ``first_line``.
+    """
+    limit = input_limit(run.config)
+    lines = [_clean(line) for line in lines]
+    encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
+    wanted = [i for i, x in encoded.items() if x]
+    lengths = [len(encoded[i]) for i in wanted]
+    for i, n in zip(wanted, lengths, strict=True):
+        if n > limit and warn is not None:
+            warn(f"line {i + first_line}: {n} tokens, truncated to the model's limit of {limit}")
+    return Sources(lines, wanted, [encoded[i][:limit] for i in wanted], lengths)
 
 
 def translate_lines(
     run: LoadedRun,
     lines: Sequence[str],
+    settings: SearchSettings | None = None,
     *,
     beam_size: int | None = None,
+    n_best: int = 0,
     warn: Callable[[str], None] | None = None,
     first_line: int = 1,
 ) -> list[Translation]:
     """Translate each line; blank lines translate to ``""``. One result per line, same order.
 
-    A line is blank when :func:`attnkit.nmt.data.text.is_blank` says so, or (a guard
-    for a tokenizer that normalises more away) when it encodes to no tokens;
-    the model never sees an empty source. Sources longer than
-    :func:`input_limit` tokens are cut to it; ``warn`` is told which line
-    and how long it was, counting ``lines[0]`` as line ``first_line`` (a buffer
-    of a longer stream passes its first line's number).
+    Args:
+        run: the loaded run.
+        lines: source text, one sentence per line (see :func:`prepare_sources`).
+        settings: the search settings (default: the run's ``decode`` section).
+        beam_size: overrides ``settings.beam_size`` when given.
+        n_best: keep this many of the search's best hypotheses in each
+            translation's ``hypotheses`` (0: none; greedy search has one).
+        warn: hears of truncated sources (:func:`prepare_sources`).
+        first_line: the number of ``lines[0]`` in warnings (a buffer of a longer
+            stream passes its first line's number).
+
+    Raises:
+        ValueError: bad settings or a length limit < 1.
     """
-    decode = run.config.decode
-    limit = input_limit(run.config)
-    lines = [_clean(line) for line in lines]
-    encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
-    wanted = [i for i, x in encoded.items() if x]
-    ids = [encoded[i] for i in wanted]
-    lengths = [len(x) for x in ids]
-    for i, n in zip(wanted, lengths, strict=True):
-        if n > limit and warn is not None:
-            warn(f"line {i + first_line}: {n} tokens, truncated to the model's limit of {limit}")
-    ids = [x[:limit] for x in ids]
-    if beam_size is not None:
-        decode = decode.model_copy(update={"beam_size": beam_size})
-    hyps = decode_ids(run, ids, decode)
-    results = [Translation(line, "", [], [], None) for line in lines]
-    for i, src_ids, hyp in zip(wanted, ids, hyps, strict=True):
-        tgt_pieces = run.tgt_tok.pieces(hyp.tokens)
-        if hyp.ended:
-            tgt_pieces.append(EOS_LABEL)
-        results[i] = Translation(
-            source=lines[i],
-            text=_clean(run.tgt_tok.decode(hyp.tokens)),
-            src_pieces=[*run.src_tok.pieces(src_ids), EOS_LABEL],
-            tgt_pieces=tgt_pieces,
-            weights=hyp.weights.detach().cpu().float(),
-            score=float(hyp.score),
-            src_ids=src_ids,
-            output_ids=[*hyp.tokens, EOS] if hyp.ended else list(hyp.tokens),
-        )
-    for i, n in zip(wanted, lengths, strict=True):
-        if n > limit:
-            results[i].truncated_from = n
+    settings = settings or SearchSettings.from_config(run.config.decode)
+    settings = settings.with_overrides(beam_size=beam_size)
+    sources = prepare_sources(run, lines, warn=warn, first_line=first_line)
+    found = decode_n_best(
+        run.model, Examples(sources.ids), settings, n=max(n_best, 1), device=run.device
+    )
+    results = [Translation(line, "", [], [], None) for line in sources.lines]
+    for i, src_ids, n, hyps in zip(
+        sources.wanted, sources.ids, sources.lengths, found, strict=True
+    ):
+        results[i] = _translation(run, sources.lines[i], src_ids, hyps[0])
+        results[i].truncated_from = n if n > len(src_ids) else None
+        if n_best:
+            results[i].hypotheses = [_translation(run, sources.lines[i], src_ids, h) for h in hyps]
     return results
+
+
+def _translation(run: LoadedRun, line: str, src_ids: list[int], hyp: Hypothesis) -> Translation:
+    """One hypothesis of the source ``line`` (token ids ``src_ids``) as a :class:`Translation`."""
+    tgt_pieces = run.tgt_tok.pieces(hyp.tokens)
+    if hyp.ended:
+        tgt_pieces.append(EOS_LABEL)
+    return Translation(
+        source=line,
+        text=_clean(run.tgt_tok.decode(hyp.tokens)),
+        src_pieces=[*run.src_tok.pieces(src_ids), EOS_LABEL],
+        tgt_pieces=tgt_pieces,
+        weights=hyp.weights.detach().cpu().float(),
+        score=float(hyp.score),
+        src_ids=src_ids,
+        output_ids=[*hyp.tokens, EOS] if hyp.ended else list(hyp.tokens),
+    )
 
 
 def alignment_text(translation: Translation, weights: Tensor | None = None) -> str:

@@ -5,9 +5,9 @@ the RNN's single attention, the Transformer's last decoder layer averaged over
 heads). For the other layers and heads, :func:`attention_views` re-runs the
 translation by forced decoding (:meth:`~attnkit.nmt.models.translator.Translator.attention_maps`:
 teacher forcing on the output it produced), which gives the same weights as
-the incremental decoding that produced it; :func:`pick` selects a layer and a
-head (or the head average) from the result, and :func:`write_heatmaps` draws
-them.
+the incremental decoding that produced it;
+:class:`~attnkit.nmt.decoding.selection.HeadSelection` selects a layer and a
+head (or an average) from the result, and :func:`write_heatmaps` draws them.
 
 Notation: ``L`` layers, ``H`` heads, ``S`` source tokens (with ``</s>``),
 ``T`` output steps (with ``</s>`` when the translation ended).
@@ -26,6 +26,8 @@ from ...attention import causal_mask
 from ...plot import heatmap, heatmap_grid
 from ..models.translator import Translator
 from ..vocab_ids import BOS, EOS, SPECIAL_TOKENS
+from .inference import inference
+from .selection import ALL, HeadSelection
 
 __all__ = ["AttentionViews", "attention_views", "pick", "write_heatmaps"]
 
@@ -39,21 +41,24 @@ class AttentionViews:
         encoder: ``(Le, H, S, S)`` source self-attention, or None (RNN).
         decoder: ``(L, H, T, T)`` causal self-attention over the decoder inputs
             ``<s> y_1 .. y_{T-1}`` (0 above the diagonal), or None (RNN).
+        alignment_layer: the layer of ``cross`` whose head average search
+            returned (the default cross-attention layer to show).
     """
 
     cross: Tensor
     encoder: Tensor | None
     decoder: Tensor | None
+    alignment_layer: int = -1
 
 
-@torch.no_grad()
 def attention_views(
     model: Translator, src_ids: list[int], output_ids: list[int], device: torch.device | str
 ) -> AttentionViews:
     """Forced decoding of ``output_ids`` after ``src_ids``: all attention weights.
 
     Args:
-        model: the translator that produced the output.
+        model: the translator that produced the output (run in eval mode without
+            gradients here; its mode is restored afterwards).
         src_ids: source token ids without ``</s>`` (it is appended, as in batching).
         output_ids: the output steps, ``</s>`` included when the translation ended.
         device: the model's device.
@@ -66,21 +71,22 @@ def attention_views(
     """
     if not output_ids:
         raise ValueError("output_ids is empty: there is no output step to show")
-    was_training = model.training
-    model.eval()
     src = torch.tensor([[*src_ids, EOS]], device=device)  # (1, S)
     tgt_in = torch.tensor([[BOS, *output_ids[:-1]]], device=device)  # (1, T)
-    maps = model.attention_maps(src, torch.tensor([src.shape[1]], device=device), tgt_in)
-    model.train(was_training)
+    with inference(model):
+        maps = model.attention_maps(src, torch.tensor([src.shape[1]], device=device), tgt_in)
 
     def cpu(x: Tensor | None) -> Tensor | None:
         return None if x is None else x[0].float().cpu()  # drop the batch dim
 
-    return AttentionViews(cpu(maps.cross), cpu(maps.encoder), cpu(maps.decoder))
+    layer = model.attention_layout.alignment_layer
+    return AttentionViews(cpu(maps.cross), cpu(maps.encoder), cpu(maps.decoder), layer)
 
 
 def pick(weights: Tensor, layer: int | None, head: int | None) -> Tensor:
     """One layer's weights, one head or the head average: ``(L, H, R, C)`` -> ``(R, C)``.
+
+    :meth:`HeadSelection.pick` with the last layer as the default.
 
     Args:
         weights: ``(L, H, R, C)`` from :class:`AttentionViews`.
@@ -90,16 +96,7 @@ def pick(weights: Tensor, layer: int | None, head: int | None) -> Tensor:
     Raises:
         ValueError: ``layer`` or ``head`` out of range (the message gives the range).
     """
-    layers, heads = weights.shape[:2]
-    layer = layers - 1 if layer is None else layer
-    if not -layers <= layer < layers:
-        raise ValueError(f"layer {layer} does not exist: the model has {layers} (0..{layers - 1})")
-    chosen = weights[layer]  # (H, R, C)
-    if head is None:
-        return chosen.mean(dim=0)  # (R, C)
-    if not -heads <= head < heads:
-        raise ValueError(f"head {head} does not exist: the layer has {heads} (0..{heads - 1})")
-    return chosen[head]  # (R, C)
+    return HeadSelection(layer, head).pick(weights)
 
 
 def write_heatmaps(
@@ -108,8 +105,8 @@ def write_heatmaps(
     tgt_pieces: list[str],
     stem: Path,
     *,
-    layer: int | None = None,
-    head: int | Literal["all"] | None = None,
+    layer: int | Literal["mean"] | None = None,
+    head: int | Literal["mean", "all"] | None = None,
     title: str | None = None,
     cross: Tensor | None = None,
 ) -> list[Path]:
@@ -118,16 +115,19 @@ def write_heatmaps(
     ``STEM.png`` is the cross-attention (target x source); for architectures
     with self-attention ``STEM.encoder.png`` (source x source) and
     ``STEM.decoder.png`` (decoder inputs x decoder inputs, the future hatched
-    as masked). Each shows ``layer`` (default: the last) and ``head`` (default:
-    the head average), or with ``head="all"`` every head of the layer side by side.
+    as masked). Each shows ``layer`` and ``head`` as a
+    :class:`~attnkit.nmt.decoding.selection.HeadSelection` picks them (unset:
+    the views' alignment layer for cross-attention, the last layer for
+    self-attention, heads averaged), or with ``head="all"`` every head of the
+    layer side by side.
 
     Args:
         views: from :func:`attention_views`.
         src_pieces: ``S`` source labels (with ``</s>``).
         tgt_pieces: ``T`` output labels (with ``</s>`` when the translation ended).
         stem: the path without extension, e.g. ``heatmaps/sentence_001``.
-        layer: layer index, or None.
-        head: head index, ``"all"``, or None.
+        layer: layer index, ``"mean"``, or None.
+        head: head index, ``"mean"``, ``"all"``, or None.
         title: text above each picture.
         cross: the cross-attention to draw instead of picking one from ``views``
             (search's own alignment view when no layer/head was asked for).
@@ -153,34 +153,20 @@ def write_heatmaps(
             (".decoder", "decoder causal self-attention", views.decoder, inputs, inputs,
              "target so far (keys)", "target (queries)")
         )  # fmt: skip
+    selection = HeadSelection(layer, head)
     written = []
     for suffix, name, weights, rows, cols, xlabel, ylabel in panels:
         path = stem.with_name(stem.name + suffix + ".png")
         mask = causal_mask(len(rows)) if suffix == ".decoder" else None
         own = suffix == "" and cross is not None
-        caption = f"{name}, {_which(weights, layer, head, own)}"
+        default = views.alignment_layer if suffix == "" else -1
+        which = "the model's alignment view" if own else selection.caption(len(weights), default)
         labels = dict(xlabel=xlabel, ylabel=ylabel, mask=mask, path=path)
-        full = caption if title is None else f"{title}\n{caption}"
-        if head == "all":
-            chosen = weights[-1 if layer is None else _check_layer(weights, layer)]
-            heatmap_grid(chosen, rows, cols, title=full, **labels)
+        full = f"{name}, {which}" if title is None else f"{title}\n{name}, {which}"
+        if head == ALL:
+            heatmap_grid(selection.layer_of(weights, default), rows, cols, title=full, **labels)
         else:
-            shown = cross if own else pick(weights, layer, head)
+            shown = cross if own else selection.pick(weights, default)
             heatmap(shown, rows, cols, title=full, **labels)
         written.append(path)
     return written
-
-
-def _which(weights: Tensor, layer: int | None, head: int | str | None, own: bool) -> str:
-    """'layer L, head H' / 'heads averaged' / 'all heads' for a picture's caption."""
-    if own:
-        return "the model's alignment view"
-    layers = weights.shape[0]
-    index = layers - 1 if layer is None else layer % layers  # out of range: pick raises
-    heads = {"all": "all heads", None: "heads averaged"}.get(head, f"head {head}")
-    return f"layer {index}, {heads}"
-
-
-def _check_layer(weights: Tensor, layer: int) -> int:
-    pick(weights, layer, None)  # raises for a layer out of range
-    return layer

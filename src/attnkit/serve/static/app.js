@@ -44,13 +44,13 @@ function pick(weights, layer, head) {
 
 // The matrix a sentence shows now, with its row (query) and column (key) labels.
 function chosen(s, view, layer, head) {
-  if (view === "alignment") return { m: s.weights, rows: s.tgt_pieces, cols: s.src_pieces };
+  if (view === "alignment") return { m: s.weights, rows: s.tgt_tokens, cols: s.src_tokens };
   const m = pick(s.views[view], layer, head);
-  if (view === "encoder") return { m, rows: s.src_pieces, cols: s.src_pieces };
+  if (view === "encoder") return { m, rows: s.src_tokens, cols: s.src_tokens };
   if (view === "decoder") {
     return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs };
   }
-  return { m, rows: s.tgt_pieces, cols: s.src_pieces };
+  return { m, rows: s.tgt_tokens, cols: s.src_tokens };
 }
 
 const shade = (w) => `rgba(30, 90, 200, ${Math.max(0, Math.min(1, w)).toFixed(4)})`;
@@ -87,11 +87,11 @@ function sentenceCard(s) {
   const list = el("ol", { class: "hypotheses" });
   for (const h of s.hypotheses) {
     const item = el("li");
-    item.append(el("span", { class: "hyp-text" }, h.text), el("span", { class: "score" },
+    item.append(el("span", { class: "hyp-text" }, h.translation), el("span", { class: "score" },
       ` score ${h.score.toFixed(4)}`));
     list.append(item);
   }
-  card.append(el("p", { class: "translation" }, s.text), list);
+  card.append(el("p", { class: "translation" }, s.translation), list);
   card.append(viewControls(s, card));
   card.append(el("div", { class: "keys tokens" }), el("div", { class: "queries tokens" }));
   card.append(el("div", { class: "heatmap" }), el("div", { class: "step" }));

@@ -1,0 +1,107 @@
+"""Options shared by the commands that decode or show attention (translate, evaluate,
+inspect, align): the search settings and the layer/head selection.
+
+``--beam``, ``--coverage-penalty`` and ``--no-repeat-ngram`` override the run's
+``decode`` section in one :class:`~attnkit.nmt.decoding.settings.SearchSettings`
+(the loaded run's config is never changed); ``--layer`` and ``--head`` become
+one :class:`~attnkit.nmt.decoding.selection.HeadSelection`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .errors import UsageError
+
+__all__ = ["head_selection", "search_options", "search_settings", "view_options"]
+
+
+def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
+    """Add --beam (unless ``beam`` is False), --coverage-penalty and --no-repeat-ngram
+    (defaults: the run's decode section)."""
+    if beam:
+        p.add_argument(
+            "--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)"
+        )
+    p.add_argument(
+        "--coverage-penalty",
+        type=float,
+        metavar="BETA",
+        help="GNMT coverage penalty weight for beam search (0 = off; default: config)",
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        metavar="N",
+        help="never repeat an n-gram of the output (0 = off; default: config)",
+    )
+
+
+def check_search_options(args: argparse.Namespace) -> None:
+    """Reject out-of-range search options before anything is loaded.
+
+    Raises:
+        UsageError: ``--beam`` < 1, or a negative ``--coverage-penalty`` or ``--no-repeat-ngram``.
+    """
+    if args.beam is not None and args.beam < 1:
+        raise UsageError(f"--beam must be >= 1, got {args.beam}")
+    for option, key in (
+        ("--coverage-penalty", "coverage_penalty"),
+        ("--no-repeat-ngram", "no_repeat_ngram"),
+    ):
+        value = getattr(args, key)
+        if value is not None and not value >= 0:
+            raise UsageError(f"{option} must be >= 0, got {value}")
+
+
+def search_settings(args: argparse.Namespace, run):
+    """The run's search settings with the options given on the command line."""
+    from ..nmt.decoding.settings import SearchSettings
+
+    return SearchSettings.from_config(
+        run.config.decode,
+        beam_size=args.beam,
+        coverage_penalty=args.coverage_penalty,
+        no_repeat_ngram=args.no_repeat_ngram,
+    )
+
+
+def view_options(p: argparse.ArgumentParser, *, all_heads: bool) -> None:
+    """Add --layer and --head (``all`` only where a picture can show every head)."""
+    p.add_argument(
+        "--layer",
+        metavar="L",
+        help="attention layer (0-based, negative from the last) or 'mean' over layers "
+        "(default: the model's alignment layer: the Transformer's alignment_layer, "
+        "the RNN's one layer)",
+    )
+    every = ", or 'all': every head of the layer side by side (--plot)" if all_heads else ""
+    p.add_argument(
+        "--head",
+        metavar="H",
+        help=f"head (0-based) or 'mean' over heads (default: the mean){every}",
+    )
+
+
+def head_selection(args: argparse.Namespace, *, all_heads: bool):
+    """``--layer``/``--head`` as a HeadSelection.
+
+    Raises:
+        UsageError: a value that is neither a whole number nor an allowed word.
+    """
+    from ..nmt.decoding.selection import ALL, MEAN, HeadSelection
+
+    heads = (MEAN, ALL) if all_heads else (MEAN,)
+    return HeadSelection(
+        _index_or(args.layer, "--layer", (MEAN,)), _index_or(args.head, "--head", heads)
+    )
+
+
+def _index_or(value: str | None, option: str, words: tuple[str, ...]):
+    if value is None or value in words:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        allowed = " or ".join(f"'{w}'" for w in words)
+        raise UsageError(f"{option} must be a whole number or {allowed}, got {value!r}") from None
