@@ -11,15 +11,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
-import os
-import re
-import stat
 import sys
 from pathlib import Path
 
+from .decoding import (
+    check_search_options,
+    head_selection,
+    search_options,
+    search_settings,
+    view_options,
+)
 from .errors import UsageError
 
 OVERRIDE_PREFIX = "override:"
@@ -153,18 +154,7 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="show lines done and lines/s on stderr (default: only when stdin is a file)",
     )
-    p.add_argument(
-        "--layer",
-        type=int,
-        metavar="L",
-        help="show this layer's attention (0-based, negative from the last; default: the last)",
-    )
-    p.add_argument(
-        "--head",
-        metavar="H",
-        help="show this head (0-based) instead of the head average; 'all' draws every head "
-        "of the layer side by side (--plot)",
-    )
+    view_options(p, all_heads=True)
     # sentences may also follow the options (see attnkit.cli.main)
     p.set_defaults(func=run_translate, trailing_positionals="sentences")
 
@@ -199,45 +189,9 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)")
     search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
-
-
-def search_options(p: argparse.ArgumentParser) -> None:
-    """Add --coverage-penalty and --no-repeat-ngram (defaults: the run's decode section)."""
-    p.add_argument(
-        "--coverage-penalty",
-        type=float,
-        metavar="BETA",
-        help="GNMT coverage penalty weight for beam search (0 = off; default: config)",
-    )
-    p.add_argument(
-        "--no-repeat-ngram",
-        type=int,
-        metavar="N",
-        help="never repeat an n-gram of the output (0 = off; default: config)",
-    )
-
-
-def apply_search_options(args: argparse.Namespace, run) -> None:
-    """Put the search options given on the command line into ``run.config.decode``.
-
-    Raises:
-        UsageError: a negative value.
-    """
-    update = {}
-    for option, key in (
-        ("--coverage-penalty", "coverage_penalty"),
-        ("--no-repeat-ngram", "no_repeat_ngram"),
-    ):
-        value = getattr(args, key)
-        if value is not None and not value >= 0:
-            raise UsageError(f"{option} must be >= 0, got {value}")
-        if value is not None:
-            update[key] = value
-    run.config.decode = run.config.decode.model_copy(update=update)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -250,8 +204,9 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _config_and_folder(args: argparse.Namespace):
-    """The config to train and the run folder: from CONFIG (+ --out), or from a RUN_DIR."""
+    """The config to train and its RunFolder: from CONFIG (+ --out), or from a RUN_DIR."""
     from ..nmt.config import RunConfig
+    from ..nmt.runs.run_folder import RunFolder
 
     if args.config is None:
         if not (args.resume and args.out):
@@ -263,24 +218,25 @@ def _config_and_folder(args: argparse.Namespace):
             raise UsageError(f"{source} is a folder; to continue that run pass --resume")
         if args.out and Path(args.out).resolve() != source.resolve():
             raise UsageError(f"--out {args.out} differs from the run folder {source}")
-        saved = source / "config.yaml"
-        if not saved.is_file():
-            raise UsageError(f"{saved} not found; is {source} a training run folder?")
-        return RunConfig.load(saved, _overrides(args)), source
+        folder = RunFolder(source)
+        if not folder.config.is_file():
+            raise UsageError(f"{folder.config} not found; is {source} a training run folder?")
+        return RunConfig.load(folder.config, _overrides(args)), folder
     config = RunConfig.load(source, _overrides(args))
-    out = Path(args.out) if args.out else Path("runs") / (config.name or source.stem)
-    return config, out
+    if args.out:
+        return config, RunFolder(Path(args.out))
+    return config, RunFolder.default(config.name or source.stem)
 
 
 def run_train(args: argparse.Namespace) -> int:
     from ..nmt.training.distributed import MainFailed, PeerLost
     from ..nmt.training.loop import TrainingError, train
 
-    config, out = _config_and_folder(args)
+    config, folder = _config_and_folder(args)
     try:
         summary = train(
             config,
-            out,
+            folder.path,
             resume=args.resume,
             overwrite=args.overwrite,
             progress_bar=not args.no_progress,
@@ -294,7 +250,7 @@ def run_train(args: argparse.Namespace) -> int:
     if not summary.main:  # another rank of a torchrun job: rank 0 reports
         return 0
     p = summary.progress
-    print(f"run folder: {out}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
+    print(f"run folder: {folder.path}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
     return 0
 
 
@@ -307,35 +263,64 @@ def _warn(line: str) -> None:
 
 
 def _load(args: argparse.Namespace):
+    """The run and its search settings with the command line's options."""
     from ..nmt.device import resolve_device
     from ..nmt.runs.loaded_run import load_run
 
-    if args.beam is not None and args.beam < 1:
-        raise UsageError(f"--beam must be >= 1, got {args.beam}")
+    check_search_options(args)
     device = resolve_device(args.device, "--device")
     run = load_run(args.run_dir, checkpoint=args.checkpoint, device=str(device))
-    apply_search_options(args, run)
-    return run
+    return run, search_settings(args, run)
 
 
 def run_translate(args: argparse.Namespace) -> int:
     """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
-    from ..nmt.decoding.streaming import translate_buffers
+    from tqdm.auto import tqdm
 
-    head = _head(args.head)
+    from ..nmt.decoding.output import TranslationOutput
+    from ..nmt.decoding.streaming import input_buffers, is_regular_file, translate_buffers
+
+    selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
-    run = _load(args)
-    _check_view(run, args.layer, head)
+    run, settings = _load(args)
+    sinks = _sinks(args, selection, settings)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
-    with contextlib.ExitStack() as stack:
-        sinks = _TranslateSinks(args, run, head, stack)
+    show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
+    with (
+        TranslationOutput(run, sinks, echo=_stderr) as output,
+        tqdm(unit=" lines", file=sys.stderr, disable=not show, dynamic_ncols=True) as bar,
+    ):
+        buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=_warn)
         for first, translations in translate_buffers(
-            run, _input_buffers(args), beam_size=args.beam, warn=_warn
+            run, buffers, settings, n_best=sinks.search_n_best, warn=_warn
         ):
-            sinks.write(first, translations)
-        sinks.close()
+            output.write(first, translations)
+            bar.update(len(translations))
+        output.finish()
     return 0
+
+
+def _sinks(args: argparse.Namespace, selection, settings):
+    """Where translate writes, from its options."""
+    from ..nmt.decoding.output import Sinks
+
+    page = None
+    if args.html:
+        from ..serve import write_html
+
+        def page(records):
+            return write_html(args.html, records, beam_size=settings.beam_size)
+
+    return Sinks(
+        show_attention=args.show_attention,
+        attention_out=args.attention_out,
+        json=args.attention_json,
+        n_best=args.n_best or 0,
+        plot=Path(args.plot) if args.plot else None,
+        page=page,
+        selection=selection,
+    )
 
 
 def _check_stream_options(args: argparse.Namespace) -> None:
@@ -351,188 +336,19 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--html {args.html}: its folder does not exist")
 
 
-def _input_buffers(args: argparse.Namespace):
-    """The sentences given as arguments, else stdin, in buffers of ``--buffer-size`` lines."""
-    from ..nmt.decoding.streaming import read_buffers
-
-    if args.sentences:
-        size = args.buffer_size
-        return (args.sentences[i : i + size] for i in range(0, len(args.sentences), size))
-    binary = getattr(sys.stdin, "buffer", None)
-    if binary is None:  # a text stream without bytes underneath (e.g. io.StringIO)
-        binary = io.BytesIO(sys.stdin.read().encode("utf-8", "replace"))
-    return read_buffers(binary, args.buffer_size, warn=_warn)
-
-
-def _stdin_is_a_file() -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
-    except (AttributeError, OSError, ValueError):  # no descriptor (captured in tests)
-        return False
-
-
-class _TranslateSinks:
-    """Where translate writes: stdout, the alignments, the JSON Lines, the heatmaps, progress."""
-
-    def __init__(self, args: argparse.Namespace, run, head, stack: contextlib.ExitStack) -> None:
-        from tqdm.auto import tqdm
-
-        self.args, self.run, self.head = args, run, head
-        self.chosen = args.layer is not None or head is not None
-        self.alignments = sys.stderr if args.show_attention else None
-        if args.show_attention and args.attention_out:
-            self.alignments = stack.enter_context(_open_for_writing(args.attention_out))
-        self.json = None
-        if args.attention_json:
-            self.json = stack.enter_context(_open_for_writing(args.attention_json))
-        if args.plot:
-            _clear_old_heatmaps(Path(args.plot))
-        self.page = [] if args.html else None  # translations for --html, written at the end
-        show = args.progress or (not args.sentences and _stdin_is_a_file())
-        self.bar = stack.enter_context(
-            tqdm(unit=" lines", file=sys.stderr, disable=not show, dynamic_ncols=True)
-        )
-
-    def write(self, first: int, translations) -> None:
-        """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
-        for t in translations:
-            print(t.text)
-        sys.stdout.flush()
-        if self.alignments is not None:
-            self._write_alignments(first, translations)
-        if self.json is not None:
-            self._write_json(first, translations)
-        if self.args.plot:
-            _plot(self.run, translations, Path(self.args.plot), self.args.layer, self.head, first)
-        if self.page is not None:
-            self.page.extend(translations)
-        self.bar.update(len(translations))
-
-    def close(self) -> None:
-        """Write what needs every translation (the --html page)."""
-        if self.page is not None:
-            from ..serve import write_html
-
-            beam = self.args.beam or self.run.config.decode.beam_size
-            path = write_html(self.args.html, self.run, self.page, beam_size=beam)
-            print(f"html: {path}", file=sys.stderr)
-
-    def _weights(self, t):
-        """The --layer/--head cross-attention when chosen, else None (the translation's own)."""
-        if not self.chosen or t.weights is None:
-            return None
-        return _chosen_cross(self.run, t, self.args.layer, self.head)
-
-    def _write_alignments(self, first: int, translations) -> None:
-        from ..nmt.decoding.translate import alignment_text
-
-        for number, t in enumerate(translations, start=first):
-            if t.weights is not None:
-                print(f"line {number}: {t.text}", file=self.alignments)
-                print(alignment_text(t, self._weights(t)), file=self.alignments)
-        self.alignments.flush()
-
-    def _write_json(self, first: int, translations) -> None:
-        from ..nmt.decoding.streaming import json_record, n_best
-
-        n = self.args.n_best
-        best = (
-            n_best(self.run, translations, n, self.args.beam) if n else [None] * len(translations)
-        )
-        for number, (t, hyps) in enumerate(zip(translations, best, strict=True), start=first):
-            record = json_record(self.run, t, number, self._weights(t), hyps)
-            self.json.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.json.flush()
-
-
-def _open_for_writing(path: str):
-    try:
-        return open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed by the ExitStack)
-    except OSError as err:
-        raise UsageError(f"cannot write {path}: {err.strerror}") from None
-
-
-def _head(value: str | None) -> int | str | None:
-    """``--head``: an int, ``all``, or None."""
-    if value is None or value == "all":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"--head must be a head number or 'all', got {value!r}") from None
-
-
-def _check_view(run, layer: int | None, head) -> None:
-    """Fail before translating when ``--layer``/``--head`` do not exist in this model."""
-    from ..nmt.decoding.views import attention_views, pick
-    from ..nmt.vocab_ids import EOS, NUM_SPECIAL
-
-    views = attention_views(run.model, [NUM_SPECIAL], [EOS], run.device)  # one-token probe
-    for weights in (views.cross, views.encoder, views.decoder):
-        if weights is not None:
-            pick(weights, layer, None if head == "all" else head)
-
-
-def _chosen_cross(run, translation, layer: int | None, head):
-    """Cross-attention of ``--layer``/``--head`` (head average for ``all``), (T, S)."""
-    from ..nmt.decoding.views import attention_views, pick
-
-    views = attention_views(run.model, translation.src_ids, translation.output_ids, run.device)
-    return pick(views.cross, layer, None if head == "all" else head)
-
-
-# What --plot writes: sentence_NNN.png, sentence_NNN.encoder.png, sentence_NNN.decoder.png
-_HEATMAP_NAME = re.compile(r"sentence_\d{3,}(\.encoder|\.decoder)?\.png")
-
-
-def _clear_old_heatmaps(folder: Path) -> None:
-    """Delete the heatmaps an earlier ``translate --plot`` left in ``folder`` (only those)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for path in folder.iterdir():
-            if _HEATMAP_NAME.fullmatch(path.name) and path.is_file():
-                path.unlink()
-    except OSError as err:
-        raise UsageError(f"cannot write heatmaps to {folder}: {err.strerror}") from None
-
-
-def _plot(run, translations, folder: Path, layer: int | None, head, first: int = 1) -> None:
-    """Heatmaps of each translation, numbered by input line (``first`` = the first's)."""
-    from ..nmt.decoding.views import attention_views, write_heatmaps
-
-    for number, t in enumerate(translations, start=first):
-        if t.weights is None:
-            continue
-        views = attention_views(run.model, t.src_ids, t.output_ids, run.device)
-        own = t.weights if layer is None and head is None else None
-        stem = folder / f"sentence_{number:03d}"
-        # plot.heatmap escapes the labels and shortens the title itself
-        for path in write_heatmaps(
-            views,
-            t.src_pieces,
-            t.tgt_pieces,
-            stem,
-            layer=layer,
-            head=head,
-            title=t.source,
-            cross=own,
-        ):
-            print(f"heatmap: {path}", file=sys.stderr)
-
-
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
-    run = _load(args)
-    beam = run.config.decode.beam_size if args.beam is None else args.beam
+    run, settings = _load(args)
     if corpus is None:
         label = args.split or "test"
-        result = evaluate_run(run, label, beam_size=beam, warn=_warn)
+        result = evaluate_run(run, label, settings, warn=_warn)
     else:
         label = args.src
-        result = evaluate_corpus(run, corpus, args.src, beam_size=beam, warn=_warn)
+        result = evaluate_corpus(run, corpus, args.src, settings, warn=_warn)
+    beam = settings.beam_size
     print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):
         print(score)
