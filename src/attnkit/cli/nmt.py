@@ -1,7 +1,8 @@
-"""CLI commands: train, translate, evaluate (registered by attnkit.cli.build_parser).
+"""CLI commands: train, prepare, translate, evaluate (registered by attnkit.cli.build_parser).
 
 ``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
+``attnkit prepare CONFIG.yaml [--out DIR] [...]`` (tokenizers + training token store only)
 ``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
 [--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
@@ -28,14 +29,14 @@ DEFAULT_BUFFER_LINES = 256
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the train, translate and evaluate commands."""
+    """Add the train, prepare, translate and evaluate commands."""
     _register_train(subparsers)
+    _register_prepare(subparsers)
     _register_translate(subparsers)
     _register_evaluate(subparsers)
 
 
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
-    from ..nmt.config import leaf_keys
 
     p = subparsers.add_parser(
         "train",
@@ -48,6 +49,25 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
         ),
     )
+    _config_options(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (or the RUN_DIR given instead of CONFIG) from its last "
+        "checkpoint, with the same results as an uninterrupted run; reuse it if finished",
+    )
+    mode.add_argument(
+        "--overwrite", action="store_true", help="delete a previous run in --out and start over"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_train)
+
+
+def _config_options(p: argparse.ArgumentParser) -> None:
+    """CONFIG, --out, --set and one --SECTION.KEY option per config value."""
+    from ..nmt.config import leaf_keys
+
     p.add_argument(
         "config",
         nargs="?",
@@ -63,17 +83,6 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set model.hidden_size=128 (repeatable)",
     )
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out (or the RUN_DIR given instead of CONFIG) from its last "
-        "checkpoint, with the same results as an uninterrupted run; reuse it if finished",
-    )
-    mode.add_argument(
-        "--overwrite", action="store_true", help="delete a previous run in --out and start over"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     keys = p.add_argument_group(
         "config keys", "any config value as an option, validated like --set (e.g. --train.lr 3e-4)"
     )
@@ -81,7 +90,25 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         keys.add_argument(
             f"--{key}", dest=OVERRIDE_PREFIX + key, metavar="V", default=argparse.SUPPRESS
         )
-    p.set_defaults(func=run_train)
+
+
+def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "prepare",
+        help="train the tokenizers and build the training token store, without training",
+        usage="%(prog)s [-h] CONFIG.yaml [--out DIR] [--set KEY=VALUE] [--SECTION.KEY VALUE] "
+        "[--no-progress]",
+        description=(
+            "Read the training split once, train the tokenizers on a sample "
+            "(tokenizer.sample_sentences pairs) and encode the split into a memory-mapped "
+            "token store in the run folder (store/train/), as 'attnkit train' does before "
+            "its first step. 'attnkit train' with the same config and folder then starts "
+            "from them: useful before a long or a torchrun job."
+        ),
+    )
+    _config_options(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_prepare, resume=False)
 
 
 def _register_translate(subparsers: argparse._SubParsersAction) -> None:
@@ -251,6 +278,15 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     p = summary.progress
     print(f"run folder: {folder.path}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
+    return 0
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    from ..nmt.training.prepare import prepare_run
+
+    config, folder = _config_and_folder(args)
+    prepare_run(config, folder, progress_bar=not args.no_progress, echo=_stderr)
+    print(f"prepared: {folder.path}")
     return 0
 
 

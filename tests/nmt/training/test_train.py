@@ -194,3 +194,20 @@ def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
     note = messages[-1]
     assert note.startswith("note: the time cap (train.max_minutes=0.0001) stopped training at step")
     assert "of train.max_steps=100000" in note and "--resume" in note
+
+
+def test_prepare_then_train_reuses_the_tokenizers_and_the_token_store(tmp_path):
+    from attnkit.nmt.data.store import TokenStore
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.prepare import prepare_run
+
+    folder = RunFolder(tmp_path / "run")
+    heard = []
+    prepared = prepare_run(config(), folder, progress_bar=False, echo=heard.append)
+    built = TokenStore.open(folder.store)
+    assert [built.src[i] for i in range(len(built))] == list(prepared.train.src)
+    assert any(line.startswith("token store:") for line in heard)
+    heard.clear()
+    train(config("train.max_steps=2"), folder.path, progress_bar=False, echo=heard.append)
+    assert f"using the tokenizers prepared in {folder.path}" in heard
+    assert not any(line.startswith("token store:") for line in heard)  # mapped, not rebuilt

@@ -5,9 +5,10 @@ A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
 ``config.yaml`` (the resolved config), the tokenizer files (``tokenizer.json``
 and the vocabularies it names), the ``best``/``last`` checkpoints
 (``best.json``, ``last.json``, ``last.prev.json`` and their safetensors),
-``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png`` and
-``.lock`` (:mod:`.runlock`). :class:`RunFolder` is the one place these names
-are spelled.
+``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png``,
+``prepared.json`` (what the tokenizers were trained on), ``store/train/`` (the
+training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
+:class:`RunFolder` is the one place these names are spelled.
 """
 
 from __future__ import annotations
@@ -90,6 +91,16 @@ class RunFolder:
     def lock(self) -> Path:
         return self.path / LOCK_NAME
 
+    @property
+    def store(self) -> Path:
+        """The training split's token store (:mod:`attnkit.nmt.data.store`), a folder."""
+        return self.path / "store" / "train"
+
+    @property
+    def prepared(self) -> Path:
+        """What the tokenizers were trained on: settings key, sampled and total pairs."""
+        return self.path / "prepared.json"
+
     def checkpoint(self, name: str) -> Path:
         """The record of checkpoint ``name`` (``best``, ``last``, ``last.prev``): ``NAME.json``."""
         return record_path(self.path, name)
@@ -108,7 +119,13 @@ class RunFolder:
 
     def clear(self) -> None:
         """Delete a previous run's files (``--overwrite``); the lock file stays."""
-        for path in (self.config, self.metrics, self.learning_curve, self.path / MANIFEST):
+        for path in (
+            self.config,
+            self.metrics,
+            self.learning_curve,
+            self.path / MANIFEST,
+            self.prepared,
+        ):
             path.unlink(missing_ok=True)
         for pattern in _RUN_GLOBS:
             for path in self.path.glob(pattern):

@@ -370,7 +370,14 @@ def _batch_note(config: RunConfig, group: Group) -> str:
 def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     """Train until :meth:`.StopRules.reason_to_stop` gives a reason; save and report."""
     config, folder, echo, group = trainer.config, trainer.folder, trainer.echo, trainer.group
-    data = prepare_data(config, folder, resuming=ckpt is not None, group=group, echo=echo)
+    data = prepare_data(
+        config,
+        folder,
+        resuming=ckpt is not None,
+        group=group,
+        echo=echo,
+        progress_bar=trainer.bar,
+    )
     trainer.setup(data)
     if ckpt is not None:
         trainer.resume(ckpt)

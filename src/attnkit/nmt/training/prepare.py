@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from tqdm.auto import tqdm
 
+from ...atomic import atomic_write_bytes
 from ..config import DataConfig, RunConfig, TrainConfig
 from ..data.batching import Examples, bucket_batches, encode_examples
-from ..data.corpus import ParallelCorpus, load_split
-from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers, train_tokenizers
+from ..data.corpus import load_split, stream_split
+from ..data.store import TokenStore, file_identity, fingerprint
+from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
+from ..data.training_split import (
+    open_training_store,
+    sample_pairs,
+    train_on_sample,
+    train_split_files,
+)
 from ..runs.run_folder import RunFolder
+from ..runs.runlock import run_lock
 from .distributed import Group
 
-__all__ = ["EpochOrder", "TrainingData", "prepare_data"]
+__all__ = ["EpochOrder", "TrainingData", "prepare_data", "prepare_run"]
 
 
 @dataclass(frozen=True)
@@ -55,42 +68,40 @@ def prepare_data(
     resuming: bool,
     group: Group,
     echo: Callable[[str], None],
+    progress_bar: bool = False,
 ) -> TrainingData:
-    """Read the train/valid splits, get the tokenizers, encode both splits and report them.
+    """Get the tokenizers and the training token store, encode the validation split, report.
 
-    A new run's tokenizers are trained on the training split by rank 0 and
-    saved in ``folder``; a resumed run, and every other rank, loads them from
-    there. The :meth:`TrainingData.summary` line goes to ``echo``.
+    The training split is never held in memory: the tokenizer trains on a
+    sample (``tokenizer.sample_sentences`` pairs) drawn in one pass over the
+    files, and the split is encoded into a memory-mapped token store in
+    ``folder`` (:mod:`attnkit.nmt.data.store`), built once and reused while the
+    data, the files and the tokenizers stay the same. Rank 0 does both; the
+    other ranks then load the tokenizers and map the same store. A new run
+    reuses tokenizers that ``attnkit prepare`` made for the same data and
+    tokenizer settings; a resumed run, and every other rank, loads them. The
+    :meth:`TrainingData.summary` line goes to ``echo``.
 
     Raises:
         ValueError: a split has no sentence pairs, or no training pair is left
             within the length limits.
     """
-    train_corpus = load_split(config.data, "train")
     valid_corpus = load_split(config.data, "valid")
-    for split, corpus in (("train", train_corpus), ("valid", valid_corpus)):
-        if not len(corpus):
-            raise ValueError(
-                f"no {split} sentence pairs{_where(config.data, split)} "
-                f"({corpus.skipped} skipped for an empty side)"
-            )
-    with group.main_first():  # rank 0 trains the tokenizer once; the others then load it
-        if resuming or not group.is_main:
-            src_tok, tgt_tok = load_tokenizers(folder.path)
-        else:
-            src_tok, tgt_tok = _train_tokenizers(config, train_corpus)
-            save_tokenizers(folder.path, src_tok, tgt_tok)
-    train, dropped = encode_examples(
-        train_corpus.src,
-        train_corpus.tgt,
-        src_tok,
-        tgt_tok,
-        max_src_len=config.data.max_src_len,
-        max_tgt_len=config.data.max_tgt_len,
-    )
+    if not len(valid_corpus):
+        raise ValueError(
+            f"no valid sentence pairs{_where(config.data, 'valid')} "
+            f"({valid_corpus.skipped} skipped for an empty side)"
+        )
+    threads = torch.get_num_threads()
+    with group.main_first():  # rank 0 tokenizes once; the others then read what it wrote
+        reuse = resuming or not group.is_main
+        src_tok, tgt_tok = _tokenizers(config, folder, reuse=reuse, threads=threads, echo=echo)
+        store = _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
     valid, _ = encode_examples(valid_corpus.src, valid_corpus.tgt, src_tok, tgt_tok)
+    counts = store.counts
+    train = Examples(store.src, store.tgt)
     data = TrainingData(
-        train, valid, valid_corpus.tgt, src_tok, tgt_tok, dropped, train_corpus.skipped
+        train, valid, valid_corpus.tgt, src_tok, tgt_tok, counts.dropped, counts.skipped
     )
     echo(data.summary())
     if not len(train):
@@ -98,6 +109,134 @@ def prepare_data(
             "no training pairs left after filtering; raise data.max_src_len/max_tgt_len"
         )
     return data
+
+
+def _tokenizers(
+    config: RunConfig, folder: RunFolder, *, reuse: bool, threads: int, echo
+) -> tuple[Tokenizer, Tokenizer]:
+    """The run's tokenizers: loaded from ``folder`` when they are its own, else trained."""
+    key = _tokenizer_key(config)
+    if reuse or _prepared_key(folder) == key:
+        if not reuse:
+            echo(f"using the tokenizers prepared in {folder.path}")
+        return load_tokenizers(folder.path)
+    pairs = stream_split(config.data, "train")
+    sample = sample_pairs(pairs, config.tokenizer.sample_sentences, config.train.seed)
+    if not sample.total:
+        raise ValueError(
+            f"no train sentence pairs{_where(config.data, 'train')} "
+            f"({pairs.skipped} skipped for an empty side)"
+        )
+    if len(sample.src) < sample.total:
+        echo(f"tokenizer: trained on {len(sample.src):,} of {sample.total:,} pairs (a sample)")
+    src_tok, tgt_tok = train_on_sample(sample, config.tokenizer, threads)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    save_tokenizers(folder.path, src_tok, tgt_tok)
+    record = {"tokenizer_key": key, "sampled": len(sample.src), "total": sample.total}
+    atomic_write_bytes(folder.prepared, json.dumps(record, indent=2).encode("utf-8"))
+    return src_tok, tgt_tok
+
+
+def _tokenizer_key(config: RunConfig) -> str:
+    """What the tokenizers depend on: the data and tokenizer sections, the seed, the files."""
+    return fingerprint(
+        {
+            "data": config.data.model_dump(mode="json"),
+            "tokenizer": config.tokenizer.model_dump(mode="json"),
+            "seed": config.train.seed,
+            "files": [file_identity(path) for path in train_split_files(config.data)],
+        }
+    )
+
+
+def _prepared_key(folder: RunFolder) -> str | None:
+    """The tokenizer key recorded with the tokenizers in ``folder``, if any is readable."""
+    try:
+        return json.loads(folder.prepared.read_text(encoding="utf-8"))["tokenizer_key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar) -> TokenStore:
+    """Open the run's training store, building it (with progress and a rate) when needed."""
+    meter = _BuildMeter(echo, progress_bar)
+    store = open_training_store(
+        config.data,
+        folder.store,
+        src_tok,
+        tgt_tok,
+        threads=threads,
+        echo=echo,
+        progress=meter.update,
+    )
+    meter.close(store)
+    return store
+
+
+class _BuildMeter:
+    """Progress of a store build: a bar on a terminal, else a line every 30 s; then the rate."""
+
+    EVERY_S = 30.0
+
+    def __init__(self, echo: Callable[[str], None], bar: bool) -> None:
+        self.echo, self.bar_wanted = echo, bar
+        self.bar = None
+        self.start = self.last = time.monotonic()
+        self.read = 0
+
+    def update(self, read: int) -> None:
+        if self.bar is None and self.bar_wanted:
+            self.bar = tqdm(desc="token store", unit=" pairs", file=sys.stderr, leave=False)
+        if self.bar is not None:
+            self.bar.update(read - self.read)
+        elif time.monotonic() - self.last >= self.EVERY_S:
+            self.last = time.monotonic()
+            self.echo(f"token store: {read:,} pairs read ({self._rate(read):,.0f} pairs/s)")
+        self.read = read
+
+    def close(self, store: TokenStore) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.read:  # built now, not reused
+            size = sum(p.stat().st_size for p in store.folder.iterdir()) / 2**20
+            self.echo(
+                f"token store: {self.read:,} pairs read and encoded in "
+                f"{time.monotonic() - self.start:.1f} s ({self._rate(self.read):,.0f} pairs/s); "
+                f"{store.counts.pairs:,} kept, {size:,.1f} MB in {store.folder}"
+            )
+
+    def _rate(self, read: int) -> float:
+        return read / max(time.monotonic() - self.start, 1e-9)
+
+
+def prepare_run(
+    config: RunConfig,
+    folder: RunFolder,
+    *,
+    progress_bar: bool = True,
+    echo: Callable[[str], None] = print,
+) -> TrainingData:
+    """``attnkit prepare``: the tokenizers and the training token store in ``folder``, no training.
+
+    Useful before a long or distributed job: ``attnkit train`` with the same
+    config and folder then starts from what is there. In a folder that holds a
+    run already, its own tokenizers are kept and only a missing or stale store
+    is rebuilt. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
+
+    Raises:
+        RunInUse: a training holds the folder.
+        ValueError, FileNotFoundError: as :func:`prepare_data`.
+    """
+    folder.path.mkdir(parents=True, exist_ok=True)
+    with run_lock(folder.path, warn=echo):
+        return prepare_data(
+            config,
+            folder,
+            resuming=folder.has_run(),
+            group=Group(),
+            echo=echo,
+            progress_bar=progress_bar,
+        )
 
 
 class EpochOrder:
@@ -128,17 +267,3 @@ def _where(data: DataConfig, split: str) -> str:
     """`` in FILES`` for a split read from the user's files; '' for a toy or bundled corpus."""
     files = getattr(data, split) if data.train is not None else None
     return "" if files is None else f" in {files.tsv or f'{files.src} / {files.tgt}'}"
-
-
-def _train_tokenizers(config: RunConfig, corpus: ParallelCorpus) -> tuple[Tokenizer, Tokenizer]:
-    tok = config.tokenizer
-    return train_tokenizers(
-        corpus.src,
-        corpus.tgt,
-        kind=tok.kind,
-        vocab_size=tok.vocab_size,
-        joint=tok.joint,
-        model_type=tok.model_type,
-        character_coverage=tok.character_coverage,
-        threads=torch.get_num_threads(),
-    )

@@ -1,0 +1,172 @@
+"""Corpora of millions of pairs: memory, preparation speed and start-up time, by corpus size.
+
+For each size (100k, 1M and 5M pairs; ``--quick``: 20k and 100k) a corpus is
+generated once under ``$TMPDIR/attnkit-bench-data/`` (reused by later runs):
+every pair joins two random Multi30k caption pairs, so each side has about 25
+words (WMT-like lengths) and the text keeps varying. Then, each in a fresh
+process:
+
+- ``attnkit prepare`` (sampled tokenizer training + the token store): its own
+  report of the store build rate, in pairs/s, against sentencepiece's own
+  multithreaded batch encoding of the same pairs (the first 200k, both sides,
+  in memory, same threads) measured in this run:
+  ``data_prepare_vs_spm_{size}`` (target >= 0.8);
+- ``attnkit train --train.max_steps 50`` on the prepared folder: peak resident
+  memory from launch to exit (``wait4``), and the wall time of a second,
+  one-step run (launch to first step with the store built):
+  ``data_rss_5m_vs_1m`` (target <= 1.15), ``data_first_step_largest_vs_smallest``
+  (target <= 1.2).
+
+The model is deliberately small (the corpus is the subject): an RNN with
+64-wide embeddings and 128 hidden units, batch 64, joint sentencepiece 8k.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from attnkit.nmt.data.corpus import bundled_multi30k
+from attnkit.nmt.data.tokenizer import SentencePieceTokenizer
+
+from .report import Result, Table
+
+SIZES = (100_000, 1_000_000, 5_000_000)
+QUICK_SIZES = (20_000, 100_000)
+SPM_PAIRS = 200_000
+CONFIG = """\
+data:
+  train: {{src: train.de, tgt: train.en}}
+  valid: {{src: valid.de, tgt: valid.en}}
+  max_src_len: 100
+  max_tgt_len: 100
+tokenizer: {{vocab_size: 8000}}
+model: {{embed_dim: 64, hidden_size: 128, dropout: 0.1, score: scaled_dot}}
+train: {{batch_size: 64, max_steps: {steps}, valid_every: 1000000, valid_bleu_sentences: 50}}
+decode: {{beam_size: 1}}
+"""
+_RATE = re.compile(r"token store: .* ([\d,]+) pairs/s")
+
+
+def corpus_dir(pairs: int) -> Path:
+    """A generated corpus of ``pairs`` pairs (written on first use)."""
+    root = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "attnkit-bench-data"
+    folder = root / f"{pairs}"
+    if not (folder / "done").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_corpus(folder, pairs)
+        (folder / "done").write_text("")
+    return folder
+
+
+def _write_corpus(folder: Path, pairs: int) -> None:
+    captions = bundled_multi30k("train")
+    n = len(captions)
+    rng = random.Random(pairs)
+    with open(folder / "train.de", "w") as de, open(folder / "train.en", "w") as en:
+        for _ in range(pairs):
+            i, j = rng.randrange(n), rng.randrange(n)
+            de.write(f"{captions.src[i]} {captions.src[j]}\n")
+            en.write(f"{captions.tgt[i]} {captions.tgt[j]}\n")
+    valid = bundled_multi30k("valid")
+    (folder / "valid.de").write_text("\n".join(valid.src[:100]) + "\n")
+    (folder / "valid.en").write_text("\n".join(valid.tgt[:100]) + "\n")
+
+
+def _attnkit(*args: str) -> tuple[str, float, float]:
+    """Run the CLI in a fresh process: (stderr, wall seconds, peak RSS in MB)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    err = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"attnkit {' '.join(args)} failed:\n{err[-2000:]}")
+    return err, wall, usage.ru_maxrss / 1024
+
+
+def spm_pairs_per_second(folder: Path, run: Path, threads: int) -> float:
+    """sentencepiece's own batch encoding of the first pairs of the corpus, both sides."""
+    tok = SentencePieceTokenizer.load(run / "spm.model")
+    with open(folder / "train.de") as de, open(folder / "train.en") as en:
+        src = [next(de).rstrip("\n") for _ in range(SPM_PAIRS)]
+        tgt = [next(en).rstrip("\n") for _ in range(SPM_PAIRS)]
+    start = time.perf_counter()
+    tok.sp.encode(src, num_threads=threads)
+    tok.sp.encode(tgt, num_threads=threads)
+    return SPM_PAIRS / (time.perf_counter() - start)
+
+
+def measure(pairs: int, threads: int) -> dict[str, float]:
+    folder = corpus_dir(min(pairs, max(SIZES)))
+    work = Path(tempfile.mkdtemp(prefix="attnkit-bench-run-"))
+    run = work / "run"
+    config = folder / "bench.yaml"
+    config.write_text(CONFIG.format(steps=50))
+    thread_opt = ("--train.threads", str(threads))
+    err, prepare_s, prepare_rss = _attnkit("prepare", str(config), "--out", str(run), *thread_opt)
+    rate = float(_RATE.search(err).group(1).replace(",", ""))
+    _, _, train_rss = _attnkit(
+        "train", str(config), "--out", str(run), "--no-progress", *thread_opt
+    )
+    one = work / "one"
+    _attnkit("prepare", str(config), "--out", str(one), *thread_opt)
+    _, first_step_s, _ = _attnkit(
+        "train", str(config), "--out", str(one), "--no-progress", "--train.max_steps", "1",
+        *thread_opt,
+    )  # fmt: skip
+    return {
+        "pairs": pairs,
+        "prepare_s": prepare_s,
+        "prepare_rss_mb": prepare_rss,
+        "store_pairs_per_s": rate,
+        "spm_pairs_per_s": spm_pairs_per_second(folder, run, threads),
+        "train_rss_mb": train_rss,
+        "first_step_s": first_step_s,
+        "store_mb": sum(p.stat().st_size for p in (run / "store").rglob("*")) / 2**20,
+    }
+
+
+def run(quick: bool) -> Result:
+    threads = len(os.sched_getaffinity(0))
+    sizes = QUICK_SIZES if quick else SIZES
+    rows = [measure(n, threads) for n in sizes]
+    table = Table(
+        f"large corpora ({threads} threads; RNN 64/128, spm 8k, batch 64, 50 steps)",
+        ["pairs", "prepare s", "store pairs/s", "spm pairs/s", "peak RSS train MB",
+         "peak RSS prepare MB", "launch to first step s", "store MB"],
+    )  # fmt: skip
+    for r in rows:
+        table.add(
+            r["pairs"], r["prepare_s"], r["store_pairs_per_s"], r["spm_pairs_per_s"],
+            r["train_rss_mb"], r["prepare_rss_mb"], r["first_step_s"], r["store_mb"],
+        )  # fmt: skip
+    ratios = {
+        f"data_prepare_vs_spm_{r['pairs']}": r["store_pairs_per_s"] / r["spm_pairs_per_s"]
+        for r in rows
+    }
+    ratios["data_rss_largest_vs_previous"] = rows[-1]["train_rss_mb"] / rows[-2]["train_rss_mb"]
+    ratios["data_first_step_largest_vs_smallest"] = (
+        rows[-1]["first_step_s"] / rows[0]["first_step_s"]
+    )
+    return Result([table], ratios)
+
+
+if __name__ == "__main__":
+    result = run("--quick" in sys.argv)
+    for table in result.tables:
+        print(table.to_markdown())
+    for key, value in result.ratios.items():
+        print(f"{key}: {value:.3f}")
