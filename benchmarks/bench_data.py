@@ -23,9 +23,11 @@ The model is deliberately small (the corpus is the subject): an RNN with
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,16 +103,16 @@ def spm_pairs_per_second(folder: Path, run: Path, threads: int) -> float:
     """sentencepiece's own batch encoding of the first pairs of the corpus, both sides."""
     tok = SentencePieceTokenizer.load(run / "spm.model")
     with open(folder / "train.de") as de, open(folder / "train.en") as en:
-        src = [next(de).rstrip("\n") for _ in range(SPM_PAIRS)]
-        tgt = [next(en).rstrip("\n") for _ in range(SPM_PAIRS)]
+        src = [line.rstrip("\n") for line in itertools.islice(de, SPM_PAIRS)]
+        tgt = [line.rstrip("\n") for line in itertools.islice(en, SPM_PAIRS)]
     start = time.perf_counter()
     tok.sp.encode(src, num_threads=threads)
     tok.sp.encode(tgt, num_threads=threads)
-    return SPM_PAIRS / (time.perf_counter() - start)
+    return len(src) / (time.perf_counter() - start)
 
 
 def measure(pairs: int, threads: int) -> dict[str, float]:
-    folder = corpus_dir(min(pairs, max(SIZES)))
+    folder = corpus_dir(pairs)
     work = Path(tempfile.mkdtemp(prefix="attnkit-bench-run-"))
     run = work / "run"
     config = folder / "bench.yaml"
@@ -118,24 +120,27 @@ def measure(pairs: int, threads: int) -> dict[str, float]:
     thread_opt = ("--train.threads", str(threads))
     err, prepare_s, prepare_rss = _attnkit("prepare", str(config), "--out", str(run), *thread_opt)
     rate = float(_RATE.search(err).group(1).replace(",", ""))
+    one = work / "one"
+    shutil.copytree(run, one)  # the same prepared folder, for the start-up measurement
     _, _, train_rss = _attnkit(
         "train", str(config), "--out", str(run), "--no-progress", *thread_opt
     )
-    one = work / "one"
-    _attnkit("prepare", str(config), "--out", str(one), *thread_opt)
     _, first_step_s, _ = _attnkit(
         "train", str(config), "--out", str(one), "--no-progress", "--train.max_steps", "1",
         *thread_opt,
     )  # fmt: skip
+    store_mb = sum(p.stat().st_size for p in (run / "store").rglob("*")) / 2**20
+    spm_rate = spm_pairs_per_second(folder, run, threads)
+    shutil.rmtree(work)
     return {
         "pairs": pairs,
         "prepare_s": prepare_s,
         "prepare_rss_mb": prepare_rss,
         "store_pairs_per_s": rate,
-        "spm_pairs_per_s": spm_pairs_per_second(folder, run, threads),
+        "spm_pairs_per_s": spm_rate,
         "train_rss_mb": train_rss,
         "first_step_s": first_step_s,
-        "store_mb": sum(p.stat().st_size for p in (run / "store").rglob("*")) / 2**20,
+        "store_mb": store_mb,
     }
 
 

@@ -22,6 +22,7 @@ from . import (
     bench_attention,
     bench_compile,
     bench_contention,
+    bench_data,
     bench_decode,
     bench_distributed,
     bench_train,
@@ -37,6 +38,7 @@ SUITES = {
     "transformer": bench_transformer,
     "distributed": bench_distributed,
     "contention": bench_contention,
+    "data": bench_data,
 }
 
 
