@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e ".[dev]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,export]"
 	touch $(STAMP)
 
 setup: $(STAMP)

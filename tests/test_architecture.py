@@ -30,6 +30,7 @@ NMT_FLOORS = (
     ("attnkit.nmt.data",),
     ("attnkit.nmt.runs",),
     ("attnkit.nmt.decoding",),
+    ("attnkit.nmt.export",),
     ("attnkit.nmt.analysis",),
     ("attnkit.nmt.training",),
 )

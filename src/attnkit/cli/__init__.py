@@ -4,7 +4,8 @@ Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
 arguments and returning an exit status: ``lessons`` (explain, saturation),
 ``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate),
-``align`` (align, inspect), ``bench`` and ``serve`` (the explorer in the browser).
+``align`` (align, inspect), ``export`` (a run for CTranslate2), ``bench`` and ``serve``
+(the explorer in the browser).
 Bad user input raises :class:`UsageError` (or ``ValueError``), which is printed
 as one line on stderr with exit status 2, never as a traceback.
 
@@ -32,7 +33,7 @@ BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ende
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import align, bench, lessons, nmt, plot, serve
+    from . import align, bench, export, lessons, nmt, plot, serve
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (lessons, plot, nmt, align, bench, serve):
+    for group in (lessons, plot, nmt, align, export, bench, serve):
         group.register(subparsers)
     return parser
 

@@ -219,6 +219,18 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    p.add_argument(
+        "--engine",
+        choices=("attnkit", "ctranslate2"),
+        default="attnkit",
+        help="who searches: attnkit's own search (default) or the run's CTranslate2 export "
+        "(written by 'attnkit export RUN_DIR'; pip install 'attnkit[export]')",
+    )
+    p.add_argument(
+        "--export-dir",
+        metavar="DIR",
+        help="with --engine ctranslate2: the export to use (default: RUN_DIR/ctranslate2)",
+    )
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -309,6 +321,21 @@ def _load(args: argparse.Namespace):
     return run, search_settings(args, run)
 
 
+def _engine(args: argparse.Namespace, run):
+    """The search engine ``--engine`` names (attnkit's own search, or the CTranslate2 export)."""
+    if args.export_dir and args.engine != "ctranslate2":
+        raise UsageError("--export-dir needs --engine ctranslate2")
+    from ..nmt.export.ctranslate2 import EngineUnavailable
+    from ..nmt.export.engine import open_engine
+
+    try:
+        return open_engine(
+            args.engine, run, export_dir=args.export_dir, checkpoint=args.checkpoint
+        )
+    except EngineUnavailable as err:
+        raise UsageError(str(err)) from None
+
+
 def run_translate(args: argparse.Namespace) -> int:
     """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
     from tqdm.auto import tqdm
@@ -319,6 +346,7 @@ def run_translate(args: argparse.Namespace) -> int:
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
     run, settings = _load(args)
+    engine = _engine(args, run)
     sinks = _sinks(args, selection, settings)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
@@ -329,7 +357,7 @@ def run_translate(args: argparse.Namespace) -> int:
     ):
         buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=_warn)
         for first, translations in translate_buffers(
-            run, buffers, settings, n_best=sinks.search_n_best, warn=_warn
+            run, buffers, settings, n_best=sinks.search_n_best, warn=_warn, engine=engine
         ):
             output.write(first, translations)
             bar.update(len(translations))
@@ -378,12 +406,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run, settings = _load(args)
+    engine = _engine(args, run)
     if corpus is None:
         label = args.split or "test"
-        result = evaluate_run(run, label, settings, warn=_warn)
+        result = evaluate_run(run, label, settings, warn=_warn, engine=engine)
     else:
         label = args.src
-        result = evaluate_corpus(run, corpus, args.src, settings, warn=_warn)
+        result = evaluate_corpus(run, corpus, args.src, settings, warn=_warn, engine=engine)
     beam = settings.beam_size
     print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):

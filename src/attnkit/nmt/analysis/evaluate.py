@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..data.corpus import ParallelCorpus, load_split
 from ..data.text import is_blank
+from ..decoding.engine import SearchEngine
 from ..decoding.settings import SearchSettings
 from ..decoding.translate import translate_lines
 from ..runs.loaded_run import LoadedRun
@@ -54,6 +55,7 @@ def evaluate_corpus(
     *,
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
+    engine: SearchEngine | None = None,
 ) -> Evaluation:
     """Translate every source of ``corpus`` and score the result against its references.
 
@@ -70,6 +72,8 @@ def evaluate_corpus(
         beam_size: overrides the settings' beam size (1 = greedy) when given.
         warn: hears of sources truncated to :func:`input_limit` (the score then
             covers truncated inputs).
+        engine: who searches (default: attnkit's own search; see
+            :mod:`attnkit.nmt.decoding.engine`).
 
     Raises:
         ValueError: no pair has both a source and a reference
@@ -79,7 +83,9 @@ def evaluate_corpus(
     if not any(not is_blank(s) and not is_blank(t) for s, t in pairs):
         detail = f" ({len(corpus)} lines, each with an empty side)" if len(corpus) else ""
         raise ValueError(f"no sentence pairs in {name}{detail}")
-    translations = translate_lines(run, corpus.src, settings, beam_size=beam_size, warn=warn)
+    translations = translate_lines(
+        run, corpus.src, settings, beam_size=beam_size, warn=warn, engine=engine
+    )
     hyps = [t.text for t in translations]
     return Evaluation(
         name,
@@ -100,6 +106,7 @@ def evaluate_run(
     *,
     beam_size: int | None = None,
     warn: Callable[[str], None] | None = None,
+    engine: SearchEngine | None = None,
 ) -> Evaluation:
     """Translate every line of the config's ``split`` and score it (:func:`evaluate_corpus`).
 
@@ -110,4 +117,6 @@ def evaluate_run(
     """
     corpus = load_split(run.config.data, split, keep_empty=True)
     name = f"the {split} split"
-    return evaluate_corpus(run, corpus, name, settings, beam_size=beam_size, warn=warn)
+    return evaluate_corpus(
+        run, corpus, name, settings, beam_size=beam_size, warn=warn, engine=engine
+    )

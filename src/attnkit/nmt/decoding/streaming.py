@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, TextIO
 
 from ..runs.loaded_run import LoadedRun
+from .engine import SearchEngine
 from .settings import SearchSettings
 from .translate import Translation, translate_lines
 
@@ -168,9 +169,10 @@ def translate_buffers(
     *,
     n_best: int = 0,
     warn: Callable[[str], None] | None = None,
+    engine: SearchEngine | None = None,
 ) -> Iterator[tuple[int, list[Translation]]]:
-    """Translate buffer after buffer (:func:`translate_lines` with ``settings`` and
-    ``n_best``), as each one comes.
+    """Translate buffer after buffer (:func:`translate_lines` with ``settings``,
+    ``n_best`` and ``engine``), as each one comes.
 
     Yields:
         ``(first, translations)``: the 1-based number of the buffer's first line
@@ -180,6 +182,8 @@ def translate_buffers(
     for lines in buffers:
         yield (
             first,
-            translate_lines(run, lines, settings, n_best=n_best, warn=warn, first_line=first),
+            translate_lines(
+                run, lines, settings, n_best=n_best, warn=warn, first_line=first, engine=engine
+            ),
         )
         first += len(lines)

@@ -29,7 +29,8 @@ from ..data.batching import Examples
 from ..data.text import is_blank
 from ..runs.loaded_run import LoadedRun
 from ..vocab_ids import EOS, SPECIAL_TOKENS
-from .search import Hypothesis, decode_n_best
+from .engine import SearchEngine, TorchEngine
+from .search import Hypothesis
 from .settings import SearchSettings
 
 __all__ = [
@@ -137,6 +138,7 @@ def translate_lines(
     n_best: int = 0,
     warn: Callable[[str], None] | None = None,
     first_line: int = 1,
+    engine: SearchEngine | None = None,
 ) -> list[Translation]:
     """Translate each line; blank lines translate to ``""``. One result per line, same order.
 
@@ -150,6 +152,8 @@ def translate_lines(
         warn: hears of truncated sources (:func:`prepare_sources`).
         first_line: the number of ``lines[0]`` in warnings (a buffer of a longer
             stream passes its first line's number).
+        engine: who searches (default: attnkit's own search on ``run.model``);
+            an exported model's engine gives the same kind of translations.
 
     Raises:
         ValueError: bad settings or a length limit < 1.
@@ -157,9 +161,8 @@ def translate_lines(
     settings = settings or SearchSettings.from_config(run.config.decode)
     settings = settings.with_overrides(beam_size=beam_size)
     sources = prepare_sources(run, lines, warn=warn, first_line=first_line)
-    found = decode_n_best(
-        run.model, Examples(sources.ids), settings, n=max(n_best, 1), device=run.device
-    )
+    engine = engine or TorchEngine(run.model, run.device)
+    found = engine.n_best(Examples(sources.ids), settings, max(n_best, 1))
     results = [Translation(line, "", [], [], None) for line in sources.lines]
     for i, src_ids, n, hyps in zip(
         sources.wanted, sources.ids, sources.lengths, found, strict=True

@@ -1,0 +1,449 @@
+"""Exporting a trained Transformer run to a CTranslate2 model folder.
+
+CTranslate2 (OpenNMT's inference engine for Transformers, https://opennmt.net/CTranslate2)
+serves a model fast on CPUs, with 8-bit weights if asked, from a library other programs
+already use. :func:`export_run` fills CTranslate2's own model description
+(``ctranslate2.specs.TransformerSpec``) with the run's weights and lets CTranslate2
+write its files; nothing here writes its binary format by hand.
+
+How attnkit's Transformer maps onto the spec (Vaswani et al. 2017; pre-LN: Xiong et al. 2020):
+
+* embeddings: CTranslate2 multiplies them by ``sqrt(D)`` (``scale_embeddings``), as
+  attnkit does, then adds the positions;
+* positions: attnkit's sinusoids interleave sine (even dimensions) and cosine (odd
+  ones) while CTranslate2's built-in table puts all sines first, so the table the
+  model actually uses (sinusoidal or learned) is written out as
+  ``position_encodings``: ``max_positions`` rows, position 0 first;
+* each attention's ``q_proj``/``k_proj``/``v_proj`` are fused as CTranslate2 expects
+  (self-attention: one ``[q; k; v]`` projection; cross-attention: ``q`` and one
+  ``[k; v]``), ``out_proj`` is the last linear; the layer norm before (pre-LN) or after
+  (post-LN) each sublayer is the sublayer's ``layer_norm``, with attnkit's epsilon 1e-5;
+* the final encoder/decoder norms (pre-LN only), the output layer tied to the target
+  embeddings and its bias ``output_bias``; shared embeddings are one matrix, which
+  CTranslate2 stores once;
+* the alignment view: CTranslate2 returns the cross-attention of the run's
+  ``model.alignment_layer`` averaged over all its heads, the weights attnkit's search
+  returns.
+
+Token ids: the vocabularies are written in attnkit's id order (``<pad>``=0, ``<unk>``=1,
+``<s>``=2, ``</s>``=3, then the tokenizer's pieces), the decoder starts from ``<s>`` and
+the model appends ``</s>`` to every source (``add_source_eos``), as attnkit's batches do.
+So CTranslate2 reads the tokenizer's pieces and needs nothing of attnkit.
+
+The folder (default ``RUN/ctranslate2``) holds CTranslate2's ``model.bin``,
+``config.json`` and vocabularies, the run's tokenizer files, ``attnkit_export.json``
+(which checkpoint it came from, so a retrained run's stale export is refused) and a
+``README.md`` model card. It is built in a temporary folder beside it and renamed into
+place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import __version__
+from ..runs.loaded_run import LoadedRun, load_run
+from ..runs.run_folder import RunFolder
+from ..vocab_ids import SPECIAL_TOKENS
+
+__all__ = [
+    "DEFAULT_FOLDER",
+    "INSTALL_HINT",
+    "MANIFEST",
+    "QUANTIZATIONS",
+    "EngineUnavailable",
+    "ExportInfo",
+    "checkpoint_sha256",
+    "default_export_dir",
+    "export_run",
+    "import_ctranslate2",
+    "read_manifest",
+]
+
+DEFAULT_FOLDER = "ctranslate2"  # RUN/ctranslate2, where `attnkit export RUN` writes
+MANIFEST = "attnkit_export.json"
+FORMAT = "attnkit-ctranslate2"
+QUANTIZATIONS = ("float32", "int8", "int8_float32")
+LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which attnkit's layers use
+INSTALL_HINT = "CTranslate2 is not installed; install it with: pip install 'attnkit[export]'"
+_TOKENIZER_MANIFEST = "tokenizer.json"
+_LICENCES = {
+    "multi30k": (
+        "Multi30k (Elliott et al. 2016): provided solely for non-commercial research and/or "
+        "educational purposes; the images' Flickr Terms of Use apply. A model trained on it "
+        "inherits that restriction; attnkit's MIT licence covers the code, not the data."
+    ),
+}
+
+
+class EngineUnavailable(ImportError):
+    """CTranslate2 is not installed (the message says how to install it)."""
+
+
+def import_ctranslate2():
+    """The ``ctranslate2`` module.
+
+    Raises:
+        EngineUnavailable: it is not installed (message: :data:`INSTALL_HINT`).
+    """
+    try:
+        import ctranslate2
+    except ImportError:
+        raise EngineUnavailable(INSTALL_HINT) from None
+    return ctranslate2
+
+
+def default_export_dir(run_dir: str | Path) -> Path:
+    """``RUN/ctranslate2``: where :func:`export_run` writes by default and
+    ``--engine ctranslate2`` looks."""
+    return Path(run_dir) / DEFAULT_FOLDER
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    """What :func:`export_run` wrote.
+
+    Attributes:
+        path: the model folder.
+        quantization: the weights' type on disk (``float32``, ``int8``, ``int8_float32``).
+        size_bytes: the folder's size on disk.
+        manifest: the content of ``attnkit_export.json``.
+    """
+
+    path: Path
+    quantization: str
+    size_bytes: int
+    manifest: dict[str, Any]
+
+
+def export_run(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    quantization: str | None = None,
+    *,
+    checkpoint: str = "best",
+) -> ExportInfo:
+    """Export a Transformer run's checkpoint to a CTranslate2 model folder.
+
+    Args:
+        run_dir: the run folder (``attnkit train``'s output).
+        out_dir: the model folder to write (default ``RUN/ctranslate2``); an existing
+            one is replaced whole.
+        quantization: the weights' type: ``None`` or ``"float32"`` (exact),
+            ``"int8"`` or ``"int8_float32"`` (8-bit weights, about 4x smaller).
+        checkpoint: ``best`` or ``last``.
+
+    Returns:
+        an :class:`ExportInfo`.
+
+    Raises:
+        EngineUnavailable: CTranslate2 is not installed.
+        ValueError: an unknown ``quantization``, an RNN run (CTranslate2 has no
+            attention-RNN model), or a vocabulary that does not start with attnkit's
+            special tokens.
+        FileNotFoundError: ``run_dir`` is no run folder or lacks the checkpoint.
+    """
+    quantization = quantization or "float32"
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}"
+        )
+    ct2 = import_ctranslate2()
+    run = load_run(run_dir, checkpoint=checkpoint)
+    arch = run.config.model.arch
+    if arch != "transformer":
+        raise ValueError(
+            f"{run.folder} is an {arch.upper()} run (model.arch: {arch}); CTranslate2 has no "
+            "attention-RNN model, so only Transformer runs (model.arch: transformer) can be "
+            "exported"
+        )
+    out = Path(out_dir) if out_dir is not None else default_export_dir(run.folder)
+    src_vocab, tgt_vocab = _vocabulary(run.src_tok, "source"), _vocabulary(run.tgt_tok, "target")
+    spec = _transformer_spec(ct2, run, src_vocab, tgt_vocab)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    manifest = _manifest(run, checkpoint, quantization, ct2.__version__)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
+    try:
+        tmp.mkdir()
+        spec.save(str(tmp))
+        for name in manifest["tokenizer_files"]:
+            shutil.copyfile(run.folder / name, tmp / name)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (tmp / "README.md").write_text(_model_card(run, manifest), encoding="utf-8")
+        _replace_folder(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ExportInfo(out, quantization, _folder_size(out), manifest)
+
+
+def read_manifest(export_dir: str | Path) -> dict[str, Any]:
+    """``attnkit_export.json`` of an export folder.
+
+    Raises:
+        FileNotFoundError: no export there (the message says how to make one).
+        ValueError: the file is not an attnkit export manifest.
+    """
+    export_dir = Path(export_dir)
+    path = export_dir / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no CTranslate2 export in {export_dir} ({MANIFEST} not found); make one with: "
+            f"attnkit export RUN {export_dir} --format ctranslate2"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an attnkit CTranslate2 export (format field)")
+    return manifest
+
+
+# ---------------------------------------------------------------- the spec
+def _vocabulary(tokenizer, side: str) -> list[str]:
+    """The tokenizer's pieces in id order; they must start with the specials and be unique."""
+    pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+    if tuple(pieces[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+        raise ValueError(
+            f"the {side} vocabulary starts with {pieces[:4]}, not attnkit's {list(SPECIAL_TOKENS)}"
+        )
+    if len(set(pieces)) != len(pieces):
+        raise ValueError(f"the {side} vocabulary spells some token twice; CTranslate2 needs unique")
+    return pieces
+
+
+def _transformer_spec(ct2, run: LoadedRun, src_vocab: Sequence[str], tgt_vocab: Sequence[str]):
+    """A ``TransformerSpec`` holding the run's model (see the module docstring)."""
+    cfg = run.config.model
+    # Everything the model computes with: parameters, and the sinusoid tables (buffers).
+    weights = {
+        name: t.detach().float().cpu().numpy()
+        for name, t in [*run.model.named_parameters(), *run.model.named_buffers()]
+    }
+    spec = ct2.specs.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers),
+        cfg.heads,
+        pre_norm=cfg.norm_first,
+        activation=ct2.specs.Activation.RELU,
+        alignment_layer=cfg.alignment_layer % cfg.decoder_layers,
+        alignment_heads=cfg.heads,  # all heads, averaged: attnkit's alignment view
+    )
+    embedding = weights["tgt_embedding.weight"]
+    source = weights.get("src_embedding.weight", embedding)
+    encoder, decoder = spec.encoder, spec.decoder
+    encoder.embeddings[0].weight = source
+    decoder.embeddings.weight = embedding
+    decoder.projection.weight = embedding  # the output layer is tied to the target embeddings
+    decoder.projection.bias = weights["output_bias"]
+    encoder.position_encodings.encodings = _positions(weights, "src_positions")
+    decoder.position_encodings.encodings = _positions(weights, "tgt_positions")
+    if cfg.norm_first:
+        _norm(encoder.layer_norm, weights, "encoder_norm")
+        _norm(decoder.layer_norm, weights, "decoder_norm")
+    for i, layer in enumerate(encoder.layer):
+        scope = f"encoder_layers.{i}"
+        _self_attention(layer.self_attention, weights, f"{scope}.self_attn")
+        _norm(layer.self_attention.layer_norm, weights, f"{scope}.norm1")
+        _feed_forward(layer.ffn, weights, scope, "norm2")
+    for i, layer in enumerate(decoder.layer):
+        scope = f"decoder_layers.{i}"
+        _self_attention(layer.self_attention, weights, f"{scope}.self_attn")
+        _norm(layer.self_attention.layer_norm, weights, f"{scope}.norm1")
+        _cross_attention(layer.attention, weights, f"{scope}.multihead_attn")
+        _norm(layer.attention.layer_norm, weights, f"{scope}.norm2")
+        _feed_forward(layer.ffn, weights, scope, "norm3")
+    spec.config.add_source_eos = True  # attnkit's batches end every source with </s>
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+    spec.register_source_vocabulary(list(src_vocab))
+    spec.register_target_vocabulary(list(tgt_vocab))
+    return spec
+
+
+def _positions(weights: dict, name: str):
+    """The position table the model adds, ``(max_positions, D)``: learned or sinusoidal."""
+    for key in (f"{name}.learned.weight", f"{name}.table"):
+        if key in weights:
+            return weights[key]
+    raise ValueError(f"the model has no position table {name!r}")
+
+
+def _norm(spec, weights: dict, scope: str) -> None:
+    spec.gamma = weights[f"{scope}.weight"]
+    spec.beta = weights[f"{scope}.bias"]
+
+
+def _linear(spec, weights: dict, scopes: Sequence[str]) -> None:
+    """``spec`` = the linear layers ``scopes`` stacked along their outputs (one fused matmul)."""
+    import numpy as np
+
+    spec.weight = np.concatenate([weights[f"{s}.weight"] for s in scopes])
+    spec.bias = np.concatenate([weights[f"{s}.bias"] for s in scopes])
+
+
+def _self_attention(spec, weights: dict, scope: str) -> None:
+    _linear(spec.linear[0], weights, [f"{scope}.{p}" for p in ("q_proj", "k_proj", "v_proj")])
+    _linear(spec.linear[1], weights, [f"{scope}.out_proj"])
+
+
+def _cross_attention(spec, weights: dict, scope: str) -> None:
+    _linear(spec.linear[0], weights, [f"{scope}.q_proj"])
+    _linear(spec.linear[1], weights, [f"{scope}.k_proj", f"{scope}.v_proj"])
+    _linear(spec.linear[2], weights, [f"{scope}.out_proj"])
+
+
+def _feed_forward(spec, weights: dict, scope: str, norm: str) -> None:
+    _norm(spec.layer_norm, weights, f"{scope}.{norm}")
+    _linear(spec.linear_0, weights, [f"{scope}.ff.linear1"])
+    _linear(spec.linear_1, weights, [f"{scope}.ff.linear2"])
+
+
+# ---------------------------------------------------------------- manifest and model card
+def _checkpoint_record(run_dir: Path, checkpoint: str) -> dict[str, Any]:
+    path = RunFolder(run_dir).checkpoint(checkpoint)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def checkpoint_sha256(run_dir: str | Path, checkpoint: str) -> str | None:
+    """The SHA-256 of the run's checkpoint weights, as its record names it (None: no record)."""
+    try:
+        return _checkpoint_record(Path(run_dir), checkpoint).get("sha256")
+    except (OSError, ValueError):
+        return None
+
+
+def _tokenizer_files(run_dir: Path) -> list[str]:
+    manifest = json.loads((run_dir / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
+    return [_TOKENIZER_MANIFEST, *dict.fromkeys((manifest["src"], manifest["tgt"]))]
+
+
+def _manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: str) -> dict:
+    record = _checkpoint_record(run.folder, checkpoint)
+    progress = record.get("state", {}).get("progress", {})
+    data, model, decode = run.config.data, run.config.model, run.config.decode
+    tokenizer = json.loads((run.folder / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
+    return {
+        "format": FORMAT,
+        "attnkit_version": __version__,
+        "ctranslate2_version": ct2_version,
+        "quantization": quantization,
+        "run": str(run.folder.resolve()),
+        "checkpoint": checkpoint,
+        "checkpoint_sha256": record.get("sha256"),
+        "step": progress.get("step"),
+        "valid_bleu": progress.get("best_bleu") if progress.get("best_bleu", -1) >= 0 else None,
+        "test_bleu": _test_bleu(RunFolder(run.folder).metrics),
+        "data": _data_name(data),
+        "src_lang": data.src_lang,
+        "tgt_lang": data.tgt_lang,
+        "tokenizer": tokenizer["kind"],
+        "tokenizer_files": _tokenizer_files(run.folder),
+        "src_tokenizer": tokenizer["src"],
+        "tgt_tokenizer": tokenizer["tgt"],
+        "model": model.model_dump(),
+        "decode": {
+            "beam_size": decode.beam_size,
+            "max_len_a": decode.max_len_a,
+            "max_len_b": decode.max_len_b,
+        },
+    }
+
+
+def _test_bleu(metrics: Path) -> float | None:
+    """The last ``test_bleu`` in ``metrics.jsonl``, if a row has one."""
+    found = None
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("test_bleu"), int | float):
+            found = float(row["test_bleu"])
+    return found
+
+
+def _data_name(data) -> str:
+    if data.bundled:
+        return data.bundled
+    if data.toy is not None:
+        return f"toy task: {data.toy.task}"
+    train = data.train
+    return "user files" if train is None else (train.tsv or f"{train.src} / {train.tgt}")
+
+
+def _model_card(run: LoadedRun, m: dict) -> str:
+    model = m["model"]
+    licence = _LICENCES.get(run.config.data.bundled or "") or (
+        "not recorded by attnkit: the model inherits the terms of its training data; check them "
+        "before you deploy it"
+    )
+    bleu = lambda v: "not recorded" if v is None else f"{v:.2f}"  # noqa: E731
+    sp_src, sp_tgt = m["src_tokenizer"], m["tgt_tokenizer"]
+    usage = (
+        "```python\n"
+        "import ctranslate2, sentencepiece as spm\n"
+        f'sp_src, sp_tgt = spm.SentencePieceProcessor(model_file="{sp_src}"), '
+        f'spm.SentencePieceProcessor(model_file="{sp_tgt}")\n'
+        'translator = ctranslate2.Translator(".", device="cpu")\n'
+        'pieces = sp_src.encode(["Ein Hund rennt."], out_type=str)\n'
+        "out = translator.translate_batch(pieces, beam_size=5, min_decoding_length=0, "
+        'suppress_sequences=[["<pad>"], ["<s>"]])\n'
+        "print(sp_tgt.decode(out[0].hypotheses[0]))\n"
+        "```\n"
+        if m["tokenizer"] == "sentencepiece"
+        else "Tokens are whitespace-separated words (the run's `vocab*.json`).\n"
+    )
+    return (
+        f"# {m['src_lang']}→{m['tgt_lang']} Transformer (attnkit, CTranslate2)\n\n"
+        f"Exported by attnkit {m['attnkit_version']} with CTranslate2 "
+        f"{m['ctranslate2_version']} from `{m['run']}` (checkpoint `{m['checkpoint']}`, "
+        f"step {m['step']}).\n\n"
+        "| | |\n| --- | --- |\n"
+        f"| direction | {m['src_lang']} → {m['tgt_lang']} |\n"
+        f"| training data | {m['data']} |\n"
+        f"| model | Transformer, {model['encoder_layers']}+{model['decoder_layers']} layers, "
+        f"d_model {model['d_model']}, {model['heads']} heads, ff {model['ff_dim']}, "
+        f"{'pre' if model['norm_first'] else 'post'}-LN, {model['positions']} positions |\n"
+        f"| weights | {m['quantization']} |\n"
+        f"| validation BLEU (attnkit, during training) | {bleu(m['valid_bleu'])} |\n"
+        f"| test BLEU | {bleu(m['test_bleu'])} |\n"
+        f"| tokenizer | {m['tokenizer']}: {', '.join(m['tokenizer_files'][1:])} |\n\n"
+        f"## Licence of the training data\n\n{licence}\n\n"
+        "## Use\n\n"
+        "CTranslate2 reads the tokenizer's pieces; the model appends `</s>` to the source "
+        "itself. attnkit's search never emits `<pad>` or `<s>` and allows an empty "
+        "translation, hence the options below. Score it with attnkit: "
+        f"`attnkit evaluate {m['run']} --engine ctranslate2`.\n\n" + usage
+    )
+
+
+# ---------------------------------------------------------------- files
+def _replace_folder(tmp: Path, out: Path) -> None:
+    """Put the finished folder ``tmp`` at ``out``, replacing an older one whole."""
+    old = None
+    if out.exists():
+        if not (out / MANIFEST).is_file() and any(out.iterdir()):
+            raise ValueError(
+                f"{out} exists and is not an attnkit CTranslate2 export; choose another folder"
+            )
+        old = out.parent / f".{out.name}.old-{secrets.token_hex(4)}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())

@@ -1,0 +1,221 @@
+"""A Transformer run exported to CTranslate2 translates as attnkit does: the same greedy
+tokens and attention (float32), nearly the same with int8 weights; RNN runs and stale
+exports are refused; the CLI exports, translates and evaluates with --engine ctranslate2.
+
+Skipped without ctranslate2 (pip install 'attnkit[export]'), except under CI, where a
+missing engine fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+import torch
+
+from attnkit.cli import main
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.decoding.views import attention_views, pick
+from attnkit.nmt.export.ctranslate2 import MANIFEST, export_run
+from attnkit.nmt.export.engine import open_engine
+from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
+from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.training.loop import train
+from conftest_nmt import make_run
+
+if os.environ.get("CI"):
+    import ctranslate2  # noqa: F401  (under CI the engine must be there: fail, never skip)
+else:
+    pytest.importorskip("ctranslate2", reason="needs ctranslate2: pip install 'attnkit[export]'")
+
+SYMBOLS = [f"s{i}" for i in range(1, 9)]
+# The reverse task on 8 symbols with a tiny Transformer (as tests/nmt/training/test_train.py).
+TOY = {
+    "data": {
+        "toy": {"task": "reverse", "num_symbols": 8, "min_len": 2, "max_len": 6},
+        "max_src_len": None,
+        "max_tgt_len": None,
+    },
+    "tokenizer": {"kind": "word", "vocab_size": 50},
+    "model": {
+        "arch": "transformer",
+        "d_model": 16,
+        "heads": 4,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "ff_dim": 32,
+        "share_embeddings": True,
+    },
+    "train": {"batch_size": 32, "lr": 0.01, "max_steps": 30, "valid_every": 10, "seed": 3},
+    "decode": {"beam_size": 2, "max_len_a": 1.0, "max_len_b": 2},
+}
+
+
+def sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(SYMBOLS, k=rng.randint(1, 9))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A toy pre-LN Transformer (sinusoidal positions, shared embeddings), trained briefly."""
+    run_dir = tmp_path_factory.mktemp("transformer")
+    train(RunConfig.from_dict(TOY), run_dir, progress_bar=False, echo=lambda line: None)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def post_ln(tmp_path_factory):
+    """An untrained post-LN Transformer with learned positions and separate embeddings."""
+    tok = WordTokenizer([*("<pad>", "<unk>", "<s>", "</s>"), *SYMBOLS])
+    model = {
+        "arch": "transformer",
+        "d_model": 16,
+        "heads": 2,
+        "encoder_layers": 2,
+        "decoder_layers": 3,
+        "ff_dim": 24,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "norm_first": False,
+        "positions": "learned",
+        "max_positions": 32,
+        "share_embeddings": False,
+        "alignment_layer": 1,
+    }
+    folder = tmp_path_factory.mktemp("post_ln")
+    return make_run(folder, tok, model=model, decode={"max_len_a": 1.5, "max_len_b": 2})
+
+
+def assert_same_greedy(run_dir, lines):
+    loaded = load_run(run_dir)
+    ours = translate_lines(loaded, lines, beam_size=1)
+    theirs = translate_lines(loaded, lines, beam_size=1, engine=open_engine("ctranslate2", loaded))
+    assert [t.tgt_pieces for t in theirs] == [t.tgt_pieces for t in ours]
+    assert [t.text for t in theirs] == [t.text for t in ours]
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(b.weights, a.weights, atol=1e-5, rtol=0)
+        # log-probabilities; CTranslate2 normalises over the tokens the search may emit only
+        assert a.score - 1e-4 <= b.score <= 0
+    return ours
+
+
+@pytest.mark.parametrize("run_name", ["trained", "post_ln"])
+def test_float32_export_gives_attnkits_greedy_translations_exactly(run_name, request):
+    run_dir = request.getfixturevalue(run_name)
+    info = export_run(run_dir)
+    assert info.path == run_dir / "ctranslate2" and info.quantization == "float32"
+    lines = sentences(300)
+    ours = assert_same_greedy(run_dir, lines)
+    assert len({t.text for t in ours}) > 1
+
+
+def test_beam_search_attention_is_the_models_even_where_the_tokens_differ(trained):
+    export_run(trained)
+    loaded = load_run(trained)
+    lines = sentences(60, seed=1)
+    ours = translate_lines(loaded, lines, beam_size=3)
+    theirs = translate_lines(
+        loaded, lines, beam_size=3, engine=open_engine("ctranslate2", loaded), n_best=2
+    )
+    for t in theirs:  # the first row too (CTranslate2's own is another sentence's)
+        views = attention_views(loaded.model, t.src_ids, t.output_ids, "cpu")
+        torch.testing.assert_close(t.weights, pick(views.cross, None, None), atol=1e-5, rtol=0)
+    # CTranslate2 normalises beam scores by length ** alpha (attnkit: GNMT), so the
+    # translations may differ; on this toy model a good part agrees.
+    assert sum(a.tgt_pieces == b.tgt_pieces for a, b in zip(ours, theirs, strict=True)) >= 10
+    assert all(1 <= len(t.hypotheses) <= 2 for t in theirs)
+
+
+def test_int8_export_is_smaller_and_translates_nearly_the_same(trained, tmp_path):
+    full = export_run(trained, tmp_path / "fp32")
+    small = export_run(trained, tmp_path / "int8", "int8")
+    assert small.size_bytes < full.size_bytes
+    loaded = load_run(trained)
+    lines = sentences(200, seed=2)
+    ours = translate_lines(loaded, lines, beam_size=1)
+    engine = open_engine("ctranslate2", loaded, export_dir=small.path)
+    theirs = translate_lines(loaded, lines, beam_size=1, engine=engine)
+    same = sum(a.tgt_pieces == b.tgt_pieces for a, b in zip(ours, theirs, strict=True))
+    assert same >= 0.9 * len(lines)
+
+
+def test_the_export_folder_holds_the_model_tokenizer_card_and_manifest(trained, tmp_path):
+    out = tmp_path / "model"
+    export_run(trained, out)
+    names = {p.name for p in out.iterdir()}
+    assert {
+        "model.bin",
+        "config.json",
+        "README.md",
+        MANIFEST,
+        "tokenizer.json",
+        "vocab.json",
+    } <= names
+    vocab = json.loads((out / "shared_vocabulary.json").read_text())
+    assert vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert vocab == json.loads((trained / "vocab.json").read_text())
+    ct2_config = json.loads((out / "config.json").read_text())
+    assert ct2_config["add_source_eos"] is True and ct2_config["layer_norm_epsilon"] == 1e-5
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert (
+        manifest["checkpoint_sha256"] == json.loads((trained / "best.json").read_text())["sha256"]
+    )
+    card = (out / "README.md").read_text()
+    assert "de→en" in card and "Licence of the training data" in card and "toy task" in card
+    export_run(trained, out, "int8")  # replaced whole, nothing left beside it
+    assert json.loads((out / MANIFEST).read_text())["quantization"] == "int8"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_an_rnn_run_is_refused_with_the_reason(tmp_path):
+    run_dir = make_run(tmp_path, WordTokenizer([*("<pad>", "<unk>", "<s>", "</s>"), *SYMBOLS]))
+    with pytest.raises(ValueError, match="no attention-RNN model"):
+        export_run(run_dir)
+    assert not (run_dir / "ctranslate2").exists()
+
+
+def test_an_export_of_an_older_checkpoint_is_refused(post_ln, tmp_path):
+    out = tmp_path / "old"
+    export_run(post_ln, out)
+    weights = load_checkpoint(post_ln / "best.json").model
+    save_checkpoint(post_ln, "best", {k: v + 0.01 for k, v in weights.items()}, {})
+    try:
+        with pytest.raises(ValueError, match="export it again: attnkit export"):
+            open_engine("ctranslate2", load_run(post_ln), export_dir=out)
+    finally:
+        save_checkpoint(post_ln, "best", weights, {})
+
+
+def test_cli_exports_then_translates_and_evaluates_with_ctranslate2(trained, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    assert main(["export", str(trained), "--quantization", "float32", str(out)]) == 0
+    assert "exported:" in capsys.readouterr().out
+    args = [str(trained), "s1 s2 s3", "s4 s5", "--beam", "1"]
+    assert main(["translate", *args]) == 0
+    ours = capsys.readouterr().out
+    assert main(["translate", *args, "--engine", "ctranslate2", "--export-dir", str(out)]) == 0
+    assert capsys.readouterr().out == ours
+    assert (
+        main(["evaluate", str(trained), "--engine", "ctranslate2", "--export-dir", str(out)]) == 0
+    )
+    assert "BLEU" in capsys.readouterr().out
+
+
+def test_cli_without_ctranslate2_says_how_to_install_it(trained, monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
+    assert main(["export", str(trained)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    hint = "CTranslate2 is not installed; install it with: pip install 'attnkit[export]'"
+    assert err == [f"attnkit export: error: {hint}"]
+    assert main(["translate", str(trained), "s1", "--engine", "ctranslate2"]) == 2
+    assert "pip install 'attnkit[export]'" in capsys.readouterr().err
+
+
+def test_cli_export_dir_needs_the_ctranslate2_engine(trained, capsys):
+    assert main(["translate", str(trained), "s1", "--export-dir", "x"]) == 2
+    assert "--export-dir needs --engine ctranslate2" in capsys.readouterr().err
