@@ -2,7 +2,10 @@
 
 Every file attnkit writes for later use (checkpoints, tokenizers, configs,
 metrics, exports) goes through :func:`atomic_write_bytes`, so an interrupted
-process or a full disk never leaves a half-written file behind.
+process or a full disk never leaves a half-written file behind. A write that
+fails (a full disk, a folder without permission) raises :class:`WriteError`,
+which names the file that was being written; :func:`writing` gives other
+writers (appends, open files, pictures) the same error.
 """
 
 from __future__ import annotations
@@ -10,9 +13,46 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["WriteError", "atomic_write_bytes", "writing"]
+
+
+class WriteError(OSError):
+    """A file could not be written: ``cannot write PATH: REASON`` (plus ``note``, if any).
+
+    An :class:`OSError` with the cause's ``errno`` and ``strerror``;
+    ``path`` is the file meant (never a temporary file), ``note`` says what
+    it means for the user (e.g. what was kept and how to go on).
+    """
+
+    def __init__(self, path: str | os.PathLike, cause: OSError, note: str = "") -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.path, self.note = Path(path), note
+
+    def __str__(self) -> str:
+        message = f"cannot write {self.path}: {self.strerror}"
+        return f"{message}; {self.note}" if self.note else message
+
+    def with_note(self, note: str) -> WriteError:
+        """The same error with ``note`` (what was kept, how to go on) added."""
+        return WriteError(self.path, self, note)
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike) -> Iterator[None]:
+    """Turn an :class:`OSError` raised inside the block into a :class:`WriteError` naming ``path``.
+
+    A :class:`BrokenPipeError` (the reader went away) and a :class:`WriteError`
+    already naming its file pass through unchanged.
+    """
+    try:
+        yield
+    except (BrokenPipeError, WriteError):
+        raise
+    except OSError as err:
+        raise WriteError(path, err) from err
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -20,9 +60,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
     Temporary file in the same folder (same file system), flush + fsync, then
     ``os.replace``; the temporary file is removed if anything fails.
+
+    Raises:
+        WriteError: the folder or the file could not be written (it names ``path``).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_and_replace(path, data)
+    _fsync_dir(path.parent)
+
+
+def _write_and_replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
@@ -35,7 +84,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
 
 
 def _umask() -> int:

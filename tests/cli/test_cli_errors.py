@@ -1,11 +1,15 @@
 """CLI misuse and damaged run folders: exit status 2, one message on stderr, no traceback;
-``attnkit train --resume RUN_DIR`` continues from the folder's own config."""
+``attnkit train --resume RUN_DIR`` continues from the folder's own config; a full disk
+is one line naming the file, with exit status 74."""
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+import attnkit.nmt.decoding.output as output_module
 from attnkit.cli import main
 
 REVERSE = str(Path(__file__).resolve().parents[2] / "configs" / "reverse.yaml")
@@ -133,3 +137,32 @@ def test_nothing_is_unpickled_when_reading_a_run(run_dir, capsys, monkeypatch):
     assert main(["translate", str(run_dir), "s1 s2", "--checkpoint", "last"]) == 0
     assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("sink", ["--attention-json", "--show-attention", "--plot", "--html"])
+def test_translate_onto_a_full_disk_is_one_line_and_status_74(
+    run_dir, capsys, tmp_path, monkeypatch, sink
+):
+    target = {"--attention-json": "/dev/full", "--plot": str(tmp_path / "maps")}
+    target["--html"] = str(tmp_path / "t.html")
+    argv = ["translate", str(run_dir), "a b c", sink]
+    if sink == "--show-attention":
+        argv += ["--attention-out", "/dev/full"]  # every write: ENOSPC
+    else:
+        argv.append(target[sink])
+    named = {"--plot": str(tmp_path / "maps" / "sentence_001.png")}.get(sink, argv[-1])
+    monkeypatch.setattr(output_module, "write_heatmaps", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
+    message = error_of(argv, capsys, code=74)
+    assert message == f"attnkit translate: error: cannot write {named}: No space left on device\n"
+
+
+def test_evaluate_output_onto_a_full_disk_is_status_74(run_dir, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", full_disk)
+    out = tmp_path / "hyp.txt"
+    message = error_of(["evaluate", str(run_dir), "--output", str(out)], capsys, code=74)
+    assert message == f"attnkit evaluate: error: cannot write {out}: No space left on device\n"

@@ -13,6 +13,10 @@ When the reader of stdout goes away (``attnkit explain ... | head -1``), the
 command stops quietly with exit status 141 (128 + SIGPIPE), the status a shell
 reports for ``cat`` or ``yes`` in the same place, so ``set -o pipefail``
 scripts see the same thing they would for any other Unix tool.
+
+A file that cannot be written (a full disk, a folder without permission) is
+one line naming the file, with exit status 74 (``EX_IOERR`` of sysexits.h);
+``train`` adds the last good checkpoint and the command that resumes the run.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from ..atomic import WriteError
 from .errors import UsageError
 from .parsing import attach_negative_values
 
-__all__ = ["BROKEN_PIPE_STATUS", "UsageError", "build_parser", "main"]
+__all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_parser", "main"]
 
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ended
+WRITE_ERROR_STATUS = 74  # EX_IOERR: a file could not be written (e.g. the disk is full)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,8 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after ``attnkit``; default ``sys.argv[1:]``.
 
     Returns:
-        0 on success, 2 for bad input (one line on stderr), 130 when
-        interrupted, 141 when stdout's reader went away; a command may return
+        0 on success, 2 for bad input (one line on stderr), 74 when a file
+        could not be written (one line on stderr), 130 when interrupted, 141
+        when stdout's reader went away; a command may return
         others (``train`` returns 1 when training fails).
     """
     try:
@@ -86,6 +93,9 @@ def _run(argv: Sequence[str]) -> int:
     except (UsageError, ValueError, FileNotFoundError) as err:
         print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except WriteError as err:
+        print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
+        return WRITE_ERROR_STATUS
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130

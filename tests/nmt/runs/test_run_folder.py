@@ -99,18 +99,55 @@ def test_overwrite_removes_the_previous_run_but_not_the_lock(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml"]
 
 
-def test_history_reads_rows_up_to_a_step_and_drops_a_torn_line(tmp_path):
+def test_history_reads_rows_up_to_a_step_and_keeps_what_a_torn_line_holds(tmp_path):
     folder = RunFolder(tmp_path)
     assert folder.read_history(10) == []  # no file yet
     for step in (1, 2, 3):
         folder.append_history({"step": step, "valid_bleu": step / 2})
     with open(folder.metrics, "a") as log:
-        log.write('[1, 2]\n{"step": "4"}\n{"step": 4, "valid_')  # not rows, and a torn write
-    assert [row["step"] for row in folder.read_history(float("inf"))] == [1, 2, 3]
+        log.write('[1, 2]\n{"step": "4"}\n{"step": 4, "lr": 0.5, "valid_')  # a torn write last
+    warnings = []
+    history = folder.read_history(float("inf"), warn=warnings.append)
+    assert history[3] == {"step": 4, "lr": 0.5, "damaged": True}
+    assert [row["step"] for row in history] == [1, 2, 3, 4]
+    assert [w.split(": line ")[1][:1] for w in warnings] == ["4", "5", "6"]
+    assert all(w.startswith(f"warning: {folder.metrics}: line ") for w in warnings)
+    assert "names no step; that row is dropped" in warnings[0]
+    assert "kept step, lr of step 4" in warnings[2]
     assert folder.read_history(2) == [
         {"step": 1, "valid_bleu": 0.5},
         {"step": 2, "valid_bleu": 1.0},
     ]
+
+
+def test_a_torn_row_is_completed_from_what_the_checkpoint_records(tmp_path):
+    folder = RunFolder(tmp_path)
+    folder.write_history([{"epoch": 1, "step": 5, "valid_bleu": 1.0}])
+    with open(folder.metrics, "a") as log:
+        log.write('{"epoch": 2, "step": 10, "train_loss": 1.5, "valid_bl')
+    known = {"epoch": 2, "step": 10, "valid_bleu": 3.0, "lr": 0.01}
+    warnings = []
+    rows = folder.history_until(10, rewrite=True, known=known, warn=warnings.append)
+    rebuilt = {"epoch": 2, "step": 10, "train_loss": 1.5, "valid_bleu": 3.0, "lr": 0.01}
+    assert rows[1] == {**rebuilt, "damaged": True}
+    assert "line 2 is damaged" in warnings[0]
+    assert "lr, valid_bleu rebuilt from the checkpoint" in warnings[0]
+    assert [json.loads(line) for line in folder.metrics.read_text().splitlines()] == rows
+
+
+def test_a_last_row_torn_before_its_step_takes_the_checkpoints_step(tmp_path):
+    folder = RunFolder(tmp_path)
+    folder.write_history([{"epoch": 1, "step": 5}])
+    with open(folder.metrics, "a") as log:
+        log.write('{"epoch": 2, "st')
+    known = {"epoch": 2, "step": 10, "lr": 0.01}
+    rows = folder.read_history(10, known=known, warn=lambda _: None)
+    assert rows[1] == {"epoch": 2, "step": 10, "lr": 0.01, "damaged": True}
+    # the checkpoint's step already has an intact row: the torn line names no step
+    folder.write_history([{"epoch": 2, "step": 10}])
+    with open(folder.metrics, "a") as log:
+        log.write('{"epoch": 2, "st')
+    assert folder.read_history(10, known=known, warn=lambda _: None) == [{"epoch": 2, "step": 10}]
 
 
 def test_history_until_a_checkpoint_rewrites_the_file_only_when_asked(tmp_path):

@@ -2,18 +2,23 @@
 the previous checkpoint (and the same result as an unbroken run), skipped steps, and
 a clean stop that keeps the last good checkpoint."""
 
+import errno
 import json
 import math
 import os
+import shutil
 import signal
 
 import pytest
 import torch
 
+import attnkit.nmt.training.loop as loop_module
 import attnkit.nmt.training.objective as objective_module
+from attnkit.atomic import WriteError
 from attnkit.cli import main
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.runs.checkpoint import load_checkpoint, load_latest, save_checkpoint
+from attnkit.nmt.runs.run_folder import RunFolder
 from attnkit.nmt.training.interrupt import StopRequest
 from attnkit.nmt.training.loop import TrainingError, train
 
@@ -199,3 +204,93 @@ def test_second_sigint_aborts_at_once(capfd):
         os.kill(os.getpid(), signal.SIGINT)
     assert capfd.readouterr().err.count("SIGINT: saving a checkpoint after this step") == 1
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class FullDisk:
+    """A disk that fills up: once ``full()`` says so, every atomic write fails with ENOSPC
+    (at its fsync, after the data went to the temporary file, as on a real full disk)."""
+
+    def __init__(self, monkeypatch, full):
+        real = os.fsync
+        self.failed = []
+
+        def fsync(fd):
+            if full() and os.path.isfile(f"/proc/self/fd/{fd}"):
+                self.failed.append(os.readlink(f"/proc/self/fd/{fd}"))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
+def after_rows(run_dir, count):
+    """True once metrics.jsonl holds ``count`` rows."""
+    path = run_dir / "metrics.jsonl"
+    return lambda: path.is_file() and len(path.read_text().splitlines()) >= count
+
+
+def test_a_full_disk_is_one_message_with_the_last_checkpoint_and_resume_is_exact(
+    reference, tmp_path, monkeypatch, capsys
+):
+    run_dir, path = tmp_path / "run", tmp_path / "tiny.yaml"
+    path.write_text(config().to_yaml())
+    disk = FullDisk(monkeypatch, after_rows(run_dir, 3))  # full after the step-15 row
+    assert main(["train", str(path), "--out", str(run_dir), "--no-progress"]) == 74
+    err = capsys.readouterr().err.splitlines()
+    assert "Traceback" not in "\n".join(err) and len(disk.failed) == 1
+    weights = json.loads((run_dir / "last.json").read_text())["weights"]
+    assert err[-1].startswith(f"attnkit train: error: cannot write {run_dir}/last.")
+    assert err[-1].endswith(
+        f".safetensors: No space left on device; nothing saved is lost: the last good checkpoint "
+        f"of the run in {run_dir} is last.json (step 10); free some space and continue with: "
+        f"attnkit train --resume {run_dir}"
+    )
+    assert weights in {p.name for p in run_dir.iterdir()}
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]  # nothing half-written
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert rows(run_dir) == rows(reference)
+    assert_same_weights(run_dir, reference)
+
+
+def test_a_full_disk_before_the_first_checkpoint_says_to_start_again(tmp_path, monkeypatch):
+    FullDisk(monkeypatch, lambda: (tmp_path / "metrics.jsonl").is_file())
+    with pytest.raises(WriteError, match="holds no checkpoint yet; free some space and start"):
+        train(config(), tmp_path, progress_bar=False, echo=quiet)
+
+
+def test_metrics_on_a_full_disk_names_the_file(tmp_path):
+    (tmp_path / "metrics.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    with pytest.raises(WriteError, match=r"metrics\.jsonl: No space left on device"):
+        RunFolder(tmp_path).append_history({"step": 1})
+
+
+def test_a_learning_curve_on_a_full_disk_ends_training_with_the_checkpoint_named(
+    tmp_path, monkeypatch
+):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(loop_module, "learning_curve", full)
+    with pytest.raises(WriteError) as caught:
+        train(config(), tmp_path, progress_bar=False, echo=quiet)
+    message = str(caught.value)
+    assert message.startswith(f"cannot write {tmp_path}/learning_curve.png: No space left")
+    assert "last good checkpoint of the run" in message and "is last.json (step 5)" in message
+
+
+def test_a_torn_last_metrics_row_is_named_and_rebuilt_on_resume(reference, tmp_path):
+    shutil.copytree(reference, tmp_path / "run")
+    run_dir = tmp_path / "run"
+    metrics = run_dir / "metrics.jsonl"
+    intact = rows(run_dir)
+    metrics.write_bytes(metrics.read_bytes()[:-40])  # as a kill during the write would
+    messages = []
+    summary = train(config(), run_dir, resume=True, progress_bar=False, echo=messages.append)
+    warnings = [m for m in messages if m.startswith("warning:")]
+    assert len(warnings) == 1 and f"{metrics}: line {len(intact)} is damaged" in warnings[0]
+    last = summary.history[-1]
+    assert last["damaged"] is True and last["step"] == intact[-1]["step"] == 20
+    rebuilt = {k: v for k, v in last.items() if k not in ("damaged", "elapsed_s")}
+    assert rebuilt.items() <= intact[-1].items() and {"valid_loss", "lr"} <= rebuilt.keys()
+    assert len(summary.history) == len(intact)

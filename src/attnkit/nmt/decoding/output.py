@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from torch import Tensor
 
+from ...atomic import writing
 from ..runs.loaded_run import LoadedRun
 from .records import explorer_record, translation_record
 from .selection import HeadSelection
@@ -76,7 +77,9 @@ class TranslationOutput(contextlib.AbstractContextManager):
 
     Raises:
         ValueError: the selection's layer or head does not exist in the model,
-            or a file or the heatmap folder cannot be written (``cannot write ...``).
+            or a file or the heatmap folder cannot be opened (``cannot write ...``).
+        WriteError: writing to a file failed later (e.g. the disk is full); it
+            names the file.
     """
 
     def __init__(
@@ -100,8 +103,12 @@ class TranslationOutput(contextlib.AbstractContextManager):
             clear_old_heatmaps(sinks.plot)
         self.records: list[dict[str, Any]] = []  # explorer records for the page
 
-    def __exit__(self, *exc: object) -> None:
-        self._files.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self._files.close()
+            return
+        with contextlib.suppress(OSError):  # the error being raised says it already
+            self._files.close()
 
     def write(self, first: int, translations: Sequence[Translation]) -> None:
         """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
@@ -112,22 +119,30 @@ class TranslationOutput(contextlib.AbstractContextManager):
         views = [self._views(t) for t in translations]
         chosen = [self._chosen(v) for v in views]
         if self.alignments is not None:
-            for (number, t), weights in zip(numbered, chosen, strict=True):
-                if t.weights is not None:
-                    print(f"line {number}: {t.text}", file=self.alignments)
-                    print(alignment_text(t, weights), file=self.alignments)
-            self.alignments.flush()
+            with writing(self.sinks.attention_out or "<stderr>"):
+                self._write_alignments(numbered, chosen)
         if self.json is not None:
-            hypotheses = self.sinks.n_best or None
-            for (number, t), weights in zip(numbered, chosen, strict=True):
-                record = translation_record(t, number, weights=weights, hypotheses=hypotheses)
-                self.json.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self.json.flush()
+            with writing(self.sinks.json):
+                self._write_json(numbered, chosen)
         for (number, t), v in zip(numbered, views, strict=True):
             if self.sinks.plot is not None and v is not None:
                 self._plot(t, v, number)
             if self.sinks.page is not None:
                 self.records.append(explorer_record(t, number, v, HTML_N_BEST))
+
+    def _write_alignments(self, numbered: list, chosen: list) -> None:
+        for (number, t), weights in zip(numbered, chosen, strict=True):
+            if t.weights is not None:
+                print(f"line {number}: {t.text}", file=self.alignments)
+                print(alignment_text(t, weights), file=self.alignments)
+        self.alignments.flush()
+
+    def _write_json(self, numbered: list, chosen: list) -> None:
+        hypotheses = self.sinks.n_best or None
+        for (number, t), weights in zip(numbered, chosen, strict=True):
+            record = translation_record(t, number, weights=weights, hypotheses=hypotheses)
+            self.json.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.json.flush()
 
     def finish(self) -> None:
         """Write what needs every translation: the ``--html`` page."""
@@ -154,16 +169,18 @@ class TranslationOutput(contextlib.AbstractContextManager):
         own = t.weights if selection.is_default else None
         stem = self.sinks.plot / f"sentence_{number:03d}"
         # plot.heatmap escapes the labels and shortens the title itself
-        for path in write_heatmaps(
-            views,
-            t.src_pieces,
-            t.tgt_pieces,
-            stem,
-            layer=selection.layer,
-            head=selection.head,
-            title=t.source,
-            cross=own,
-        ):
+        with writing(stem.with_suffix(".png")):
+            paths = write_heatmaps(
+                views,
+                t.src_pieces,
+                t.tgt_pieces,
+                stem,
+                layer=selection.layer,
+                head=selection.head,
+                title=t.source,
+                cross=own,
+            )
+        for path in paths:
             self.echo(f"heatmap: {path}")
 
 
@@ -172,9 +189,16 @@ def _open(path: str | None, files: contextlib.ExitStack) -> TextIO | None:
     if path is None:
         return None
     try:
-        return files.enter_context(open(path, "w", encoding="utf-8"))
+        handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed with files)
     except OSError as err:
         raise ValueError(f"cannot write {path}: {err.strerror}") from None
+    files.callback(_close, handle, path)
+    return handle
+
+
+def _close(handle: TextIO, path: str) -> None:
+    with writing(path):
+        handle.close()
 
 
 def clear_old_heatmaps(folder: Path) -> None:

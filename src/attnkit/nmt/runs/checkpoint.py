@@ -39,6 +39,7 @@ from ...atomic import atomic_write_bytes
 __all__ = [
     "Checkpoint",
     "checkpoint_exists",
+    "latest_good",
     "load_checkpoint",
     "load_latest",
     "optimizer_from_parts",
@@ -226,6 +227,36 @@ def _record_and_weights(path: Path) -> tuple[dict, bytes]:
     raise FileNotFoundError(f"weights file {weights_path} named by {path} not found")
 
 
+def _verified(path: Path) -> tuple[dict, bytes]:
+    """The record at ``path`` and its weights' bytes, checked against the record's SHA-256.
+
+    Raises:
+        FileNotFoundError: the record or its weights file is missing.
+        ValueError: the record is damaged or the weights do not match their checksum.
+    """
+    record, data = _record_and_weights(path)
+    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        raise ValueError(
+            f"{path.parent / record['weights']}: checksum mismatch ({len(data)} bytes); the "
+            "file is truncated or corrupt"
+        )
+    return record, data
+
+
+def latest_good(path: str | Path) -> tuple[Path, dict] | None:
+    """The newest whole checkpoint of ``path`` and its kept previous version: its record's
+    path and its training ``state`` (the weights are checked, not loaded); None when
+    neither is whole."""
+    path = Path(path)
+    for candidate in (path, _previous_path(path)):
+        try:
+            record, _ = _verified(candidate)
+        except (FileNotFoundError, ValueError):
+            continue
+        return candidate, record["state"]
+    return None
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint from its JSON record (``run/best.json``).
 
@@ -235,13 +266,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             truncated/corrupt (the message names the file).
     """
     path = Path(path)
-    record, data = _record_and_weights(path)
+    record, data = _verified(path)
     weights_path = path.parent / record["weights"]
-    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
-        raise ValueError(
-            f"{weights_path}: checksum mismatch ({len(data)} bytes); the file is truncated "
-            f"or corrupt"
-        )
     try:
         tensors = st_load(data)
     except Exception as err:  # safetensors raises its own error type

@@ -14,11 +14,12 @@ training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...atomic import atomic_write_bytes
+from ...atomic import atomic_write_bytes, writing
 from ..config import RunConfig, config_changes
 from ..data.tokenizer import MANIFEST
 from .checkpoint import checkpoint_exists, record_path
@@ -171,31 +172,71 @@ class RunFolder:
             self.metrics.unlink(missing_ok=True)
         return resuming
 
-    def read_history(self, up_to_step: float) -> list[dict]:
+    def read_history(
+        self,
+        up_to_step: float,
+        *,
+        known: dict | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> list[dict]:
         """Rows of ``metrics.jsonl`` with ``step <= up_to_step``, in file order.
 
-        A line that is not a JSON object with an integer ``step`` (a torn last
-        line after a crash mid-write) is dropped; a missing file reads as ``[]``.
+        A damaged line (a row torn by a crash mid-write) is never dropped
+        silently: ``warn`` gets one line naming the file and the line number,
+        and the row keeps every field still readable in it (:func:`_salvage`),
+        completed from ``known`` (the fields a checkpoint records for its step,
+        e.g. ``{"step": 60, "epoch": 3, "valid_bleu": 12.5}``) when the row is
+        that step's, or is the last line and no intact row has that step. Such
+        a row gets ``"damaged": true``. A line from which no step can be
+        recovered is dropped, with the warning saying so. A missing file reads
+        as ``[]``.
         """
         if not self.metrics.is_file():
             return []
-        rows = []
-        for line in self.metrics.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if (
-                isinstance(row, dict)
-                and isinstance(row.get("step"), int)
-                and row["step"] <= up_to_step
-            ):
-                rows.append(row)
-        return rows
+        lines = self.metrics.read_text(encoding="utf-8", errors="replace").splitlines()
+        rows = [_row(line) for line in lines]
+        intact = {row["step"] for row in rows if row is not None}
+        history = []
+        for number, (line, row) in enumerate(zip(lines, rows, strict=True), start=1):
+            if row is None and line.strip():
+                last = number == len(lines) and known is not None and known["step"] not in intact
+                row = self._repair(line, number, known, last, warn or _ignore)
+            if row is not None and row["step"] <= up_to_step:
+                history.append(row)
+        return history
 
-    def history_until(self, step: int, *, rewrite: bool) -> list[dict]:
-        """Rows up to ``step`` (a resumed checkpoint's); ``rewrite`` drops the others from disk."""
-        rows = self.read_history(step)
+    def _repair(
+        self, line: str, number: int, known: dict | None, last: bool, warn: Callable[[str], None]
+    ) -> dict | None:
+        """The row of damaged line ``number``, as far as it and ``known`` tell; warns."""
+        row = _salvage(line)
+        if last and "step" not in row:
+            row["step"] = known["step"]
+        where = f"{self.metrics}: line {number} is damaged (cut short or garbled)"
+        if not isinstance(row.get("step"), int):
+            warn(f"warning: {where} and names no step; that row is dropped")
+            return None
+        lost = set()
+        if known is not None and known["step"] == row["step"]:
+            lost = {key for key in known if key not in row}
+            row.update((key, known[key]) for key in known if key in lost)
+        kept = ", ".join(key for key in row if key not in lost)
+        rebuilt = f"; {', '.join(sorted(lost))} rebuilt from the checkpoint" if lost else ""
+        warn(f"warning: {where}; kept {kept} of step {row['step']}{rebuilt}")
+        return {**row, "damaged": True}
+
+    def history_until(
+        self,
+        step: int,
+        *,
+        rewrite: bool,
+        known: dict | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> list[dict]:
+        """Rows up to ``step`` (a resumed checkpoint's, which records ``known`` of its row:
+        :meth:`read_history`); ``rewrite`` drops the others from disk and stores the
+        repaired rows."""
+        rows = self.read_history(step, known=known, warn=warn)
         if rewrite:
             self.write_history(rows)
         return rows
@@ -206,9 +247,43 @@ class RunFolder:
         atomic_write_bytes(self.metrics, text.encode("utf-8"))
 
     def append_history(self, row: dict) -> None:
-        """Append one row to ``metrics.jsonl``."""
-        with open(self.metrics, "a", encoding="utf-8") as log:
+        """Append one row to ``metrics.jsonl``.
+
+        Raises:
+            WriteError: the row could not be written (e.g. the disk is full).
+        """
+        with writing(self.metrics), open(self.metrics, "a", encoding="utf-8") as log:
             log.write(json.dumps(row) + "\n")
+
+
+# One complete ``"key": value`` pair of a flat JSON row (a number, string, boolean or null).
+_VALUE = r'-?[0-9.eE+-]+|"[^"\\]*"|true|false|null'
+_FIELD = re.compile(rf'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*({_VALUE})\s*[,}}]')
+
+
+def _row(line: str) -> dict | None:
+    """The row on ``line``: a JSON object with an integer ``step``, else None."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    ok = isinstance(row, dict) and isinstance(row.get("step"), int)
+    return row if ok else None
+
+
+def _salvage(line: str) -> dict:
+    """Every complete ``"key": value`` pair still readable on a damaged row's line."""
+    row = {}
+    for key, text in _FIELD.findall(line):
+        try:
+            row[key] = json.loads(text)
+        except ValueError:
+            continue
+    return row
+
+
+def _ignore(_line: str) -> None:
+    pass
 
 
 def changes_text(changes: list[tuple[str, object, object]]) -> str:

@@ -33,6 +33,7 @@ below talks to a :class:`~.distributed.Group`, a no-op for one process.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import time
 from collections.abc import Callable
@@ -42,12 +43,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ...atomic import WriteError, writing
 from ...plot import learning_curve
 from ..config import RunConfig
 from ..data.batching import Batch, make_batch
 from ..device import resolve_device
 from ..models.registry import build_translator
-from ..runs.checkpoint import Checkpoint, load_latest, save_checkpoint
+from ..runs.checkpoint import Checkpoint, latest_good, load_latest, save_checkpoint
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from . import objective
@@ -107,7 +109,12 @@ class _Trainer:
             raise ValueError(
                 f"{self.folder.last}: cannot resume from this checkpoint ({err})"
             ) from None
-        self.history = self.folder.history_until(self.progress.step, rewrite=self.group.is_main)
+        self.history = self.folder.history_until(
+            self.progress.step,
+            rewrite=self.group.is_main,
+            known=checkpoint_row(ckpt),
+            warn=self.echo,
+        )
         self.started -= self.progress.elapsed_s
 
     def elapsed(self) -> float:
@@ -155,7 +162,8 @@ class _Trainer:
             self.save("best")
         self.save("last")
         if main:
-            learning_curve(self.history, path=self.folder.learning_curve)
+            with writing(self.folder.learning_curve):
+                learning_curve(_plottable(self.history), path=self.folder.learning_curve)
         self.echo(_validation_line(row, improved))
 
     def _scores(self) -> dict[str, float]:
@@ -245,6 +253,28 @@ class _Trainer:
             self.save("last")
 
 
+def checkpoint_row(ckpt: Checkpoint) -> dict | None:
+    """What ``ckpt`` records of the ``metrics.jsonl`` row of its step (epoch, step, lr, and
+    valid_bleu when that step was the best), to rebuild a damaged row; None unless it was
+    saved right after a validation (no training loss pending)."""
+    p = ckpt.state.get("progress", {})
+    if not p.get("step") or p.get("pending_tokens"):
+        return None
+    row = {"epoch": p["epoch"], "step": p["step"]}
+    if p.get("best_step") == p["step"]:
+        row["valid_bleu"] = p["best_bleu"]
+    groups = (ckpt.optimizer or {}).get("param_groups")
+    if groups:
+        row["lr"] = groups[0]["lr"]
+    return row
+
+
+def _plottable(history: list[dict]) -> list[dict]:
+    """The rows with NaN for what a damaged row lost (the curve shows a gap there)."""
+    keys = ("train_loss", "valid_loss", "valid_bleu")
+    return [{**{k: math.nan for k in keys}, **row} for row in history]
+
+
 def _grad_norm(model: torch.nn.Module, clip: float | None) -> float:
     """The gradients' total 2-norm, clipped to ``clip`` in place when given (the norm before)."""
     params = [q for q in model.parameters() if q.grad is not None]
@@ -302,6 +332,9 @@ def train(
         RunInUse: another training holds ``run_dir``'s lock (:mod:`~attnkit.nmt.runs.runlock`).
         ValueError: ``run_dir`` holds another run, or the data/config is unusable.
         TrainingError: ``train.max_nonfinite`` steps in a row were not finite.
+        WriteError: a file of the run could not be written (e.g. the disk is full);
+            the message names the file, the last good checkpoint and its step, and
+            the command that resumes the run.
     """
     folder = RunFolder(Path(run_dir))
     if config.name is None:  # saved configs always carry a name
@@ -313,7 +346,27 @@ def train(
         lock = run_lock(folder.path, warn=echo) if group.is_main else contextlib.nullcontext()
         with lock:
             trainer = _Trainer(config, folder, echo, progress_bar, group)
-            return _train_locked(trainer, resume, overwrite)
+            try:
+                return _train_locked(trainer, resume, overwrite)
+            except WriteError as err:
+                raise err.with_note(_after_write_failure(folder, err)) from err
+
+
+def _after_write_failure(folder: RunFolder, err: WriteError) -> str:
+    """What a failed write leaves in ``folder``: its last whole checkpoint, and how to go on."""
+    fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+    found = latest_good(folder.last)
+    if found is None:
+        return (
+            f"the run folder {folder.path} holds no checkpoint yet; {fix} and start again "
+            f"(the same command, or attnkit train --resume {folder.path})"
+        )
+    path, state = found
+    step = state.get("progress", {}).get("step")
+    return (
+        f"nothing saved is lost: the last good checkpoint of the run in {folder.path} is "
+        f"{path.name} (step {step}); {fix} and continue with: attnkit train --resume {folder.path}"
+    )
 
 
 def _silent(_line: str) -> None:
@@ -335,7 +388,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
                 f"{folder.path} holds a finished run with this config; reusing it (--overwrite "
                 "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
             )
-            history = folder.read_history(math.inf)
+            history = folder.read_history(math.inf, known=checkpoint_row(ckpt), warn=echo)
             return TrainSummary(folder.path, progress, True, history, main=group.is_main)
         echo(f"{folder.path} finished ({progress.stop_reason}); the new budget lets it go on")
     adapts = (
