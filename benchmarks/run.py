@@ -24,6 +24,7 @@ from . import (
     bench_contention,
     bench_data,
     bench_decode,
+    bench_deploy,
     bench_distributed,
     bench_train,
     bench_transformer,
@@ -39,6 +40,7 @@ SUITES = {
     "distributed": bench_distributed,
     "contention": bench_contention,
     "data": bench_data,
+    "deploy": bench_deploy,
 }
 
 

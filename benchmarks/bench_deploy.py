@@ -1,0 +1,244 @@
+"""Deploying a trained Transformer: attnkit's own search against its CTranslate2 export.
+
+``python -m benchmarks.bench_deploy RUN [--quick] [--repeats N]`` measures, on the run's
+test split (test2016 for a Multi30k run), sentences per second for greedy and beam-5
+search on 1 and 2 threads, for attnkit (PyTorch, fp32) and CTranslate2 (float32 and
+int8 exports of the same checkpoint), plus the model's size on disk and each engine's
+peak RSS. Every measurement runs in a fresh process (load, warm up on 20 sentences,
+then translate the whole split from text to text), the engines alternate within each
+repeat, and the table gives medians. Equal work: the same sentences, checkpoint, search
+settings (the run's length limit, sentences batched 64 at a time) and threads.
+
+The CTranslate2 worker imports only ctranslate2 and sentencepiece, as a deployment
+would (no PyTorch, no attnkit): its peak RSS is what a server would hold. Beam search
+differs in details between the two (length normalisation, see
+attnkit.nmt.export.engine), so beam figures compare the same work, not the same output.
+
+The exports are written to RUN/ctranslate2 (float32) and RUN/ctranslate2-int8 when
+missing. In the suite (``python -m benchmarks.run --only deploy``) the run comes from
+``ATTNKIT_DEPLOY_RUN`` or ``runs/transformer``; without one the suite says "no run".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .report import Result, Table
+
+WARMUP = 20
+QUICK_LINES = 100
+DEFAULT_RUN = Path("runs/transformer")
+ENGINES = (("attnkit", "fp32"), ("ctranslate2", "float32"), ("ctranslate2", "int8"))
+
+
+# ------------------------------------------------------------------ workers (fresh processes)
+def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int) -> float:
+    import torch
+
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    torch.set_num_threads(threads)
+    run = load_run(run_dir)
+    translate_lines(run, lines[:WARMUP], beam_size=beam)
+    start = time.perf_counter()
+    translate_lines(run, lines, beam_size=beam)
+    return time.perf_counter() - start
+
+
+def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads: int) -> float:
+    import ctranslate2
+
+    manifest = json.loads((Path(export) / "attnkit_export.json").read_text())
+    decode = manifest["decode"]
+    if manifest["tokenizer"] == "sentencepiece":
+        import sentencepiece as spm
+
+        src = spm.SentencePieceProcessor(model_file=str(Path(export) / manifest["src_tokenizer"]))
+        tgt = spm.SentencePieceProcessor(model_file=str(Path(export) / manifest["tgt_tokenizer"]))
+        encode, decode_text = (lambda b: src.encode(b, out_type=str)), tgt.decode
+    else:
+        encode, decode_text = (lambda b: [s.split() for s in b]), " ".join
+    translator = ctranslate2.Translator(
+        export, device="cpu", inter_threads=1, intra_threads=threads
+    )
+
+    def translate(batch_lines: list[str]) -> list[str]:
+        pieces = encode(batch_lines)
+        groups: dict[int, list[int]] = {}  # attnkit's length limit, one per source length
+        for i, p in enumerate(pieces):
+            limit = int(decode["max_len_a"] * (len(p) + 1) + decode["max_len_b"])
+            groups.setdefault(limit, []).append(i)
+        out = [""] * len(pieces)
+        for limit, indices in groups.items():
+            for start in range(0, len(indices), 64):
+                chunk = indices[start : start + 64]
+                results = translator.translate_batch(
+                    [pieces[i] for i in chunk],
+                    beam_size=beam,
+                    length_penalty=1.0 if beam > 1 else 0.0,
+                    max_decoding_length=limit,
+                    min_decoding_length=0,
+                    max_input_length=0,
+                    suppress_sequences=[["<pad>"], ["<s>"]],
+                )
+                for i, r in zip(chunk, results, strict=True):
+                    out[i] = decode_text(r.hypotheses[0])
+        return out
+
+    translate(lines[:WARMUP])
+    start = time.perf_counter()
+    translate(lines)
+    return time.perf_counter() - start
+
+
+def _worker(args: argparse.Namespace) -> None:
+    lines = json.loads(Path(args.lines).read_text())
+    if args.worker == "attnkit":
+        seconds = _attnkit_worker(args.run, lines, args.beam, args.threads)
+    else:
+        seconds = _ct2_worker(args.run, args.export, lines, args.beam, args.threads)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"sentences_per_s": len(lines) / seconds, "rss_mb": rss_mb}))
+
+
+# ------------------------------------------------------------------ the driver
+def _exports(run_dir: Path) -> dict[str, Path]:
+    from attnkit.nmt.export.ctranslate2 import export_run, read_manifest
+
+    folders = {"float32": run_dir / "ctranslate2", "int8": run_dir / "ctranslate2-int8"}
+    for quantization, folder in folders.items():
+        try:
+            fresh = read_manifest(folder)["quantization"] == quantization
+        except (FileNotFoundError, ValueError):
+            fresh = False
+        if not fresh:
+            export_run(run_dir, folder, quantization)
+    return folders
+
+
+def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
+    cmd = [
+        sys.executable, "-m", "benchmarks.bench_deploy", str(run_dir), "--worker", engine,
+        "--lines", str(lines_file), "--beam", str(beam), "--threads", str(threads),
+    ]  # fmt: skip
+    if export is not None:
+        cmd += ["--export", str(export)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _model_mb(run_dir: Path) -> float:
+    """attnkit's model on disk: the model tensors of the best checkpoint, fp32."""
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    model = load_run(run_dir).model
+    return sum(p.numel() * 4 for p in model.state_dict().values()) / 2**20
+
+
+def _folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+
+
+def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
+    from attnkit.nmt.config import RunConfig
+    from attnkit.nmt.data.corpus import load_split
+    from attnkit.nmt.data.text import is_blank
+
+    config = RunConfig.load(run_dir / "config.yaml")
+    lines = [s for s in load_split(config.data, "test").src if not is_blank(s)]
+    lines = lines[:QUICK_LINES] if quick else lines
+    exports = _exports(run_dir)
+    lines_file = run_dir / ".bench_deploy_lines.json"
+    lines_file.write_text(json.dumps(lines))
+    sizes = {
+        ("attnkit", "fp32"): _model_mb(run_dir),
+        **{("ctranslate2", q): _folder_mb(f) for q, f in exports.items()},
+    }
+    settings = [(beam, threads) for beam in (1, 5) for threads in (1, 2)]
+    samples: dict[tuple, list[dict]] = {}
+    try:
+        for _ in range(1 if quick else repeats):
+            for beam, threads in settings:
+                for engine, quant in ENGINES:  # alternated within each repeat
+                    export = exports.get(quant) if engine == "ctranslate2" else None
+                    found = _measure(engine, quant, run_dir, export, lines_file, beam, threads)
+                    samples.setdefault((engine, quant, beam, threads), []).append(found)
+    finally:
+        lines_file.unlink(missing_ok=True)
+    table = Table(
+        f"deploy: {run_dir.name}, {len(lines)} test sentences, medians of "
+        f"{1 if quick else repeats} fresh processes",
+        ["engine", "weights", "beam", "threads", "sentences/s", "x attnkit", "peak RSS MB",
+         "model MB"],
+    )  # fmt: skip
+    ratios = {}
+    for beam, threads in settings:
+        base = statistics.median(
+            s["sentences_per_s"] for s in samples[("attnkit", "fp32", beam, threads)]
+        )
+        for engine, quant in ENGINES:
+            found = samples[(engine, quant, beam, threads)]
+            rate = statistics.median(s["sentences_per_s"] for s in found)
+            rss = statistics.median(s["rss_mb"] for s in found)
+            table.add(engine, quant, beam, threads, round(rate, 1), round(rate / base, 2),
+                      round(rss), round(sizes[(engine, quant)], 1))  # fmt: skip
+            if engine == "ctranslate2":
+                ratios[f"deploy_{quant}_vs_attnkit_beam{beam}_t{threads}"] = rate / base
+    return Result([table], ratios)
+
+
+def run(quick: bool) -> Result:
+    """The suite's entry: the run from ATTNKIT_DEPLOY_RUN or runs/transformer, else "no run"."""
+    run_dir = Path(os.environ.get("ATTNKIT_DEPLOY_RUN", DEFAULT_RUN))
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return _skipped("ctranslate2 is not installed (pip install 'attnkit[export]')")
+    if not (run_dir / "best.json").is_file():
+        return _skipped(
+            f"no run: no trained Transformer in {run_dir}; train one (attnkit train "
+            f"configs/transformer.yaml --out {run_dir}) or set ATTNKIT_DEPLOY_RUN"
+        )
+    return measure_run(run_dir, quick, repeats=3)
+
+
+def _skipped(reason: str) -> Result:
+    table = Table("deploy", ["status"])
+    table.add(reason)
+    return Result([table], {})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_deploy", description=__doc__)
+    p.add_argument("run", help="a trained Transformer run folder")
+    p.add_argument("--quick", action="store_true", help=f"{QUICK_LINES} sentences, one repeat")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--worker", choices=("attnkit", "ctranslate2"), help=argparse.SUPPRESS)
+    p.add_argument("--export", help=argparse.SUPPRESS)
+    p.add_argument("--lines", help=argparse.SUPPRESS)
+    p.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return 0
+    result = measure_run(Path(args.run), args.quick, args.repeats)
+    for table in result.tables:
+        print(table.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
