@@ -1,33 +1,19 @@
 """attnkit: the attention mechanism of neural translation.
 
 Scores, masks and scaled dot-product attention live in :mod:`attnkit.attention`
-and are re-exported here.
+and are re-exported here, with :func:`attnkit.lessons.explain`. They are
+imported on first use (PEP 562): ``import attnkit`` alone, and so the
+``attnkit`` command's start-up, does not load torch.
 """
 
-from .attention import (
-    SCORES,
-    AdditiveScore,
-    Attention,
-    ConcatScore,
-    DotScore,
-    GeneralScore,
-    KVCache,
-    MultiHeadAttention,
-    ScaledDotScore,
-    Score,
-    causal_mask,
-    combine_masks,
-    invert_mask,
-    make_score,
-    masked_softmax,
-    padding_mask,
-    scaled_dot_product_attention,
-)
-from .lessons import explain
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
+_ATTENTION = (
     "SCORES",
     "AdditiveScore",
     "Attention",
@@ -40,10 +26,22 @@ __all__ = [
     "Score",
     "causal_mask",
     "combine_masks",
-    "explain",
     "invert_mask",
     "make_score",
     "masked_softmax",
     "padding_mask",
     "scaled_dot_product_attention",
-]
+)
+_LAZY = {**dict.fromkeys(_ATTENTION, ".attention"), "explain": ".lessons"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -53,7 +53,7 @@ def _model_at(loc: Sequence[Any], root: type[BaseModel]) -> type[BaseModel] | No
     None when the location is not one section (a value, or a union of several).
     """
     if _arch_tag(loc):
-        arch_config = ARCHITECTURES[loc[1]][0]
+        arch_config = ARCHITECTURES[loc[1]]
         return _model_at(loc[2:], arch_config) if len(loc) > 2 else arch_config
     models: list[type[BaseModel]] = [root]
     for part in loc:

@@ -5,17 +5,23 @@
 architectures' configs and :func:`build_translator` turns one into a
 :class:`~attnkit.nmt.models.translator.Translator`. Nothing else in attnkit branches on
 the architecture.
+
+The registry imports only the architectures' configs (plain pydantic): a run
+config validates without loading torch, and :func:`build_translator` imports
+the chosen architecture's model code when it builds one.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Discriminator, Tag
 
-from .rnn import RNNConfig, RNNTranslator
-from .transformer import TransformerConfig, TransformerTranslator
-from .translator import Translator
+from .rnn.config import RNNConfig
+from .transformer.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from .translator import Translator
 
 __all__ = [
     "ARCHITECTURES",
@@ -25,11 +31,9 @@ __all__ = [
     "default_model_config",
 ]
 
-# arch tag -> (config class, translator class)
-ARCHITECTURES: dict[str, tuple[type[BaseModel], type[Translator]]] = {
-    "rnn": (RNNConfig, RNNTranslator),
-    "transformer": (TransformerConfig, TransformerTranslator),
-}
+# arch tag -> its config class
+ARCHITECTURES: dict[str, type[BaseModel]] = {"rnn": RNNConfig, "transformer": TransformerConfig}
+
 DEFAULT_ARCH = "rnn"
 
 
@@ -55,8 +59,7 @@ ModelConfig = Annotated[
 
 def default_model_config() -> BaseModel:
     """The model section of a run config that names none: the default architecture's defaults."""
-    config_class, _ = ARCHITECTURES[DEFAULT_ARCH]
-    return config_class()
+    return ARCHITECTURES[DEFAULT_ARCH]()
 
 
 def build_translator(
@@ -74,5 +77,15 @@ def build_translator(
             or sizes the architecture cannot take (e.g. shared embeddings over
             vocabularies of different sizes).
     """
-    _, translator = ARCHITECTURES[config.arch]
-    return translator(config, src_vocab_size, tgt_vocab_size)
+    return _translator_class(config.arch)(config, src_vocab_size, tgt_vocab_size)
+
+
+def _translator_class(arch: str) -> type[Translator]:
+    """The translator class of ``arch``, its model code (and torch) imported only now."""
+    if arch == "transformer":
+        from .transformer.model import TransformerTranslator
+
+        return TransformerTranslator
+    from .rnn.model import RNNTranslator
+
+    return RNNTranslator

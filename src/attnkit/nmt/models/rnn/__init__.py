@@ -1,11 +1,23 @@
 """The RNN encoder-decoder with attention (Bahdanau et al. 2015; Luong et al. 2015).
 
-``encoder`` (bidirectional GRU/LSTM over packed sequences), ``decoder`` (the
-attention decoder, Bahdanau or Luong timing), ``fused_loop`` (its Bahdanau/GRU
-teacher-forced loop with a hand-written backward) and ``model``
-(``RNNTranslator`` and its config ``RNNConfig``).
+``config`` (``RNNConfig``, plain pydantic), ``encoder`` (bidirectional GRU/LSTM
+over packed sequences), ``decoder`` (the attention decoder, Bahdanau or Luong
+timing), ``fused_loop`` (its Bahdanau/GRU teacher-forced loop with a
+hand-written backward) and ``model`` (``RNNTranslator``). The torch modules are
+imported on first use, so validating a config does not load torch.
 """
 
-from .model import RNNConfig, RNNMemory, RNNState, RNNTranslator
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .config import RNNConfig
 
 __all__ = ["RNNConfig", "RNNMemory", "RNNState", "RNNTranslator"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RNNMemory", "RNNState", "RNNTranslator"):
+        return getattr(importlib.import_module(".model", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,22 @@
 """The Transformer encoder-decoder translator (Vaswani et al. 2017) on attnkit's attention.
 
-``layers`` (encoder and decoder layers, pre-/post-LN), ``embedding`` (sinusoidal
-or learned positions) and ``model`` (``TransformerTranslator`` and its config
-``TransformerConfig``).
+``config`` (``TransformerConfig``, plain pydantic), ``layers`` (encoder and
+decoder layers, pre-/post-LN), ``embedding`` (sinusoidal or learned positions)
+and ``model`` (``TransformerTranslator``). The torch modules are imported on
+first use, so validating a config does not load torch.
 """
 
-from .model import TransformerConfig, TransformerMemory, TransformerState, TransformerTranslator
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .config import TransformerConfig
 
 __all__ = ["TransformerConfig", "TransformerMemory", "TransformerState", "TransformerTranslator"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("TransformerMemory", "TransformerState", "TransformerTranslator"):
+        return getattr(importlib.import_module(".model", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,63 @@
+"""``TransformerConfig``: the validated architecture of a Transformer translator
+(``model.arch: transformer``).
+
+Plain pydantic, no torch: run configs validate it without loading the model code.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+__all__ = ["TransformerConfig"]
+
+
+class TransformerConfig(BaseModel):
+    """Architecture of a :class:`TransformerTranslator` (``model.arch: transformer``).
+
+    Attributes:
+        arch: ``"transformer"``, the tag that selects this architecture.
+        d_model: D, the width of embeddings and of every layer's output.
+        heads: H, attention heads per layer; must divide D.
+        encoder_layers: encoder layers.
+        decoder_layers: L, decoder layers.
+        ff_dim: inner width of the position-wise feed-forward networks.
+        dropout: on embeddings, residual branches and inside the feed-forward network.
+        attention_dropout: on the attention weights.
+        norm_first: pre-LN (True, stable without long warm-up) or the paper's post-LN.
+        positions: ``sinusoidal`` (sec. 3.5) or ``learned``.
+        max_positions: longest source or target sequence, in tokens (incl. ``</s>``).
+        share_embeddings: one matrix for source embeddings, target embeddings and
+            the output layer; needs a joint vocabulary (``tokenizer.joint: true``).
+            When False, the target embeddings still serve as the output layer.
+        alignment_layer: the decoder layer whose head-averaged cross-attention is
+            the alignment view (negative counts from the last, -1 = last).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    arch: Literal["transformer"] = "transformer"
+    d_model: PositiveInt = 256
+    heads: PositiveInt = 4
+    encoder_layers: PositiveInt = 3
+    decoder_layers: PositiveInt = 3
+    ff_dim: PositiveInt = 1024
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    norm_first: bool = True
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    max_positions: PositiveInt = 512
+    share_embeddings: bool = True
+    alignment_layer: int = -1
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> TransformerConfig:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by heads={self.heads}")
+        if not -self.decoder_layers <= self.alignment_layer < self.decoder_layers:
+            raise ValueError(
+                f"alignment_layer={self.alignment_layer} is not a decoder layer "
+                f"(decoder_layers={self.decoder_layers})"
+            )
+        return self

@@ -1,0 +1,54 @@
+"""Start-up cost of the ``attnkit`` command: parsing loads no heavy library.
+
+The parser is built from the config keys (``attnkit train --train.lr``), so the
+config package must validate without torch; torch, matplotlib, sentencepiece
+and the web stack are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "numpy", "matplotlib", "sentencepiece", "sacrebleu", "starlette", "uvicorn")
+
+_PROBE = """
+import json, sys
+from attnkit.cli import main
+try:
+    main({argv!r})
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def _heavy_modules_after(argv: list[str]) -> list[str]:
+    code = _PROBE.format(argv=argv, heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["train", "--help"], ["translate", "--help"], ["--version"]]
+)
+def test_help_loads_no_heavy_library(argv):
+    assert _heavy_modules_after(argv) == []
+
+
+def test_config_validates_without_torch():
+    code = (
+        "import sys\n"
+        "from attnkit.nmt.config import RunConfig\n"
+        "RunConfig.load('configs/reverse.yaml', ['model.arch=transformer'])\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "False", done.stderr
