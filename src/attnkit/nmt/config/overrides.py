@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..models.registry import ARCHITECTURES, DEFAULT_ARCH
 from .section import _shown_loc
 
 
@@ -38,6 +39,48 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
             node = child
         node[parts[-1]] = value
     return result
+
+
+def switch_architecture(raw: dict, result: dict, overrides: Sequence[str]) -> list[str]:
+    """Drop the keys of another architecture from ``result``'s model section; the notes to show.
+
+    ``raw`` is the config as written, ``result`` the same after ``overrides``
+    (changed in place). When an override sets ``model.arch`` to another
+    architecture than the file's (``--model.arch transformer`` on an RNN
+    preset), the file's model keys that the new architecture does not have but
+    another one does (``embed_dim``, ``hidden_size``, ...) are dropped, and one
+    note names them. An override ``model.KEY=null`` for a key the chosen
+    architecture does not have removes it quietly (what the user asked for).
+    Keys the chosen architecture has, keys no architecture has, and keys an
+    override set to a value are left for validation to judge.
+    """
+    model = result.get("model")
+    if not isinstance(model, dict):
+        return []
+    arch = model.get("arch", DEFAULT_ARCH)
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
+        return []
+    own = set(ARCHITECTURES[arch].model_fields)
+    set_here = {}
+    for item in overrides:
+        key, _, text = item.partition("=")
+        if key.startswith("model.") and key.count(".") == 1:
+            set_here[key.removeprefix("model.")] = text
+    for key, text in set_here.items():
+        if key not in own and key in model and model[key] is None and text.strip():
+            del model[key]
+    before = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+    if "arch" not in set_here or before.get("arch", DEFAULT_ARCH) == arch:
+        return []
+    others = {k for name, c in ARCHITECTURES.items() if name != arch for k in c.model_fields}
+    dropped = [k for k in model if k not in own and k in others and k not in set_here]
+    for key in dropped:
+        del model[key]
+    if not dropped:
+        return []
+    names = ", ".join(f"model.{k}" for k in dropped)
+    old = before.get("arch", DEFAULT_ARCH)
+    return [f"model.arch {arch}: dropped the {old} keys {names} ({arch} has no such keys)"]
 
 
 def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[str]:

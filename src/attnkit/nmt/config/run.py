@@ -13,7 +13,7 @@ from ..models.registry import ModelConfig, default_model_config
 from .data import DataConfig, TokenizerConfig
 from .decode import DecodeConfig
 from .errors import format_validation_error
-from .overrides import _blamed_overrides, apply_overrides
+from .overrides import _blamed_overrides, apply_overrides, switch_architecture
 from .section import _Section
 from .train import TrainConfig
 
@@ -39,9 +39,17 @@ class RunConfig(_Section):
 
     @classmethod
     def from_dict(
-        cls, raw: Any, overrides: Sequence[str] = (), source: str = "config"
+        cls,
+        raw: Any,
+        overrides: Sequence[str] = (),
+        source: str = "config",
+        notes: list[str] | None = None,
     ) -> RunConfig:
         """Validate a plain dict (after applying ``key.path=value`` overrides).
+
+        An override of ``model.arch`` drops the file's keys of the other
+        architecture (:func:`~.overrides.switch_architecture`); the one-line
+        note saying so is appended to ``notes`` when given.
 
         Raises:
             ValueError: one line per problem, ``key.path: what is allowed, got VALUE``.
@@ -49,8 +57,12 @@ class RunConfig(_Section):
         if not isinstance(raw, dict):
             raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
         try:
-            raw = apply_overrides(raw, overrides)
-            return cls.model_validate(raw)
+            result = apply_overrides(raw, overrides)
+            switched = switch_architecture(raw, result, overrides)
+            config = cls.model_validate(result)
+            if notes is not None:
+                notes.extend(switched)
+            return config
         except ValidationError as err:
             blamed = _blamed_overrides(err, overrides)
             where = f"override {' '.join(blamed)}" if blamed else source
@@ -59,8 +71,13 @@ class RunConfig(_Section):
             raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
 
     @classmethod
-    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    def load(
+        cls, path: str | Path, overrides: Sequence[str] = (), notes: list[str] | None = None
+    ) -> RunConfig:
         """Read and validate a YAML config; relative data paths are resolved against its folder.
+
+        ``notes`` collects what the overrides changed beyond their own keys (see
+        :meth:`from_dict`).
 
         Raises:
             FileNotFoundError: ``path`` does not exist.
@@ -75,7 +92,7 @@ class RunConfig(_Section):
             raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
-        config = cls.from_dict(raw or {}, overrides, source=str(path))
+        config = cls.from_dict(raw or {}, overrides, source=str(path), notes=notes)
         if config.name is None:
             config.name = path.stem
         config.resolve_paths(path.parent)
