@@ -75,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(attach_negative_values(argv))
+    argv = attach_negative_values(argv)
+    _check_options(parser, argv)
+    args, extra = parser.parse_known_args(argv)
     # argparse fills a nargs="*" positional only where it first meets it, so
     # `translate RUN --beam 5 "a sentence"` would leave the sentence over;
     # commands that declare `trailing_positionals` collect such leftovers.
@@ -109,17 +111,55 @@ def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentP
     return parser
 
 
+def _check_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Stop at the first ``--option`` the command does not have, with the closest one it has.
+
+    Checked before argparse parses, so a misspelt option is named even when
+    argparse would first complain about a required one (``explain --querry``).
+    A unique prefix of an option (which argparse accepts) is no mistake.
+    """
+    command, rest = parser, list(argv)
+    while rest and (choices := _subcommands(command)) and rest[0] in choices:
+        command, rest = choices[rest[0]], rest[1:]
+    if command is parser:
+        return
+    known = list(command._option_string_actions)
+    for i, word in enumerate(rest):
+        if word == "--":
+            return
+        option = word.partition("=")[0]
+        if not option.startswith("--") or option in known:
+            continue
+        if not any(k.startswith(option) for k in known):
+            value = rest[i + 1 : i + 2] if "=" not in word else []
+            shown = [word, *(v for v in value if not v.startswith("-"))]
+            command.error(_unrecognized(command, shown))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
 def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
-    """``unrecognized arguments: ...``, with ``parser``'s closest option to a misspelt one."""
+    """``unrecognized arguments: ...``, with ``parser``'s closest option to a misspelt one.
+
+    The closest option is one the word starts with (``--beam-size`` -> ``--beam``),
+    else the most similar spelling; without either, the message says where the
+    command's options are listed.
+    """
     message = f"unrecognized arguments: {' '.join(extra)}"
-    known = parser._option_string_actions
+    known = [k for k in parser._option_string_actions if k.startswith("--")]
     for word in extra:
         option = word.partition("=")[0]
         if option.startswith("--"):
-            close = difflib.get_close_matches(option, list(known), n=1, cutoff=0.75)
+            stems = sorted((k for k in known if option.startswith(k + "-")), key=len)
+            close = stems[-1:] or difflib.get_close_matches(option, known, n=1, cutoff=0.6)
             if close:
                 return f"{message} (did you mean {close[0]}?)"
-    return message
+    return f"{message} (see '{parser.prog} --help' for its options)"
 
 
 def _reader_gone() -> int:

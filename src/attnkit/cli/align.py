@@ -18,6 +18,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError
+from .run_hint import check_run_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +48,13 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     )
     _run_options(p)
     p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
-    p.add_argument("--tgt", metavar="FILE", help="target sentences, line-aligned with --src")
+    p.add_argument(
+        "--tgt",
+        "--ref",
+        dest="tgt",
+        metavar="FILE",
+        help="target sentences, line-aligned with --src (--ref is the same option)",
+    )
     p.add_argument("--bitext", metavar="FILE", help="'source ||| target' lines instead")
     p.add_argument("--gold", metavar="FILE", help="gold links: i-j sure, ipj possible")
     p.add_argument(
@@ -80,6 +87,7 @@ def _load(args: argparse.Namespace):
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_run_folder(args.run_dir)
     return load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
 
 
@@ -193,7 +201,13 @@ def _register_inspect(subparsers: argparse._SubParsersAction) -> None:
     _run_options(p)
     p.add_argument("--split", choices=("test", "valid", "train"), help="default: test")
     p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
-    p.add_argument("--tgt", metavar="FILE", help="references, line-aligned with --src")
+    p.add_argument(
+        "--tgt",
+        "--ref",
+        dest="tgt",
+        metavar="FILE",
+        help="references, line-aligned with --src (--ref is the same option)",
+    )
     search_options(p)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")

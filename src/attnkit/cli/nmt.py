@@ -6,7 +6,7 @@
 ``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
 [--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
-``attnkit evaluate RUN_DIR [--split test | --src FILE --ref FILE] [--beam K] [--output FILE]``
+``attnkit evaluate RUN_DIR [--split test | --src FILE --tgt FILE] [--beam K] [--output FILE]``
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError
+from .run_hint import check_run_folder
 
 OVERRIDE_PREFIX = "override:"
 DEFAULT_BUFFER_LINES = 256
@@ -205,7 +206,13 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
         "your own test set", "instead of --split; UTF-8, one sentence per line, plain or gzipped"
     )
     own.add_argument("--src", metavar="FILE", help="source sentences")
-    own.add_argument("--ref", metavar="FILE", help="their references, line by line")
+    own.add_argument(
+        "--tgt",
+        "--ref",
+        dest="tgt",
+        metavar="FILE",
+        help="their references, line by line (--ref is the same option)",
+    )
     _decoding_options(p)
     p.add_argument(
         "--output",
@@ -244,7 +251,6 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 def _config_and_folder(args: argparse.Namespace):
     """The config to train and its RunFolder: from CONFIG (+ --out), or from a RUN_DIR."""
-    from ..nmt.config import RunConfig
     from ..nmt.runs.run_folder import RunFolder
 
     if args.config is None:
@@ -260,11 +266,29 @@ def _config_and_folder(args: argparse.Namespace):
         folder = RunFolder(source)
         if not folder.config.is_file():
             raise UsageError(f"{folder.config} not found; is {source} a training run folder?")
-        return RunConfig.load(folder.config, _overrides(args)), folder
-    config = RunConfig.load(source, _overrides(args))
+        return _load_config(folder.config, args), folder
+    config = _load_config(source, args)
     if args.out:
         return config, RunFolder(Path(args.out))
     return config, RunFolder.default(config.name or source.stem)
+
+
+def _load_config(path: Path, args: argparse.Namespace):
+    """The config at ``path`` with the command line's overrides; their notes go to stderr.
+
+    Switching ``model.arch`` on a preset names the keys it dropped and, when
+    the preset has a sibling for that architecture (``reverse.yaml`` ->
+    ``reverse_transformer.yaml``), points to it.
+    """
+    from ..nmt.config import RunConfig
+
+    notes: list[str] = []
+    config = RunConfig.load(path, _overrides(args), notes=notes)
+    for note in notes:
+        sibling = path.with_name(f"{path.stem}_{config.model.arch}{path.suffix}")
+        tuned = f"; a preset tuned for it: {sibling}" if sibling.is_file() else ""
+        _stderr(f"attnkit {args.command}: note: {note}{tuned}")
+    return config
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -316,6 +340,7 @@ def _load(args: argparse.Namespace):
     from ..nmt.runs.loaded_run import load_run
 
     check_search_options(args)
+    check_run_folder(args.run_dir)
     device = resolve_device(args.device, "--device")
     run = load_run(args.run_dir, checkpoint=args.checkpoint, device=str(device))
     return run, search_settings(args, run)
@@ -329,9 +354,7 @@ def _engine(args: argparse.Namespace, run):
     from ..nmt.export.engine import open_engine
 
     try:
-        return open_engine(
-            args.engine, run, export_dir=args.export_dir, checkpoint=args.checkpoint
-        )
+        return open_engine(args.engine, run, export_dir=args.export_dir, checkpoint=args.checkpoint)
     except EngineUnavailable as err:
         raise UsageError(str(err)) from None
 
@@ -424,16 +447,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _own_test_set(args: argparse.Namespace):
-    """The ``--src``/``--ref`` pair as a corpus that keeps every line; None without them."""
+    """The ``--src``/``--tgt`` pair as a corpus that keeps every line; None without them."""
     from ..nmt.data.corpus import read_parallel
 
-    if args.src is None and args.ref is None:
+    if args.src is None and args.tgt is None:
         return None
-    if args.src is None or args.ref is None:
-        raise UsageError("--src and --ref go together: give the source file and its references")
+    if args.src is None or args.tgt is None:
+        raise UsageError("--src and --tgt go together: give the source file and its references")
     if args.split is not None:
-        raise UsageError("give either --split or --src/--ref, not both")
-    return read_parallel(args.src, args.ref, keep_empty=True)
+        raise UsageError("give either --split or --src/--tgt, not both")
+    return read_parallel(args.src, args.tgt, keep_empty=True)
 
 
 def _empty_lines(result) -> str:

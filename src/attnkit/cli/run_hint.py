@@ -1,0 +1,48 @@
+"""A missing run folder, named with the command that makes it.
+
+``attnkit translate runs/multi30k`` before training says which
+``attnkit train configs/multi30k.yaml`` writes that folder, when the folder's
+name matches a preset in ``configs/`` (the working directory's, or the
+checkout's beside the installed package).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import UsageError
+
+__all__ = ["check_run_folder", "preset_for"]
+
+_CHECKOUT_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+def preset_for(name: str) -> Path | None:
+    """The preset ``configs/NAME.yaml`` (relative to the working directory when it is there)."""
+    for folder in (Path("configs"), _CHECKOUT_CONFIGS):
+        path = folder / f"{name}.yaml"
+        if path.is_file():
+            return path if folder == Path("configs") else path.resolve()
+    return None
+
+
+def check_run_folder(run_dir: str) -> None:
+    """Raise a :class:`UsageError` naming the way out when ``run_dir`` holds no trained run.
+
+    Raises:
+        UsageError: ``run_dir`` or its ``config.yaml`` does not exist.
+    """
+    folder = Path(run_dir)
+    if (folder / "config.yaml").is_file():
+        return
+    what = (
+        f"{run_dir} has no config.yaml (not a training run folder)"
+        if folder.is_dir()
+        else f"run folder {run_dir} not found"
+    )
+    preset = preset_for(folder.name)
+    if preset is None:
+        raise UsageError(f"{what}; 'attnkit train CONFIG.yaml --out {run_dir}' makes one")
+    default = Path("runs") / folder.name
+    out = "" if folder == default else f" --out {run_dir}"
+    raise UsageError(f"{what}; 'attnkit train {preset}{out}' makes it")

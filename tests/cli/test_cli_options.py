@@ -1,0 +1,86 @@
+"""One option name across commands, and a did-you-mean on every subcommand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import build_parser
+from cli_helpers import assert_one_line_error, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("argv", "suggestion"),
+    [
+        (["evaluate", "runs/x", "--refs", "r.en"], "--ref"),
+        (["inspect", "runs/x", "--target", "r.en"], "--tgt"),
+        (["align", "runs/x", "--target", "t.fr"], "--tgt"),
+        (["translate", "runs/x", "--beam-size", "3"], "--beam"),
+        (["explain", "--querry", "1,0"], "--query"),  # before argparse asks for --query
+        (["saturation", "--dimz", "4"], "--dims"),
+        (["plot", "weights", "w.json", "--idx", "2"], "--index"),
+        (["serve", "runs/x", "--prot", "8000"], "--port"),
+        (["train", "configs/reverse.yaml", "--train.treads", "1"], "--train.threads"),
+    ],
+)
+def test_every_subcommand_suggests_the_option_it_has(capsys, argv, suggestion):
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, *argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].endswith(f"(did you mean {suggestion}?)"), err
+
+
+def test_an_option_with_no_close_match_points_to_help(capsys):
+    with pytest.raises(SystemExit):
+        run(capsys, "translate", "runs/x", "--zzz")
+    assert "(see 'attnkit translate --help' for its options)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["evaluate", "inspect", "align"])
+@pytest.mark.parametrize("option", ["--tgt", "--ref"])
+def test_tgt_and_ref_are_one_option_everywhere(command, option):
+    args = build_parser().parse_args([command, "runs/x", "--src", "a.de", option, "b.en"])
+    assert args.tgt == "b.en"
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "inspect"])
+def test_a_missing_run_named_like_a_preset_says_which_train_makes_it(capsys, monkeypatch, command):
+    monkeypatch.chdir(REPO)
+    status, out, err = run(
+        capsys, command, "runs/multi30k", *(["x"] if command == "translate" else [])
+    )
+    assert status == 2 and out == ""
+    assert_one_line_error(
+        err, command, "run folder runs/multi30k not found; 'attnkit train configs/multi30k.yaml'"
+    )
+
+
+def test_a_missing_run_elsewhere_names_its_out_folder(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    folder = tmp_path / "reverse"
+    status, _, err = run(capsys, "evaluate", str(folder))
+    assert status == 2
+    assert f"'attnkit train configs/reverse.yaml --out {folder}' makes it" in err
+
+
+def test_a_missing_run_with_no_preset_says_how_to_make_one(capsys, tmp_path):
+    status, _, err = run(capsys, "translate", str(tmp_path / "mine"), "x")
+    assert status == 2
+    assert f"'attnkit train CONFIG.yaml --out {tmp_path / 'mine'}' makes one" in err
+
+
+def test_switching_a_presets_architecture_notes_the_dropped_keys(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    argv = ["prepare", "configs/reverse.yaml", "--model.arch", "transformer", "--no-progress"]
+    status, _, err = run(capsys, *argv, "--out", str(tmp_path / "rev"))
+    assert status == 0, err
+    note = next(line for line in err.splitlines() if "note:" in line)
+    assert note == (
+        "attnkit prepare: note: model.arch transformer: dropped the rnn keys model.embed_dim, "
+        "model.hidden_size, model.score, model.query_timing (transformer has no such keys); "
+        "a preset tuned for it: configs/reverse_transformer.yaml"
+    )
