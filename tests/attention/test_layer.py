@@ -89,3 +89,31 @@ def test_layer_errors_name_the_argument_and_shapes():
         Attention(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="dropout must be in"):
         Attention(ScaledDotScore(), dropout=1.5)
+
+
+@pytest.mark.parametrize("tq", [1, 2, 5])
+def test_a_key_mask_applies_to_any_number_of_queries(tq):
+    torch.manual_seed(0)
+    attend = Attention(ScaledDotScore())
+    query, keys = torch.randn(2, tq, 4), torch.randn(2, 6, 4)
+    mask = padding_mask([6, 3])  # (B, Tk), as in the README
+    context, weights = attend(query, keys, mask=mask)
+    expected_c, expected_w = attend(query, keys, mask=mask[:, None, :])
+    assert weights.shape == (2, tq, 6) and torch.equal(weights, expected_w)
+    assert torch.equal(context, expected_c)
+    assert torch.all(weights[1, :, 3:] == 0)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, tq))
+
+
+def test_a_fully_masked_key_mask_row_gives_zeros_not_nan():
+    attend = Attention(ScaledDotScore())
+    mask = torch.tensor([[True, True, False], [False, False, False]])  # (B, Tk)
+    context, weights = attend(torch.randn(2, 4, 3), torch.randn(2, 3, 3), mask=mask)
+    assert torch.equal(weights[1], torch.zeros(4, 3)) and torch.equal(context[1], torch.zeros(4, 3))
+    assert not torch.isnan(context).any()
+
+
+def test_a_two_d_mask_of_the_wrong_shape_names_the_key_mask():
+    attend = Attention(ScaledDotScore())
+    with pytest.raises(ValueError, match=r"a 2-D mask is a key mask \(B, Tk\) = \(2, 3\)"):
+        attend(torch.randn(2, 4, 3), torch.randn(2, 3, 3), mask=torch.ones(4, 3, dtype=torch.bool))

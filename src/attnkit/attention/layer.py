@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .functional import _check_broadcast, masked_softmax, zero_dead_keys
+from .masks import key_mask_for_queries
 from .scores import Score
 
 __all__ = ["Attention"]
@@ -62,9 +63,10 @@ class Attention(nn.Module):
             keys: encoder states ``(B, Tk, Dk)``.
             values: ``(B, Tk, Dv)``; defaults to ``keys`` (encoder-decoder
                 attention reuses the encoder states for both).
-            mask: bool, True = may attend. For a step query ``(B, Tk)``; for
-                ``(B, Tq, Dq)`` anything broadcastable to ``(B, Tq, Tk)``, e.g. a
-                padding mask as ``mask[:, None, :]``.
+            mask: bool, True = may attend: a key mask ``(B, Tk)`` (e.g.
+                ``padding_mask(lengths)``) for any query shape, or for
+                ``(B, Tq, Dq)`` anything broadcastable to ``(B, Tq, Tk)``
+                (:func:`~attnkit.attention.masks.key_mask_for_queries`).
             prepared_keys: ``score.prepare_keys(keys)``, computed once per source.
 
         Returns:
@@ -84,6 +86,8 @@ class Attention(nn.Module):
                 _check_broadcast("mask", mask.shape, (query.shape[0], keys.shape[-2]))
             query = query.unsqueeze(1)  # (B, 1, Dq)
             mask = None if mask is None else mask.unsqueeze(-2)  # (B, 1, Tk)
+        else:
+            mask = key_mask_for_queries(mask, query.shape[0], keys.shape[-2])  # (B, 1, Tk)
         _check_layer_inputs(query, keys, values)
         scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk), float32 for fp16/bf16
         weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)

@@ -130,6 +130,33 @@ def invert_mask(mask: Tensor | None) -> Tensor | None:
     return ~mask
 
 
+def key_mask_for_queries(mask: Tensor | None, batch: int, tk: int) -> Tensor | None:
+    """A ``(B, Tk)`` key mask as ``(B, 1, Tk)``, so that it applies to any number of queries.
+
+    For :class:`~attnkit.Attention`, whose keys are always per sentence
+    (``keys (B, Tk, Dk)``), a 2-D mask is a key mask such as
+    ``padding_mask(lengths)``: True = that key may be attended, for every query
+    of the sentence. Masks of other ranks are returned unchanged (a 3-D mask
+    is ``(B, Tq, Tk)`` or broadcastable; a 1-D mask ``(Tk,)`` broadcasts as is).
+
+    Args:
+        mask: None, or bool ``(B, Tk)`` / ``(1, Tk)``, or any other rank.
+        batch: ``B``, the batch size of the queries.
+        tk: ``Tk``, the number of keys.
+
+    Raises:
+        ValueError: a 2-D mask whose shape is not ``(B, Tk)`` or ``(1, Tk)``.
+    """
+    if mask is None or not isinstance(mask, Tensor) or mask.dim() != 2:
+        return mask
+    if mask.shape[0] not in (1, batch) or mask.shape[1] != tk:
+        raise ValueError(
+            f"mask has shape {tuple(mask.shape)}; a 2-D mask is a key mask (B, Tk) = "
+            f"{(batch, tk)} (pass a (B, Tq, Tk) mask to mask queries differently)"
+        )
+    return mask.unsqueeze(-2)  # (B, 1, Tk)
+
+
 class ResolvedMask(NamedTuple):
     """The user's masks as the attention kernels need them; built by :func:`resolve_mask`.
 
