@@ -52,13 +52,13 @@ class ServerProcess:
     """``attnkit serve FOLDER...`` in a child process on a free port of 127.0.0.1.
 
     ``url`` is what the command printed; :meth:`stop` sends Ctrl-C (SIGINT) and
-    returns the exit status.
+    returns the exit status. ``args`` are run folders and options.
     """
 
-    def __init__(self, *folders) -> None:
+    def __init__(self, *args) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-m", "attnkit", "serve", *map(str, folders), "--port", "0"]
+        argv = [sys.executable, "-m", "attnkit", "serve", *map(str, args), "--port", "0"]
         self.process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
@@ -72,12 +72,12 @@ class ServerProcess:
         self.url = match.group(0)
 
     def stop(self) -> int:
+        """Ctrl-C, then the exit status; what the command wrote on stderr is in ``stderr``."""
         self.process.send_signal(signal.SIGINT)
         try:
-            return self.process.wait(timeout=20)
+            _, self.stderr = self.process.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.communicate()
             raise
-        finally:
-            self.process.stdout.close()
-            self.process.stderr.close()
+        return self.process.returncode

@@ -261,3 +261,33 @@ def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys
     status, _, err = run(capsys, "serve", str(tmp_path / "missing"))
     assert status == 2
     assert_one_line_error(err, "serve", "a training run folder?")
+
+
+def test_attnkit_serve_serves_the_runs_it_can_load_and_lists_the_missing(tmp_path):
+    folders = make_runs(tmp_path)
+    gone = tmp_path / "gone"
+    server = ServerProcess(folders["rnn"], gone, folders["transformer"])
+    try:
+        with urllib.request.urlopen(server.url + "runs", timeout=30) as response:
+            data = json.load(response)
+        translated = _post_json(server.url + "translate", {"text": "ein Hund", "run": "rnn"})
+    finally:
+        status = server.stop()
+    assert [r["name"] for r in data["runs"]] == ["rnn", "transformer"]
+    assert [(m["name"], m["folder"]) for m in data["missing"]] == [("gone", str(gone))]
+    assert "config.yaml not found" in data["missing"][0]["error"]
+    assert translated["sentences"][0]["translation"] is not None and status == 0
+    assert f"attnkit serve: warning: not serving {gone}: " in server.stderr
+
+
+def test_a_served_app_without_missing_runs_lists_none(served):
+    client, _ = served
+    assert client.get("/runs").json()["missing"] == []
+
+
+def _post_json(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)

@@ -3,7 +3,10 @@
 Loads each run once, prints the URL and serves the explorer with uvicorn until
 Ctrl-C, which shuts down cleanly with exit status 0 (stopping is how a server
 ends); SIGTERM also shuts down cleanly, then ends with the signal's status 143.
-Binds 127.0.0.1 unless ``--host`` says otherwise.
+Binds 127.0.0.1 unless ``--host`` says otherwise. A run folder that cannot be
+loaded is named on stderr (and in ``GET /runs`` and on the page) and the others
+are served; only when none loads is it an error (status 2). ``--max-body-bytes``,
+``--max-chars`` and ``--max-lines`` set :class:`attnkit.serve.Limits`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,13 @@ import sys
 from pathlib import Path
 
 from .errors import UsageError
+
+# option -> (Limits field, help); the defaults are Limits' own
+_LIMITS = {
+    "--max-body-bytes": ("max_body_bytes", "bytes of a request body, however it is sent"),
+    "--max-chars": ("max_chars", "characters of text per translation request"),
+    "--max-lines": ("max_lines", "non-blank lines per translation request"),
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +40,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0 = any)")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _limit_options(p)
     p.set_defaults(func=_run_serve)
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    from ..serve.limits import Limits
+
+    group = p.add_argument_group("limits", "larger requests are refused with status 413")
+    for option, (field, text) in _LIMITS.items():
+        default = getattr(Limits(), field)
+        group.add_argument(
+            option, type=int, default=default, metavar="N", help=f"{text} (default %(default)s)"
+        )
+
+
+def _limits(args: argparse.Namespace):
+    """The :class:`~attnkit.serve.Limits` the options give.
+
+    Raises:
+        UsageError: a limit below 1.
+    """
+    from ..serve.limits import Limits
+
+    values = {}
+    for option, (field, _) in _LIMITS.items():
+        value = getattr(args, field)
+        if value < 1:
+            raise UsageError(f"{option} must be >= 1, got {value}")
+        values[field] = value
+    return Limits(**values)
 
 
 def run_names(folders: list[str]) -> list[str]:
@@ -48,24 +87,43 @@ def run_names(folders: list[str]) -> list[str]:
 def _run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..nmt.runs.loaded_run import load_run
-    from ..serve import ServedRun, create_app
+    from ..serve import create_app
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
-    runs = [
-        ServedRun(name, load_run(folder, checkpoint=args.checkpoint))
-        for name, folder in zip(run_names(args.runs), args.runs, strict=True)
-    ]
+    limits = _limits(args)
+    runs, missing = _load_runs(args.runs, args.checkpoint)
     sock = _listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"attnkit serve: http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
-    config = uvicorn.Config(create_app(runs), log_level="warning")
+    config = uvicorn.Config(create_app(runs, limits, missing), log_level="warning")
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down
         uvicorn.Server(config).run(sockets=[sock])
     print("attnkit serve: stopped", file=sys.stderr)
     return 0
+
+
+def _load_runs(folders: list[str], checkpoint: str):
+    """The runs that load and the missing ones (each named on stderr).
+
+    Raises:
+        UsageError: none of the folders loads (the message names each and why).
+    """
+    from ..nmt.runs.loaded_run import load_run
+    from ..serve import MissingRun, ServedRun
+
+    runs, missing = [], []
+    for name, folder in zip(run_names(folders), folders, strict=True):
+        try:
+            runs.append(ServedRun(name, load_run(folder, checkpoint=checkpoint)))
+        except (ValueError, FileNotFoundError, OSError) as err:
+            missing.append(MissingRun(name, folder, str(err)))
+    if not runs:
+        raise UsageError("; ".join(m.error for m in missing))
+    for m in missing:
+        print(f"attnkit serve: warning: not serving {m.folder}: {m.error}", file=sys.stderr)
+    return runs, missing
 
 
 def _listen(host: str, port: int) -> socket.socket:

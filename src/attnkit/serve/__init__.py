@@ -8,9 +8,22 @@
 
 ``attnkit serve RUN_DIR`` (:mod:`attnkit.cli.serve`) loads the runs and starts
 uvicorn on 127.0.0.1. Nothing else in attnkit imports this package.
+:class:`Limits` (``limits.py``) loads without the web stack; the names of
+``app.py`` are imported on first use, so ``attnkit serve --help`` stays light.
 """
 
-from .app import Limits, ServedRun, create_app
-from .export import html_page, write_html
+from importlib import import_module
+from typing import Any
 
-__all__ = ["Limits", "ServedRun", "create_app", "html_page", "write_html"]
+from .export import html_page, write_html
+from .limits import Limits
+
+_FROM_APP = ("MissingRun", "ServedRun", "create_app")
+
+__all__ = ["Limits", "MissingRun", "ServedRun", "create_app", "html_page", "write_html"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_APP:
+        return getattr(import_module(".app", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,14 +4,17 @@ Routes (docs/serve.md):
 
 - ``GET /``, ``GET /static/app.js``, ``GET /static/app.css``: the page, read
   once from the package (no path from a request is ever opened).
-- ``GET /runs``: the runs being served.
+- ``GET /runs``: the runs being served, the limits, and the runs that could not
+  be loaded (``missing``).
 - ``POST /translate`` ``{"text", "run"?, "beam"?, "n_best"?}``: one result per
   line (:mod:`attnkit.serve.payload`).
 - ``POST /explain`` ``{"query", "keys", "values"?, "scaled"?, "mask"?, "causal"?}``:
   :func:`attnkit.lessons.explain`'s trace as JSON, plus its text.
 
 Every error is JSON ``{"error": "..."}`` with a 4xx status: a malformed body
-or a value out of range (422), text too long or too many lines (413), an
+or a value out of range (422), text too long, too many lines or a body over
+``Limits.max_body_bytes`` (413; the body is counted as it arrives, whatever
+its transfer encoding, and refused as soon as it passes the limit), an
 unknown run (404), a full queue (503). Translation runs in a worker thread,
 one request at a time per run (each model is loaded once and shared
 read-only), so the event loop keeps answering while a model works.
@@ -30,32 +33,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..lessons import explain
 from ..nmt.data.text import is_blank
 from ..nmt.decoding.settings import SearchSettings
 from ..nmt.decoding.translate import translate_lines
 from ..nmt.runs.loaded_run import LoadedRun
+from .limits import Limits
 from .payload import run_info, sentence_payload
 
-__all__ = ["ApiError", "Limits", "ServedRun", "create_app"]
+__all__ = ["ApiError", "BodyLimit", "Limits", "MissingRun", "ServedRun", "create_app"]
 
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
 }
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask for; beyond it the answer is an error that says the limit."""
-
-    max_chars: int = 2000  # characters of text per /translate request
-    max_lines: int = 16  # non-blank lines per /translate request
-    max_body_bytes: int = 256_000  # any request body
-    max_pending: int = 8  # /translate requests waiting for a run before 503
-    max_explain: int = 32  # rows and columns of each /explain matrix
 
 
 @dataclass
@@ -65,6 +59,15 @@ class ServedRun:
     name: str
     run: LoadedRun
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class MissingRun:
+    """A run folder that was asked for but could not be loaded, and why."""
+
+    name: str
+    folder: str
+    error: str
 
 
 class ApiError(Exception):
@@ -103,12 +106,17 @@ class ExplainRequest(_Strict):
     precision: int = Field(default=3, ge=0, le=10)
 
 
-def create_app(runs: list[ServedRun], limits: Limits | None = None) -> FastAPI:
-    """The application serving ``runs`` (the first is the default of ``/translate``).
+def create_app(
+    runs: list[ServedRun], limits: Limits | None = None, missing: list[MissingRun] | None = None
+) -> FastAPI:
+    """The application serving ``runs`` (the first is the default of ``/translate``);
+    ``missing`` lists the runs that could not be loaded (``GET /runs`` and the page say so).
 
     Raises:
-        ValueError: two runs share a name.
+        ValueError: two runs share a name, or there is no run to serve.
     """
+    if not runs:
+        raise ValueError("no run to serve")
     limits = limits or Limits()
     by_name = {served.name: served for served in runs}
     if len(by_name) != len(runs):
@@ -130,7 +138,11 @@ def create_app(runs: list[ServedRun], limits: Limits | None = None) -> FastAPI:
 
     @app.get("/runs")
     def list_runs() -> dict[str, Any]:
-        return {"runs": [run_info(s.name, s.run) for s in runs], "limits": asdict(limits)}
+        return {
+            "runs": [run_info(s.name, s.run) for s in runs],
+            "limits": asdict(limits),
+            "missing": [asdict(m) for m in missing or ()],
+        }
 
     @app.post("/translate")
     async def translate(request: TranslateRequest) -> dict[str, Any]:
@@ -233,18 +245,70 @@ class _Counter:
             self.count -= 1
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes is answered 413 as soon as it is
+    known, before the application reads the rest.
+
+    A ``Content-Length`` over the limit (or not a number) is refused before any
+    byte of the body is read. Otherwise the body is counted as the application
+    pulls it from ``receive`` (chunked or not); the chunk that passes the limit
+    is never handed on, and whatever the application would have answered is
+    replaced by the 413.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        size = dict(scope["headers"]).get(b"content-length")
+        if size is not None and (not size.isdigit() or int(size) > self.limit):
+            await self._refuse(send)
+            return
+        over, received = False, 0
+
+        async def counted() -> Message:
+            nonlocal over, received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                over = True
+                raise HTTPException(413, self.message)
+            return message
+
+        async def guarded(message: Message) -> None:
+            if not over:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                await self._refuse(send)
+
+        await self.app(scope, counted, guarded)
+
+    @property
+    def message(self) -> str:
+        return f"request body over {self.limit} bytes (the server's limit)"
+
+    async def _refuse(self, send: Send) -> None:
+        await _error(413, self.message)({"type": "http"}, _no_body, send)
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
+
+
 def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
-    """Every error as ``{"error": ...}`` JSON; bodies over the limit refused unread."""
+    """Every error as ``{"error": ...}`` JSON; bodies over the limit refused as they arrive."""
 
     @app.middleware("http")
-    async def body_limit(request: Request, call_next):
-        size = request.headers.get("content-length", "0")
-        if not size.isdigit() or int(size) > limits.max_body_bytes:
-            return _error(413, f"request body over {limits.max_body_bytes} bytes")
+    async def internal_error(request: Request, call_next):
         try:
             return await call_next(request)
         except Exception:  # an unexpected failure: say so, never a traceback page
             return _error(500, "internal error while handling the request")
+
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)  # the outermost: added last
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, err: ApiError) -> JSONResponse:
