@@ -205,3 +205,49 @@ def _alpha(css_colour: str) -> float:
     """The alpha of ``rgba(r, g, b, a)`` (1 for ``rgb(...)``)."""
     parts = css_colour[css_colour.index("(") + 1 : -1].split(",")
     return float(parts[3]) if len(parts) == 4 else 1.0
+
+
+def test_the_causal_decoder_view_hatches_the_future_as_masked(server, browser):
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    Select(browser.find_element("id", "run")).select_by_value("transformer")
+    browser.find_element("id", "text").send_keys("ein Hund rennt")
+    browser.find_element("id", "translate").click()
+    card = _wait(browser, ".sentence")[0]
+    Select(card.find_element("css selector", ".view")).select_by_value("decoder")
+    rows = card.find_elements("css selector", ".heatmap tr")[1:]
+    for i, row in enumerate(rows):
+        cells = row.find_elements("css selector", "td")
+        assert [c.get_attribute("class") == "masked" for c in cells] == [
+            j > i for j in range(len(cells))
+        ]
+        assert all(c.text == "" for c in cells[i + 1 :])  # no "0.00" for the future
+        assert all(c.text for c in cells[: i + 1])
+    hatched = card.find_element("css selector", ".heatmap td.masked")
+    assert "repeating-linear-gradient" in hatched.value_of_css_property("background-image")
+
+
+def test_an_explain_error_clears_the_previous_result(server, browser):
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    browser.find_element("id", "explain").click()
+    _wait(browser, "#explain-weights td", 3)
+    keys = browser.find_element("id", "ex-keys")
+    keys.clear()
+    keys.send_keys("1,0; 0,1")  # widths differ from the query's 3
+    browser.find_element("id", "explain").click()
+    status = _wait(browser, "#explain-status.error")[0]
+    assert status.text
+    assert browser.find_elements("css selector", "#explain-weights td") == []
+    assert browser.find_element("id", "explain-text").text == ""
+
+
+def test_the_worked_example_hatches_masked_keys(server, browser):
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    browser.find_element("id", "ex-mask").send_keys("1,0,1")
+    browser.find_element("id", "explain").click()
+    cells = _wait(browser, "#explain-weights td", 3)
+    assert [c.get_attribute("class") == "masked" for c in cells] == [False, True, False]

@@ -47,8 +47,9 @@ function chosen(s, view, layer, head) {
   if (view === "alignment") return { m: s.weights, rows: s.tgt_tokens, cols: s.src_tokens };
   const m = pick(s.views[view], layer, head);
   if (view === "encoder") return { m, rows: s.src_tokens, cols: s.src_tokens };
-  if (view === "decoder") {
-    return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs };
+  if (view === "decoder") {  // causal: a query never sees a later key
+    const masked = (i, j) => j > i;
+    return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs, masked };
   }
   return { m, rows: s.tgt_tokens, cols: s.src_tokens };
 }
@@ -129,7 +130,7 @@ function viewControls(s, card) {
 
 function render(s, card) {
   const q = (sel) => card.querySelector(sel);
-  const { m, rows, cols } = chosen(s, q(".view").value, Number(q(".layer").value),
+  const { m, rows, cols, masked } = chosen(s, q(".view").value, Number(q(".layer").value),
     q(".head").value);
   const keys = q(".keys");
   const queries = q(".queries");
@@ -150,11 +151,12 @@ function render(s, card) {
     node.addEventListener("mouseenter", () => { clearPaint(all); node.classList.add("focus");
       queryNodes.forEach((r, i) => paint(r, m[i][j])); });
   });
-  q(".heatmap").replaceChildren(heatmap(m, rows, cols));
+  q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked));
   q(".step").replaceChildren();
 }
 
-function heatmap(m, rows, cols) {
+// masked(i, j): whether query i may not attend to key j (drawn hatched, as the PNGs do).
+function heatmap(m, rows, cols, masked = () => false) {
   const table = el("table", { class: "grid" });
   const head = el("tr");
   head.append(el("th"), ...cols.map((c) => el("th", { class: "col" }, c)));
@@ -163,6 +165,10 @@ function heatmap(m, rows, cols) {
     const tr = el("tr");
     tr.append(el("th", {}, rows[i]));
     row.forEach((w, j) => {
+      if (masked(i, j)) {
+        tr.append(el("td", { class: "masked", title: `${rows[i]} -> ${cols[j]}: masked` }));
+        return;
+      }
       const td = el("td", { title: `${rows[i]} -> ${cols[j]}: ${w.toFixed(4)}` }, w.toFixed(2));
       paint(td, w);
       tr.append(td);
@@ -242,10 +248,13 @@ async function explainExample(event) {
   try {
     const data = await postJSON("/explain", body);
     const t = data.trace;
-    $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels));
+    const masked = t.mask ? (i, j) => !t.mask[i][j] : undefined;
+    $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels, masked));
     $("explain-text").textContent = data.text;
     status.textContent = "";
-  } catch (err) {
+  } catch (err) {  // the previous result would read as this input's: clear it
+    $("explain-weights").replaceChildren();
+    $("explain-text").textContent = "";
     status.textContent = err.message;
     status.classList.add("error");
   }
