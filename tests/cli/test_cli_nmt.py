@@ -111,7 +111,17 @@ def test_existing_run_needs_resume_or_overwrite(run_dir, capsys):
 
 
 def test_translate_errors(run_dir, capsys, tmp_path):
-    assert "a training run folder?" in error_of(["translate", str(tmp_path), "s1"], capsys)
+    assert "has no config.yaml (not a training run folder)" in error_of(
+        ["translate", str(tmp_path), "s1"], capsys
+    )
     assert "--beam must be >= 1" in error_of(
         ["translate", str(run_dir), "s1", "--beam", "0"], capsys
     )
+
+
+def test_layer_without_an_attention_sink_is_named_not_ignored(run_dir, capsys):
+    assert main(["translate", str(run_dir), "s1 s2", "--layer", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --layer chooses the attention that --plot" in err
+    assert main(["translate", str(run_dir), "s1 s2", "--layer", "0", "--show-attention"]) == 0
+    assert "changes nothing" not in capsys.readouterr().err

@@ -52,3 +52,15 @@ def test_read_weights_labels_become_text_and_must_be_lists(tmp_path):
         plot.read_weights(path)
     path.write_text(json.dumps({"weights": WEIGHTS, "row_labels": [1, 2]}))
     assert plot.read_weights(path).row_labels == ["1", "2"]
+
+
+def test_json_lines_without_an_index_say_so_and_which_indexes_exist(tmp_path):
+    lines = tmp_path / "att.jsonl"
+    lines.write_text("\n".join(json.dumps({"weights": WEIGHTS}) for _ in range(3)) + "\n")
+    with pytest.raises(ValueError) as err:
+        plot.read_weights(lines)
+    message = str(err.value)
+    assert "is JSON Lines (3 entries" in message and "--index N, N from 1 to 3" in message
+    assert "Extra data" not in message
+    with pytest.raises(ValueError, match=r"entries count from 1: 1 to 3"):
+        plot.read_weights(lines, index=0)

@@ -368,6 +368,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
+    _warn_unused_view_options(args)
     run, settings = _load(args)
     engine = _engine(args, run)
     sinks = _sinks(args, selection, settings)
@@ -408,6 +409,18 @@ def _sinks(args: argparse.Namespace, selection, settings):
         page=page,
         selection=selection,
     )
+
+
+def _warn_unused_view_options(args: argparse.Namespace) -> None:
+    """--layer/--head choose what the attention sinks show; without one they change nothing."""
+    given = [o for o, v in (("--layer", args.layer), ("--head", args.head)) if v is not None]
+    sinks = (args.plot, args.show_attention, args.attention_json, args.html)
+    if given and not any(sinks):
+        verb, it = ("chooses", "it changes") if len(given) == 1 else ("choose", "they change")
+        _warn(
+            f"{' and '.join(given)} {verb} the attention that --plot, --show-attention, "
+            f"--attention-json and --html show; without one of them {it} nothing"
+        )
 
 
 def _check_stream_options(args: argparse.Namespace) -> None:

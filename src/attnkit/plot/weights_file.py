@@ -50,11 +50,21 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
     if index is not None:
         lines = [line for line in text.splitlines() if line.strip()]
         if not 1 <= index <= len(lines):
-            raise ValueError(f"{path} has {len(lines)} entries; --index {index} is not one")
+            raise ValueError(
+                f"{path} has {len(lines)} entries; --index {index} is not one "
+                f"(entries count from 1: 1 to {len(lines)})"
+            )
         text, where = lines[index - 1], f"{path} entry {index}"
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
+        entries = _json_lines(text) if index is None else 0
+        if entries:
+            raise ValueError(
+                f"{where} is JSON Lines ({entries} entries, one per line, as "
+                f"'translate --attention-json' writes); pick one with --index N, "
+                f"N from 1 to {entries}"
+            ) from None
         raise ValueError(f"{where} is not valid JSON: {err}") from None
     if not isinstance(data, dict) or "weights" not in data:
         raise ValueError(f'{where} has no "weights" key; expected {{"weights": [[...]], ...}}')
@@ -63,6 +73,17 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
     rows, cols, mask = (_list_or_none(path, data, k) for k in ("row_labels", "col_labels", "mask"))
     labels = [None if x is None else [str(v) for v in x] for x in (rows, cols)]
     return SavedWeights(data["weights"], *labels, mask)
+
+
+def _json_lines(text: str) -> int:
+    """How many JSON objects ``text`` holds one per line; 0 when it is not JSON Lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return 0
+    try:
+        return len(lines) if all(isinstance(json.loads(x), dict) for x in lines) else 0
+    except json.JSONDecodeError:
+        return 0
 
 
 def _list_or_none(path: Path, data: dict, key: str) -> list | None:
