@@ -37,3 +37,32 @@ def test_the_attention_layer_example_takes_a_key_mask(block):
     assert namespace["weights"].shape == (2, 1, 6)
     assert namespace["context"].shape == (2, 1, 1024)
     assert bool((namespace["weights"][1, 0, 4:] == 0).all())
+
+
+def _bash_blocks() -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_every_readme_command_uses_a_run_that_make_run_or_a_line_above_makes():
+    """``runs/quick`` comes from ``make run``; any other run from a ``train`` line before it."""
+    lacking = []
+    for block in _bash_blocks():
+        made = {"runs/quick"}
+        for line in block.splitlines():
+            words = line.split("#")[0].split()
+            if "attnkit" not in " ".join(words[:2]):
+                continue
+            command = words[words.index(next(w for w in words if w.endswith("attnkit"))) + 1]
+            if command == "train":
+                config = next((w for w in words if w.endswith(".yaml")), None)
+                out = words[words.index("--out") + 1] if "--out" in words else None
+                made.add(out or f"runs/{Path(config).stem}" if config else out)
+                continue
+            used = [w for w in words if w.startswith("runs/")]
+            lacking += [f"{line.strip()} (needs {run})" for run in used if run not in made]
+    assert lacking == []
+
+
+def test_the_makefile_run_target_makes_runs_quick():
+    makefile = (README.parent / "Makefile").read_text(encoding="utf-8")
+    assert "attnkit train configs/quick.yaml --out runs/quick" in makefile
