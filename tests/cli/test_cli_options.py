@@ -84,3 +84,31 @@ def test_switching_a_presets_architecture_notes_the_dropped_keys(capsys, monkeyp
         "model.hidden_size, model.score, model.query_timing (transformer has no such keys); "
         "a preset tuned for it: configs/reverse_transformer.yaml"
     )
+
+
+def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
+    from attnkit.cli import nmt
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    nmt._warn_threads_over_cores(3)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "warning: train.threads 3 is more than the 2 CPU core(s)" in err
+    for fine in (2, 0, "auto"):
+        nmt._warn_threads_over_cores(fine)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(REPO)
+    argv = ["prepare", "configs/reverse.yaml", "--no-progress", "--out", str(tmp_path / "r")]
+    status, _, err = run(capsys, *argv, "--tokenizer.vocab_size", "4000")
+    assert status == 0, err
+    said = [line for line in err.splitlines() if "tokenizer.vocab_size" in line]
+    assert said == [
+        "tokenizer: vocabulary of 24 tokens, not tokenizer.vocab_size 4000: "
+        "the training text has no more distinct words"
+    ]

@@ -296,6 +296,7 @@ def run_train(args: argparse.Namespace) -> int:
     from ..nmt.training.loop import TrainingError, train
 
     config, folder = _config_and_folder(args)
+    _warn_threads_over_cores(config.train.threads)
     try:
         summary = train(
             config,
@@ -315,6 +316,19 @@ def run_train(args: argparse.Namespace) -> int:
     p = summary.progress
     print(f"run folder: {folder.path}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
     return 0
+
+
+def _warn_threads_over_cores(threads) -> None:
+    """One warning when train.threads asks for more threads than this process has cores."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if isinstance(threads, int) and cores and threads > cores:
+        _warn(
+            f"train.threads {threads} is more than the {cores} CPU core(s) this process may use; "
+            "threads beyond the cores wait for each other and slow training down "
+            f"(use {cores}, or 'auto')"
+        )
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -361,10 +375,9 @@ def _engine(args: argparse.Namespace, run):
 
 def run_translate(args: argparse.Namespace) -> int:
     """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
-    from tqdm.auto import tqdm
-
     from ..nmt.decoding.output import TranslationOutput
     from ..nmt.decoding.streaming import input_buffers, is_regular_file, translate_buffers
+    from ..nmt.training.progress_lines import progress
 
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
@@ -377,7 +390,7 @@ def run_translate(args: argparse.Namespace) -> int:
     show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
     with (
         TranslationOutput(run, sinks, echo=_stderr) as output,
-        tqdm(unit=" lines", file=sys.stderr, disable=not show, dynamic_ncols=True) as bar,
+        progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
     ):
         buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=_warn)
         for first, translations in translate_buffers(

@@ -41,7 +41,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ...atomic import WriteError, writing
 from ...plot import learning_curve
@@ -57,6 +56,7 @@ from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .prepare import EpochOrder, TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
+from .progress_lines import progress as progress_display
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
 from .stopping import StopRules, budget_left, cut_short_note
@@ -283,13 +283,14 @@ def _grad_norm(model: torch.nn.Module, clip: float | None) -> float:
     return float(torch.nn.utils.get_total_norm([q.grad for q in params]))
 
 
-def _epoch_bar(total: int, p: Progress, enabled: bool) -> tqdm:
-    return tqdm(
+def _epoch_bar(total: int, p: Progress, enabled: bool):
+    """A tqdm bar on a terminal; plain lines every 30 s when stderr is a file or pipe."""
+    return progress_display(
+        enabled,
         total=total,
         initial=p.epoch_batches_done,
         desc=f"epoch {p.epoch}",
         unit="batch",
-        disable=not enabled,
         dynamic_ncols=True,
         mininterval=0.5,
     )

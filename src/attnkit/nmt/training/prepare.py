@@ -130,6 +130,14 @@ def _tokenizers(
     if len(sample.src) < sample.total:
         echo(f"tokenizer: trained on {len(sample.src):,} of {sample.total:,} pairs (a sample)")
     src_tok, tgt_tok = train_on_sample(sample, config.tokenizer, threads)
+    sizes = sorted({src_tok.vocab_size, tgt_tok.vocab_size})
+    if sizes[-1] < config.tokenizer.vocab_size:
+        got = " / ".join(str(s) for s in sizes)
+        echo(
+            f"tokenizer: vocabulary of {got} tokens, not tokenizer.vocab_size "
+            f"{config.tokenizer.vocab_size}: the training text has no more distinct "
+            f"{'pieces' if config.tokenizer.kind == 'sentencepiece' else 'words'}"
+        )
     folder.path.mkdir(parents=True, exist_ok=True)
     save_tokenizers(folder.path, src_tok, tgt_tok)
     record = {"tokenizer_key": key, "sampled": len(sample.src), "total": sample.total}
