@@ -53,7 +53,7 @@ model: {{embed_dim: 64, hidden_size: 128, dropout: 0.1, score: scaled_dot}}
 train: {{batch_size: 64, max_steps: {steps}, valid_every: 1000000, valid_bleu_sentences: 50}}
 decode: {{beam_size: 1}}
 """
-_RATE = re.compile(r"token store: .* ([\d,]+) pairs/s")
+_RATE = re.compile(r"token store: .*\(([\d,]+) pairs/s\)")
 
 
 def corpus_dir(pairs: int) -> Path:
