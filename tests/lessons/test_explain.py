@@ -173,10 +173,11 @@ def test_markdown_has_a_table_row_per_key():
     assert "Context c = Σ_j w_j v_j = [0.533, 0.168, 0.299]." in md
 
 
-def test_wide_vectors_are_not_written_term_by_term():
-    t = explain([1.0] * 12, [[1.0] * 12, [0.0] * 12])
+def test_very_wide_vectors_are_not_written_term_by_term_and_say_so():
+    t = explain([1.0] * 65, [[1.0] * 65, [0.0] * 65])
     text = t.to_text()
-    assert "×" not in text.split("Step 2")[0] and "scores = [12, 0]" in text
+    assert "1×1" not in text and "scores = [65, 0]" in text
+    assert "term-by-term products skipped: D = 65" in text
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,11 @@ __all__ = ["fmt", "fmt_vec", "to_markdown", "to_text"]
 
 #: Widths and key counts up to which products and sums are written out in full.
 EXPAND_MAX = 8
+#: Widths up to this get their dot products written out, wrapped, TERMS_PER_LINE a line.
+WRAP_MAX = 64
+TERMS_PER_LINE = 8
+#: Numbers this large or larger are printed in scientific notation.
+SCIENTIFIC_FROM = 1e6
 SUM_TOLERANCE = 1e-9
 
 _SCORE_TITLES = {
@@ -31,13 +36,17 @@ _SCORE_TITLES = {
 
 
 def fmt(x: float | None, precision: int, integral: bool = False) -> str:
-    """One number: ``-inf``/``inf``, an integer when ``integral``, else fixed-point."""
+    """One number: ``-inf``/``inf``, an integer when ``integral``, fixed-point, or
+    scientific (``1.238e+307``) from :data:`SCIENTIFIC_FROM` on, where fixed-point
+    would print a wall of digits (``exp(707.1)`` has 308)."""
     if x is None:
         return "-"
     if math.isinf(x):
         return "-inf" if x < 0 else "inf"
     if integral:
         return str(int(x))
+    if abs(x) >= SCIENTIFIC_FROM:
+        return f"{x:.{max(precision, 1)}e}"
     if round(x, precision) == 0:
         x = 0.0  # no "-0.000"
     return f"{x:.{precision}f}"
@@ -65,6 +74,14 @@ def _dot_terms(q: Sequence[float], k: Sequence[float], precision: int) -> str:
         f"{_factor(a, qi, precision)}×{_factor(b, ki, precision)}"
         for a, b in zip(q, k, strict=True)
     )
+
+
+def _wrapped_dot(lead: str, q: Sequence[float], k: Sequence[float], p: int) -> list[str]:
+    """A long dot product written out, TERMS_PER_LINE products a line."""
+    qi, ki = _is_integral(q), _is_integral(k)
+    terms = [f"{_factor(a, qi, p)}×{_factor(b, ki, p)}" for a, b in zip(q, k, strict=True)]
+    rows = [terms[n : n + TERMS_PER_LINE] for n in range(0, len(terms), TERMS_PER_LINE)]
+    return [(lead if n == 0 else "      + ") + " + ".join(row) for n, row in enumerate(rows)]
 
 
 def _header(trace: AttentionTrace, p: int) -> list[str]:
@@ -95,6 +112,16 @@ def _scores_step(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str
         for j, k in enumerate(trace.keys):
             terms = _dot_terms(trace.query[i], k, p)
             lines.append(f"  {q_name}·k{j + 1} = {terms} = {fmt(raw[j], p, integral)}")
+    elif len(trace.query[i]) <= WRAP_MAX:
+        for j, k in enumerate(trace.keys):
+            lines += _wrapped_dot(f"  {q_name}·k{j + 1} = ", trace.query[i], k, p)
+            lines.append(f"      = {fmt(raw[j], p, integral)}")
+    else:
+        lines += [
+            f"  (term-by-term products skipped: D = {len(trace.query[i])} is more than the "
+            f"{WRAP_MAX} shown;",
+            "   each score is the sum of the products q_d×k_d)",
+        ]
     lines.append(f"  scores = {fmt_vec(raw, p)}")
     return lines
 
@@ -187,6 +214,11 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
     note = _full_precision_note(trace, i, p)
     if note:
         lines.append(f"  {note}")
+    if any(b >= SCIENTIFIC_FROM for b in (hand[0] if hand else ())):
+        lines += [
+            "  (large numbers in scientific notation: 1.5e+17 = 1.5 × 10^17; attnkit's",
+            "   softmax never forms them: it subtracts the row maximum m first, below)",
+        ]
     m = fmt(trace.shift[i], p, _is_integral(s))
     lines.append(
         f"  stable softmax: subtract the row maximum m = {m} before exp (same weights, no overflow)"
