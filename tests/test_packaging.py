@@ -1,0 +1,18 @@
+"""pyproject.toml: the license as an SPDX expression, with a setuptools that reads it quietly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PYPROJECT = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_license_is_an_spdx_string_not_a_table():
+    # a table ({text = "MIT"}) makes setuptools >= 77 print a deprecation at every install
+    assert re.search(r'^license = "MIT"$', PYPROJECT, re.M)
+
+
+def test_the_build_needs_a_setuptools_that_reads_spdx_licenses():
+    minimum = re.search(r'"setuptools>=(\d+)', PYPROJECT)
+    assert minimum and int(minimum.group(1)) >= 77  # PEP 639 license expressions
