@@ -115,7 +115,7 @@ def test_heatmap_grid_draws_one_panel_per_matrix_with_shared_masking():
     for ax, matrix in zip(panels, weights, strict=True):
         shown = ax.images[0].get_array()
         assert np.allclose(shown.data, matrix.numpy()) and shown.mask[:, 3].all()
-        assert len(ax.collections[0].get_paths()) == 2 and not ax.texts  # hatched, no numbers
+        assert len(ax.collections[0].get_paths()) == 2  # the masked column hatched
     assert fig.get_suptitle() == "layer 0"
 
 
@@ -132,3 +132,28 @@ def test_heatmap_grid_bad_input_raises(kwargs, message):
     kwargs = {"weights": np.full((2, 2, 3), 0.3), **kwargs}
     with pytest.raises(ValueError, match=message):
         plot.heatmap_grid(**kwargs)
+
+
+def test_heatmap_grid_has_one_shared_colour_bar_and_values_when_small(tmp_path):
+    weights = torch.softmax(torch.randn(4, 3, 5, generator=torch.Generator().manual_seed(1)), -1)
+    fig = plot.heatmap_grid(weights, path=tmp_path / "grid.png")
+    panels = [ax for ax in fig.axes if ax.images]
+    bars = [ax for ax in fig.axes if not ax.images]
+    assert len(panels) == 4 and len(bars) == 1  # one colour bar for every head
+    assert {ax.images[0].get_clim() for ax in panels} == {(0.0, 1.0)}
+    first = sorted(text.get_text() for text in panels[0].texts)
+    assert len(first) == 15 and first == sorted(f"{v:.2f}" for v in weights[0].flatten().tolist())
+    assert (tmp_path / "grid.png").stat().st_size > 0
+
+
+def test_heatmap_grid_leaves_values_out_of_large_matrices_and_on_request():
+    big = torch.softmax(torch.randn(2, 20, 20, generator=torch.Generator().manual_seed(2)), -1)
+    assert not any(ax.texts for ax in plot.heatmap_grid(big).axes)
+    small = torch.full((2, 2, 2), 0.5)
+    assert not any(ax.texts for ax in plot.heatmap_grid(small, annotate=False).axes)
+
+
+def test_heatmap_grid_shares_one_colour_scale_beyond_weights():
+    values = np.stack([np.zeros((2, 2)), np.full((2, 2), 4.0)])
+    fig = plot.heatmap_grid(values)
+    assert {ax.images[0].get_clim() for ax in fig.axes if ax.images} == {(0.0, 4.0)}

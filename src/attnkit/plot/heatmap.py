@@ -92,12 +92,14 @@ def heatmap_grid(
     xlabel: str = "source (keys)",
     ylabel: str = "target (queries)",
     path: str | os.PathLike | None = None,
+    annotate: bool | None = None,
+    precision: int = 2,
 ) -> Figure:
     """Draw several weight matrices of one shape side by side (e.g. every head of a layer).
 
     Args:
         weights: ``(N, T, S)``: N matrices of queries x keys, drawn as in :func:`heatmap`
-            (shared colour scale, masked cells hatched, no annotations).
+            (one colour scale and one colour bar for all, masked cells hatched).
         row_labels: ``T`` labels shared by every panel.
         col_labels: ``S`` labels shared by every panel.
         mask: broadcastable to ``(T, S)``, True = may attend.
@@ -106,6 +108,9 @@ def heatmap_grid(
         xlabel: the column axes' title.
         ylabel: the row axes' title.
         path: save to this file (``.png``, ``.svg`` or ``.pdf``).
+        annotate: write each value in its cell; None does so when both sides
+            are at most ``ANNOTATE_MAX_SIDE``, as :func:`heatmap` does.
+        precision: decimals of the annotations.
 
     Returns:
         the figure.
@@ -130,19 +135,29 @@ def heatmap_grid(
     )
     fig = _figure((round(side[0] * len(names), 2), round(side[1], 2)))
     axes = fig.subplots(1, len(names), squeeze=False)[0]
-    for ax, matrix, name in zip(axes, stack, names, strict=True):
-        _draw_weights(ax, _as_matrix("weights", matrix), blocked, row_labels, col_labels, False, 2)
+    matrices = [_as_matrix("weights", matrix) for matrix in stack]
+    shared = _color_range(stack if blocked.all() else stack[:, ~blocked])
+    for ax, matrix, name in zip(axes, matrices, names, strict=True):
+        image = _draw_weights(
+            ax, matrix, blocked, row_labels, col_labels, annotate, precision, vrange=shared
+        )
         ax.set_title(_escape_text(name), fontsize=FONT_SIZE)
         ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
     axes[0].set_ylabel(_escape_text(ylabel), fontsize=FONT_SIZE)
+    bar = fig.colorbar(image, ax=list(axes), fraction=0.05 / len(names) ** 0.5, pad=0.02)
+    bar.ax.tick_params(labelsize=FONT_SIZE - 1)
     if title:
         fig.suptitle(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
     return _finish(fig, path)
 
 
-def _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision):
-    """One weights matrix on ``ax``: masked cells hatched; returns the image (for a colour bar)."""
-    vrange = _color_range(values if blocked.all() else values[~blocked])
+def _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision, vrange=None):
+    """One weights matrix on ``ax``: masked cells hatched; returns the image (for a colour bar).
+
+    ``vrange`` is the colour scale (shared by the panels of a grid); default the matrix's own.
+    """
+    if vrange is None:
+        vrange = _color_range(values if blocked.all() else values[~blocked])
     cmap = colormaps[CMAP].with_extremes(bad=BLOCKED_COLOR)
     shown = np.ma.masked_array(values, mask=blocked)
     image = ax.imshow(shown, cmap=cmap, vmin=vrange[0], vmax=vrange[1], aspect="auto")
