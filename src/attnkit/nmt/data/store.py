@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -210,7 +211,7 @@ class _Writer:
     def write(self, sentences: Sequence[Sequence[int]]) -> None:
         lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
         flat = np.fromiter(
-            (i for s in sentences for i in s), dtype=self.dtype, count=int(lengths.sum())
+            itertools.chain.from_iterable(sentences), dtype=self.dtype, count=int(lengths.sum())
         )
         self.handle.write(flat.tobytes())
         self.lengths.append(lengths)
@@ -274,8 +275,10 @@ def build_store(
                 if (max_src_len is None or len(src[i]) <= max_src_len)
                 and (max_tgt_len is None or len(tgt[i]) <= max_tgt_len)
             ]
-            writers["src"].write([src[i] for i in keep])
-            writers["tgt"].write([tgt[i] for i in keep])
+            if len(keep) < len(chunk):
+                src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+            writers["src"].write(src)
+            writers["tgt"].write(tgt)
             read, kept = read + len(chunk), kept + len(keep)
             if progress is not None:
                 progress(read)

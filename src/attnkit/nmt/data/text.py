@@ -43,4 +43,6 @@ def is_blank(text: str) -> bool:
         True for ``""``, ``"  "``, ``"\\ufeff"``, ``"\\u200b \\u200e"``; False as
         soon as one visible character (a letter, digit, symbol, mark) is present.
     """
+    if text[:1].isalnum():  # the common case, decided without a per-character scan
+        return False
     return all(_invisible(char) for char in text)
