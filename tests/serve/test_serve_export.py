@@ -22,7 +22,8 @@ def page(tmp_path_factory):
     run = load_run(make_runs(base)["transformer"])
     translations = translate_lines(run, LINES, beam_size=2, n_best=5)
     records = [sentence_payload(run, t, i, n_best=5) for i, t in enumerate(translations, 1)]
-    return write_html(base / "translations.html", records, beam_size=2), translations
+    about = "run <toy> (runs/x), de → en"
+    return write_html(base / "translations.html", records, beam_size=2, about=about), translations
 
 
 def test_the_file_embeds_every_sentence_with_the_library_weights(page):
@@ -40,3 +41,9 @@ def test_the_file_needs_no_network_and_data_cannot_close_its_script(page):
     assert "http://" not in text and "https://" not in text and "src=" not in text
     assert text.count("</script>") == 2  # the data's own "</script>" is escaped
     assert "window.__pwned" in text and "<script>window" not in text
+
+
+def test_the_page_names_the_run_the_direction_and_the_search(page):
+    text = page[0].read_text(encoding="utf-8")
+    about = re.search(r'<p id="page-about">(.*?)</p>', text).group(1)
+    assert about == "run &lt;toy&gt; (runs/x), de → en, beam 2"

@@ -384,7 +384,7 @@ def run_translate(args: argparse.Namespace) -> int:
     _warn_unused_view_options(args)
     run, settings = _load(args)
     engine = _engine(args, run)
-    sinks = _sinks(args, selection, settings)
+    sinks = _sinks(args, selection, settings, run)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
     show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
@@ -402,7 +402,7 @@ def run_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sinks(args: argparse.Namespace, selection, settings):
+def _sinks(args: argparse.Namespace, selection, settings, run):
     """Where translate writes, from its options."""
     from ..nmt.decoding.output import Sinks
 
@@ -410,8 +410,11 @@ def _sinks(args: argparse.Namespace, selection, settings):
     if args.html:
         from ..serve import write_html
 
+        data = run.config.data
+        about = f"run {run.config.name} ({run.folder}), {data.src_lang} → {data.tgt_lang}"
+
         def page(records):
-            return write_html(args.html, records, beam_size=settings.beam_size)
+            return write_html(args.html, records, beam_size=settings.beam_size, about=about)
 
     return Sinks(
         show_attention=args.show_attention,

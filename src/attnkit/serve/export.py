@@ -9,6 +9,7 @@ Meant for ``attnkit translate ... --html FILE``.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Sequence
 from importlib import resources
@@ -23,9 +24,17 @@ __all__ = ["html_page", "write_html"]
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
-def html_page(records: Sequence[dict[str, Any]], *, beam_size: int) -> str:
-    """The page's text for the sentences' explorer records (translated with ``beam_size``)."""
+def html_page(
+    records: Sequence[dict[str, Any]], *, beam_size: int, about: str | None = None
+) -> str:
+    """The page's text for the sentences' explorer records (translated with ``beam_size``).
+
+    ``about`` (e.g. ``run quick (runs/quick), de → en``) heads the page with
+    the beam size; it is escaped, so any text is safe.
+    """
     data = {"beam": beam_size, "sentences": list(records), "warnings": []}
+    search = "greedy search" if beam_size == 1 else f"beam {beam_size}"
+    heading = html.escape(", ".join(x for x in (about, search) if x))
     static = resources.files(__package__).joinpath("static")
     script = static.joinpath("app.js").read_text(encoding="utf-8")
     style = static.joinpath("app.css").read_text(encoding="utf-8")
@@ -33,15 +42,24 @@ def html_page(records: Sequence[dict[str, Any]], *, beam_size: int) -> str:
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         "<title>attnkit translations</title>\n<style>\n" + style + "</style>\n</head>\n"
-        '<body>\n<main>\n<div id="results"></div>\n</main>\n'
+        '<body>\n<header><h1>attnkit translations</h1><p id="page-about">'
+        + heading
+        + "</p></header>\n"
+        '<main>\n<div id="results"></div>\n</main>\n'
         '<script type="application/json" id="attnkit-data">' + blob + "</script>\n"
         "<script>\n" + script + "</script>\n</body>\n</html>\n"
     )
 
 
-def write_html(path: str | Path, records: Sequence[dict[str, Any]], *, beam_size: int) -> Path:
+def write_html(
+    path: str | Path,
+    records: Sequence[dict[str, Any]],
+    *,
+    beam_size: int,
+    about: str | None = None,
+) -> Path:
     """Write :func:`html_page` to ``path`` atomically (a temporary file, then rename)."""
     path = Path(path)
-    text = html_page(records, beam_size=beam_size)
+    text = html_page(records, beam_size=beam_size, about=about)
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
