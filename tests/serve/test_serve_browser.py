@@ -38,7 +38,8 @@ def _browser_parts() -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     _browser_parts()
-    served = ServerProcess(*make_runs(tmp_path_factory.mktemp("runs")).values())
+    base = tmp_path_factory.mktemp("runs")
+    served = ServerProcess(*make_runs(base).values(), base / "never_trained")  # one missing
     yield served
     assert served.stop() == 0
 
@@ -96,6 +97,13 @@ def test_the_page_loads_without_console_errors(server, browser):
     assert browser.title == "attnkit explorer"
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_the_page_names_a_run_folder_it_could_not_load(server, browser):
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    note = browser.find_element("id", "missing-runs").text
+    assert note.startswith("Not loaded: ") and "never_trained" in note and "not found" in note
 
 
 def test_typing_a_sentence_shows_its_translation(server, browser):

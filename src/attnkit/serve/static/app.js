@@ -205,6 +205,10 @@ async function loadRuns() {
   const data = await response.json();
   $("run").replaceChildren(...data.runs.map((r) =>
     el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.src_lang}→${r.tgt_lang})`)));
+  const missing = data.missing || [];
+  $("missing-runs").textContent = missing.length
+    ? "Not loaded: " + missing.map((m) => `${m.folder} (${m.error})`).join("; ")
+    : "";
 }
 
 async function translate(event) {
