@@ -87,16 +87,16 @@ def test_switching_a_presets_architecture_notes_the_dropped_keys(capsys, monkeyp
 
 
 def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
-    from attnkit.cli import nmt
+    from attnkit.cli import train
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    nmt._warn_threads_over_cores(3)
+    train._warn_threads_over_cores(3)
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "warning: train.threads 3 is more than the 2 CPU core(s)" in err
     for fine in (2, 0, "auto"):
-        nmt._warn_threads_over_cores(fine)
+        train._warn_threads_over_cores(fine)
     assert capsys.readouterr().err == ""
 
 

@@ -39,7 +39,7 @@ WRITE_ERROR_STATUS = 74  # EX_IOERR: a file could not be written (e.g. the disk 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import align, bench, export, lessons, nmt, plot, serve
+    from . import align, bench, export, lessons, nmt, plot, serve, train
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (lessons, plot, nmt, align, export, bench, serve):
+    for group in (lessons, plot, train, nmt, align, export, bench, serve):
         group.register(subparsers)
     return parser
 

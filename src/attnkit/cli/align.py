@@ -17,7 +17,7 @@ from .decoding import (
     search_settings,
     view_options,
 )
-from .errors import UsageError
+from .errors import UsageError, warn
 from .run_hint import check_run_folder
 
 
@@ -76,10 +76,6 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
     view_options(p, all_heads=False)
     p.set_defaults(func=run_align)
-
-
-def _warn(line: str) -> None:
-    print(f"attnkit: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _load(args: argparse.Namespace):
@@ -243,7 +239,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     run = _load(args)
     settings = search_settings(args, run)
     sources, references, name = _corpus(args, run)
-    found = inspect_run(run, sources, references, settings, warn=_warn)
+    found = inspect_run(run, sources, references, settings, warn=warn)
     figures = {
         "corpus": name,
         "beam_size": settings.beam_size,

@@ -1,8 +1,5 @@
-"""CLI commands: train, prepare, translate, evaluate (registered by attnkit.cli.build_parser).
+"""CLI commands: translate, evaluate (registered by attnkit.cli.build_parser).
 
-``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
-``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
-``attnkit prepare CONFIG.yaml [--out DIR] [...]`` (tokenizers + training token store only)
 ``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
 [--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
@@ -22,94 +19,16 @@ from .decoding import (
     search_settings,
     view_options,
 )
-from .errors import UsageError
+from .errors import UsageError, stderr, warn
 from .run_hint import check_run_folder
 
-OVERRIDE_PREFIX = "override:"
 DEFAULT_BUFFER_LINES = 256
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the train, prepare, translate and evaluate commands."""
-    _register_train(subparsers)
-    _register_prepare(subparsers)
+    """Add the translate and evaluate commands."""
     _register_translate(subparsers)
     _register_evaluate(subparsers)
-
-
-def _register_train(subparsers: argparse._SubParsersAction) -> None:
-
-    p = subparsers.add_parser(
-        "train",
-        help="train a translator from a YAML config",
-        usage="%(prog)s [-h] CONFIG.yaml|RUN_DIR [--out DIR] [--set KEY=VALUE] "
-        "[--SECTION.KEY VALUE] [--resume | --overwrite] [--no-progress]",
-        description=(
-            "Train a translator with attention (model.arch: rnn or transformer). Writes a run "
-            "folder: config.yaml, "
-            "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
-        ),
-    )
-    _config_options(p)
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out (or the RUN_DIR given instead of CONFIG) from its last "
-        "checkpoint, with the same results as an uninterrupted run; reuse it if finished",
-    )
-    mode.add_argument(
-        "--overwrite", action="store_true", help="delete a previous run in --out and start over"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_train)
-
-
-def _config_options(p: argparse.ArgumentParser) -> None:
-    """CONFIG, --out, --set and one --SECTION.KEY option per config value."""
-    from ..nmt.config import leaf_keys
-
-    p.add_argument(
-        "config",
-        nargs="?",
-        help="YAML run config, e.g. configs/quick.yaml; with --resume, a run folder instead "
-        "(its saved config.yaml is used)",
-    )
-    p.add_argument("--out", help="run folder (default: runs/<config name>)")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="overrides",
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set model.hidden_size=128 (repeatable)",
-    )
-    keys = p.add_argument_group(
-        "config keys", "any config value as an option, validated like --set (e.g. --train.lr 3e-4)"
-    )
-    for key in leaf_keys():
-        keys.add_argument(
-            f"--{key}", dest=OVERRIDE_PREFIX + key, metavar="V", default=argparse.SUPPRESS
-        )
-
-
-def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "prepare",
-        help="train the tokenizers and build the training token store, without training",
-        usage="%(prog)s [-h] CONFIG.yaml [--out DIR] [--set KEY=VALUE] [--SECTION.KEY VALUE] "
-        "[--no-progress]",
-        description=(
-            "Read the training split once, train the tokenizers on a sample "
-            "(tokenizer.sample_sentences pairs) and encode the split into a memory-mapped "
-            "token store in the run folder (store/train/), as 'attnkit train' does before "
-            "its first step. 'attnkit train' with the same config and folder then starts "
-            "from them: useful before a long or a torchrun job."
-        ),
-    )
-    _config_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_prepare, resume=False)
 
 
 def _register_translate(subparsers: argparse._SubParsersAction) -> None:
@@ -240,114 +159,6 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _overrides(args: argparse.Namespace) -> list[str]:
-    dotted = [
-        f"{name.removeprefix(OVERRIDE_PREFIX)}={value}"
-        for name, value in vars(args).items()
-        if name.startswith(OVERRIDE_PREFIX)
-    ]
-    return [*args.overrides, *dotted]
-
-
-def _config_and_folder(args: argparse.Namespace):
-    """The config to train and its RunFolder: from CONFIG (+ --out), or from a RUN_DIR."""
-    from ..nmt.runs.run_folder import RunFolder
-
-    if args.config is None:
-        if not (args.resume and args.out):
-            raise UsageError("give a CONFIG.yaml, or --resume RUN_DIR to continue a run")
-        args.config = args.out
-    source = Path(args.config)
-    if source.is_dir():
-        if not args.resume:
-            raise UsageError(f"{source} is a folder; to continue that run pass --resume")
-        if args.out and Path(args.out).resolve() != source.resolve():
-            raise UsageError(f"--out {args.out} differs from the run folder {source}")
-        folder = RunFolder(source)
-        if not folder.config.is_file():
-            raise UsageError(f"{folder.config} not found; is {source} a training run folder?")
-        return _load_config(folder.config, args), folder
-    config = _load_config(source, args)
-    if args.out:
-        return config, RunFolder(Path(args.out))
-    return config, RunFolder.default(config.name or source.stem)
-
-
-def _load_config(path: Path, args: argparse.Namespace):
-    """The config at ``path`` with the command line's overrides; their notes go to stderr.
-
-    Switching ``model.arch`` on a preset names the keys it dropped and, when
-    the preset has a sibling for that architecture (``reverse.yaml`` ->
-    ``reverse_transformer.yaml``), points to it.
-    """
-    from ..nmt.config import RunConfig
-
-    notes: list[str] = []
-    config = RunConfig.load(path, _overrides(args), notes=notes)
-    for note in notes:
-        sibling = path.with_name(f"{path.stem}_{config.model.arch}{path.suffix}")
-        tuned = f"; a preset tuned for it: {sibling}" if sibling.is_file() else ""
-        _stderr(f"attnkit {args.command}: note: {note}{tuned}")
-    return config
-
-
-def run_train(args: argparse.Namespace) -> int:
-    from ..nmt.training.distributed import MainFailed, PeerLost
-    from ..nmt.training.loop import TrainingError, train
-
-    config, folder = _config_and_folder(args)
-    _warn_threads_over_cores(config.train.threads)
-    try:
-        summary = train(
-            config,
-            folder.path,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            progress_bar=not args.no_progress,
-            echo=_stderr,
-        )
-    except (TrainingError, PeerLost, MainFailed) as err:
-        _stderr(f"attnkit train: error: {err}")
-        return 1
-    if summary.interrupted:
-        return 130
-    if not summary.main:  # another rank of a torchrun job: rank 0 reports
-        return 0
-    p = summary.progress
-    print(f"run folder: {folder.path}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
-    return 0
-
-
-def _warn_threads_over_cores(threads) -> None:
-    """One warning when train.threads asks for more threads than this process has cores."""
-    import os
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if isinstance(threads, int) and cores and threads > cores:
-        _warn(
-            f"train.threads {threads} is more than the {cores} CPU core(s) this process may use; "
-            "threads beyond the cores wait for each other and slow training down "
-            f"(use {cores}, or 'auto')"
-        )
-
-
-def run_prepare(args: argparse.Namespace) -> int:
-    from ..nmt.training.prepare import prepare_run
-
-    config, folder = _config_and_folder(args)
-    prepare_run(config, folder, progress_bar=not args.no_progress, echo=_stderr)
-    print(f"prepared: {folder.path}")
-    return 0
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _warn(line: str) -> None:
-    _stderr(f"attnkit: warning: {line}")
-
-
 def _load(args: argparse.Namespace):
     """The run and its search settings with the command line's options."""
     from ..nmt.device import resolve_device
@@ -389,12 +200,12 @@ def run_translate(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(errors="replace")
     show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
     with (
-        TranslationOutput(run, sinks, echo=_stderr) as output,
+        TranslationOutput(run, sinks, echo=stderr) as output,
         progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
     ):
-        buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=_warn)
+        buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=warn)
         for first, translations in translate_buffers(
-            run, buffers, settings, n_best=sinks.search_n_best, warn=_warn, engine=engine
+            run, buffers, settings, n_best=sinks.search_n_best, warn=warn, engine=engine
         ):
             output.write(first, translations)
             bar.update(len(translations))
@@ -433,7 +244,7 @@ def _warn_unused_view_options(args: argparse.Namespace) -> None:
     sinks = (args.plot, args.show_attention, args.attention_json, args.html)
     if given and not any(sinks):
         verb, it = ("chooses", "it changes") if len(given) == 1 else ("choose", "they change")
-        _warn(
+        warn(
             f"{' and '.join(given)} {verb} the attention that --plot, --show-attention, "
             f"--attention-json and --html show; without one of them {it} nothing"
         )
@@ -461,10 +272,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     engine = _engine(args, run)
     if corpus is None:
         label = args.split or "test"
-        result = evaluate_run(run, label, settings, warn=_warn, engine=engine)
+        result = evaluate_run(run, label, settings, warn=warn, engine=engine)
     else:
         label = args.src
-        result = evaluate_corpus(run, corpus, args.src, settings, warn=_warn, engine=engine)
+        result = evaluate_corpus(run, corpus, args.src, settings, warn=warn, engine=engine)
     beam = settings.beam_size
     print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):
