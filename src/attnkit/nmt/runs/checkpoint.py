@@ -39,6 +39,7 @@ from ...atomic import atomic_write_bytes
 __all__ = [
     "Checkpoint",
     "checkpoint_exists",
+    "checkpoint_row",
     "latest_good",
     "load_checkpoint",
     "load_latest",
@@ -285,3 +286,19 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: malformed optimizer state ({err!r})") from None
     return Checkpoint(groups["model"], record["state"], optimizer, groups["extra"])
+
+
+def checkpoint_row(ckpt: Checkpoint) -> dict | None:
+    """What ``ckpt`` records of the ``metrics.jsonl`` row of its step (epoch, step, lr, and
+    valid_bleu when that step was the best), to rebuild a damaged row; None unless it was
+    saved right after a validation (no training loss pending)."""
+    p = ckpt.state.get("progress", {})
+    if not p.get("step") or p.get("pending_tokens"):
+        return None
+    row = {"epoch": p["epoch"], "step": p["step"]}
+    if p.get("best_step") == p["step"]:
+        row["valid_bleu"] = p["best_bleu"]
+    groups = (ckpt.optimizer or {}).get("param_groups")
+    if groups:
+        row["lr"] = groups[0]["lr"]
+    return row

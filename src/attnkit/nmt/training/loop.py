@@ -33,7 +33,6 @@ below talks to a :class:`~.distributed.Group`, a no-op for one process.
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import time
 from collections.abc import Callable
@@ -48,15 +47,14 @@ from ..config import RunConfig
 from ..data.batching import Batch, make_batch
 from ..device import resolve_device
 from ..models.registry import build_translator
-from ..runs.checkpoint import Checkpoint, latest_good, load_latest, save_checkpoint
+from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_checkpoint
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
-from . import objective
+from . import messages, objective
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .prepare import EpochOrder, TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
-from .progress_lines import progress as progress_display
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
 from .stopping import StopRules, budget_left, cut_short_note
@@ -164,7 +162,7 @@ class _Trainer:
         if main:
             with writing(self.folder.learning_curve):
                 learning_curve(_plottable(self.history), path=self.folder.learning_curve)
-        self.echo(_validation_line(row, improved))
+        self.echo(messages.validation_line(row, improved))
 
     def _scores(self) -> dict[str, float]:
         """Rank 0's validation scores (:func:`.objective.validate`), on every rank."""
@@ -220,7 +218,7 @@ class _Trainer:
         """Train (the rest of) the current epoch; validate at its end or every ``valid_every``."""
         cfg, p, examples = self.config.train, self.progress, self.data.train
         batches = self.order.batches(examples, cfg)
-        bar = _epoch_bar(len(batches), p, enabled=self.bar)
+        bar = messages.epoch_bar(len(batches), p, enabled=self.bar)
         tick, tokens = time.monotonic(), 0
         for indices in batches[p.epoch_batches_done :]:
             mine = self.group.share(indices)  # an idle rank joins the all-reduce with weight 0
@@ -253,22 +251,6 @@ class _Trainer:
             self.save("last")
 
 
-def checkpoint_row(ckpt: Checkpoint) -> dict | None:
-    """What ``ckpt`` records of the ``metrics.jsonl`` row of its step (epoch, step, lr, and
-    valid_bleu when that step was the best), to rebuild a damaged row; None unless it was
-    saved right after a validation (no training loss pending)."""
-    p = ckpt.state.get("progress", {})
-    if not p.get("step") or p.get("pending_tokens"):
-        return None
-    row = {"epoch": p["epoch"], "step": p["step"]}
-    if p.get("best_step") == p["step"]:
-        row["valid_bleu"] = p["best_bleu"]
-    groups = (ckpt.optimizer or {}).get("param_groups")
-    if groups:
-        row["lr"] = groups[0]["lr"]
-    return row
-
-
 def _plottable(history: list[dict]) -> list[dict]:
     """The rows with NaN for what a damaged row lost (the curve shows a gap there)."""
     keys = ("train_loss", "valid_loss", "valid_bleu")
@@ -281,27 +263,6 @@ def _grad_norm(model: torch.nn.Module, clip: float | None) -> float:
     if clip is not None:
         return float(torch.nn.utils.clip_grad_norm_(params, clip))
     return float(torch.nn.utils.get_total_norm([q.grad for q in params]))
-
-
-def _epoch_bar(total: int, p: Progress, enabled: bool):
-    """A tqdm bar on a terminal; plain lines every 30 s when stderr is a file or pipe."""
-    return progress_display(
-        enabled,
-        total=total,
-        initial=p.epoch_batches_done,
-        desc=f"epoch {p.epoch}",
-        unit="batch",
-        dynamic_ncols=True,
-        mininterval=0.5,
-    )
-
-
-def _validation_line(row: dict, improved: bool) -> str:
-    return (
-        f"epoch {row['epoch']} step {row['step']}: train loss {row['train_loss']:.3f}, valid "
-        f"loss {row['valid_loss']:.3f}, ppl {row['valid_ppl']:.2f}, BLEU "
-        f"{row['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
-    )
 
 
 def train(
@@ -350,24 +311,7 @@ def train(
             try:
                 return _train_locked(trainer, resume, overwrite)
             except WriteError as err:
-                raise err.with_note(_after_write_failure(folder, err)) from err
-
-
-def _after_write_failure(folder: RunFolder, err: WriteError) -> str:
-    """What a failed write leaves in ``folder``: its last whole checkpoint, and how to go on."""
-    fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
-    found = latest_good(folder.last)
-    if found is None:
-        return (
-            f"the run folder {folder.path} holds no checkpoint yet; {fix} and start again "
-            f"(the same command, or attnkit train --resume {folder.path})"
-        )
-    path, state = found
-    step = state.get("progress", {}).get("step")
-    return (
-        f"nothing saved is lost: the last good checkpoint of the run in {folder.path} is "
-        f"{path.name} (step {step}); {fix} and continue with: attnkit train --resume {folder.path}"
-    )
+                raise err.with_note(messages.after_write_failure(folder, err)) from err
 
 
 def _silent(_line: str) -> None:
@@ -398,7 +342,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     echo(
         f"training {config.name} on {trainer.device}{group.describe()} with "
         f"{trainer.threads.threads} thread(s){adapts} into {folder.path}"
-        f"{_batch_note(config, group)}"
+        f"{messages.batch_note(config, group)}"
     )
     with trainer.request:
         return _run(trainer, ckpt)
@@ -412,13 +356,6 @@ def _shared_run_exists(folder: RunFolder) -> bool:
             "must be on a file system all machines share (see docs/distributed.md)"
         )
     return folder.has_run()
-
-
-def _batch_note(config: RunConfig, group: Group) -> str:
-    if not group.distributed:
-        return ""
-    size = config.train.batch_size
-    return f"; train.batch_size {size} sentences per step in all, ~{size / group.world_size:g} each"
 
 
 def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:

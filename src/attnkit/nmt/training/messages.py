@@ -1,0 +1,63 @@
+"""What training tells the user: the epoch's progress display, a validation's line, the
+batch note under torchrun, and what a failed write leaves and how to go on."""
+
+from __future__ import annotations
+
+import errno
+
+from ...atomic import WriteError
+from ..config import RunConfig
+from ..runs.checkpoint import latest_good
+from ..runs.run_folder import RunFolder
+from .distributed import Group
+from .progress import Progress
+from .progress_lines import progress as progress_display
+
+__all__ = ["after_write_failure", "batch_note", "epoch_bar", "validation_line"]
+
+
+def epoch_bar(total: int, p: Progress, enabled: bool):
+    """A tqdm bar on a terminal; plain lines every 30 s when stderr is a file or pipe."""
+    return progress_display(
+        enabled,
+        total=total,
+        initial=p.epoch_batches_done,
+        desc=f"epoch {p.epoch}",
+        unit="batch",
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
+
+
+def validation_line(row: dict, improved: bool) -> str:
+    """The line a validation prints: losses, perplexity, BLEU (``(best)``) and the rate."""
+    return (
+        f"epoch {row['epoch']} step {row['step']}: train loss {row['train_loss']:.3f}, valid "
+        f"loss {row['valid_loss']:.3f}, ppl {row['valid_ppl']:.2f}, BLEU "
+        f"{row['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
+    )
+
+
+def after_write_failure(folder: RunFolder, err: WriteError) -> str:
+    """What a failed write leaves in ``folder``: its last whole checkpoint, and how to go on."""
+    fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+    found = latest_good(folder.last)
+    if found is None:
+        return (
+            f"the run folder {folder.path} holds no checkpoint yet; {fix} and start again "
+            f"(the same command, or attnkit train --resume {folder.path})"
+        )
+    path, state = found
+    step = state.get("progress", {}).get("step")
+    return (
+        f"nothing saved is lost: the last good checkpoint of the run in {folder.path} is "
+        f"{path.name} (step {step}); {fix} and continue with: attnkit train --resume {folder.path}"
+    )
+
+
+def batch_note(config: RunConfig, group: Group) -> str:
+    """Under torchrun: how the global batch is shared among the processes."""
+    if not group.distributed:
+        return ""
+    size = config.train.batch_size
+    return f"; train.batch_size {size} sentences per step in all, ~{size / group.world_size:g} each"
