@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["WriteError", "atomic_write_bytes", "writing"]
+__all__ = ["WriteError", "atomic_write_bytes", "replace_folder", "writing"]
 
 
 class WriteError(OSError):
@@ -100,3 +102,20 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def replace_folder(new: str | Path, folder: str | Path) -> None:
+    """Put the finished folder ``new`` at ``folder``; a folder already there is replaced whole.
+
+    The old folder is first renamed aside (a hidden sibling), then ``new`` is
+    renamed into place and the old one deleted, so ``folder`` is always either
+    the old version or the new one, never a mix.
+    """
+    new, folder = Path(new), Path(folder)
+    old = None
+    if folder.exists():
+        old = folder.with_name(f".{folder.name}.old-{secrets.token_hex(4)}")
+        os.replace(folder, old)
+    os.replace(new, folder)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

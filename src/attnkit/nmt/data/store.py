@@ -36,7 +36,6 @@ import fcntl
 import hashlib
 import itertools
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...atomic import atomic_write_bytes
+from ...atomic import atomic_write_bytes, replace_folder
 
 __all__ = [
     "RaggedIds",
@@ -293,7 +292,7 @@ def build_store(
         meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
         meta |= {"dtype": dtype.name, **counts.__dict__}
         atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
-        _replace_folder(tmp, folder)
+        replace_folder(tmp, folder)
     except BaseException:
         with contextlib.suppress(OSError):
             for writer in locals().get("writers", {}).values():
@@ -301,17 +300,6 @@ def build_store(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore.open(folder)
-
-
-def _replace_folder(new: Path, folder: Path) -> None:
-    """Put ``new`` at ``folder``; an old folder there is moved aside first, then deleted."""
-    old = None
-    if folder.exists():
-        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
-        os.replace(folder, old)
-    os.replace(new, folder)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager

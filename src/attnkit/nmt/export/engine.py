@@ -46,7 +46,8 @@ from ..decoding.settings import SearchSettings
 from ..decoding.steps import max_lengths
 from ..runs.loaded_run import LoadedRun
 from ..vocab_ids import BOS, EOS, PAD, SPECIAL_TOKENS
-from .ctranslate2 import checkpoint_sha256, default_export_dir, import_ctranslate2, read_manifest
+from .ctranslate2 import default_export_dir, import_ctranslate2, read_manifest
+from .model_card import checkpoint_sha256
 
 __all__ = ["ENGINES", "CTranslate2Engine", "open_engine"]
 

@@ -1,0 +1,149 @@
+"""What an export says about itself: ``attnkit_export.json`` (the manifest a later
+``--engine ctranslate2`` checks) and the README model card (data, scores, licence, use)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ... import __version__
+from ..runs.loaded_run import LoadedRun
+from ..runs.run_folder import RunFolder
+
+__all__ = ["checkpoint_sha256", "manifest", "model_card"]
+
+FORMAT = "attnkit-ctranslate2"
+_TOKENIZER_MANIFEST = "tokenizer.json"
+_LICENCES = {
+    "multi30k": (
+        "Multi30k (Elliott et al. 2016): provided solely for non-commercial research and/or "
+        "educational purposes; the images' Flickr Terms of Use apply. A model trained on it "
+        "inherits that restriction; attnkit's MIT licence covers the code, not the data."
+    ),
+}
+
+
+def _checkpoint_record(run_dir: Path, checkpoint: str) -> dict[str, Any]:
+    path = RunFolder(run_dir).checkpoint(checkpoint)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def checkpoint_sha256(run_dir: str | Path, checkpoint: str) -> str | None:
+    """The SHA-256 of the run's checkpoint weights, as its record names it (None: no record)."""
+    try:
+        return _checkpoint_record(Path(run_dir), checkpoint).get("sha256")
+    except (OSError, ValueError):
+        return None
+
+
+def _tokenizer_files(run_dir: Path) -> list[str]:
+    manifest = json.loads((run_dir / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
+    return [_TOKENIZER_MANIFEST, *dict.fromkeys((manifest["src"], manifest["tgt"]))]
+
+
+def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: str) -> dict:
+    """What ``attnkit_export.json`` records: versions, the checkpoint and its hash, scores,
+    data, tokenizers, the model config and the decoding limits."""
+    record = _checkpoint_record(run.folder, checkpoint)
+    progress = record.get("state", {}).get("progress", {})
+    data, model, decode = run.config.data, run.config.model, run.config.decode
+    tokenizer = json.loads((run.folder / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
+    return {
+        "format": FORMAT,
+        "attnkit_version": __version__,
+        "ctranslate2_version": ct2_version,
+        "quantization": quantization,
+        "run": str(run.folder.resolve()),
+        "checkpoint": checkpoint,
+        "checkpoint_sha256": record.get("sha256"),
+        "step": progress.get("step"),
+        "valid_bleu": progress.get("best_bleu") if progress.get("best_bleu", -1) >= 0 else None,
+        "test_bleu": _test_bleu(RunFolder(run.folder).metrics),
+        "data": _data_name(data),
+        "src_lang": data.src_lang,
+        "tgt_lang": data.tgt_lang,
+        "tokenizer": tokenizer["kind"],
+        "tokenizer_files": _tokenizer_files(run.folder),
+        "src_tokenizer": tokenizer["src"],
+        "tgt_tokenizer": tokenizer["tgt"],
+        "model": model.model_dump(),
+        "decode": {
+            "beam_size": decode.beam_size,
+            "max_len_a": decode.max_len_a,
+            "max_len_b": decode.max_len_b,
+        },
+    }
+
+
+def _test_bleu(metrics: Path) -> float | None:
+    """The last ``test_bleu`` in ``metrics.jsonl``, if a row has one."""
+    found = None
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("test_bleu"), int | float):
+            found = float(row["test_bleu"])
+    return found
+
+
+def _data_name(data) -> str:
+    if data.bundled:
+        return data.bundled
+    if data.toy is not None:
+        return f"toy task: {data.toy.task}"
+    train = data.train
+    return "user files" if train is None else (train.tsv or f"{train.src} / {train.tgt}")
+
+
+def model_card(run: LoadedRun, m: dict) -> str:
+    """The export's README.md: what the model is, its scores, the data's licence, how to use it."""
+    model = m["model"]
+    licence = _LICENCES.get(run.config.data.bundled or "") or (
+        "not recorded by attnkit: the model inherits the terms of its training data; check them "
+        "before you deploy it"
+    )
+    bleu = lambda v: "not recorded" if v is None else f"{v:.2f}"  # noqa: E731
+    sp_src, sp_tgt = m["src_tokenizer"], m["tgt_tokenizer"]
+    usage = (
+        "```python\n"
+        "import ctranslate2, sentencepiece as spm\n"
+        f'sp_src, sp_tgt = spm.SentencePieceProcessor(model_file="{sp_src}"), '
+        f'spm.SentencePieceProcessor(model_file="{sp_tgt}")\n'
+        'translator = ctranslate2.Translator(".", device="cpu")\n'
+        'pieces = sp_src.encode(["Ein Hund rennt."], out_type=str)\n'
+        "out = translator.translate_batch(pieces, beam_size=5, min_decoding_length=0, "
+        'suppress_sequences=[["<pad>"], ["<s>"]])\n'
+        "print(sp_tgt.decode(out[0].hypotheses[0]))\n"
+        "```\n"
+        if m["tokenizer"] == "sentencepiece"
+        else "Tokens are whitespace-separated words (the run's `vocab*.json`).\n"
+    )
+    return (
+        f"# {m['src_lang']}→{m['tgt_lang']} Transformer (attnkit, CTranslate2)\n\n"
+        f"Exported by attnkit {m['attnkit_version']} with CTranslate2 "
+        f"{m['ctranslate2_version']} from `{m['run']}` (checkpoint `{m['checkpoint']}`, "
+        f"step {m['step']}).\n\n"
+        "| | |\n| --- | --- |\n"
+        f"| direction | {m['src_lang']} → {m['tgt_lang']} |\n"
+        f"| training data | {m['data']} |\n"
+        f"| model | Transformer, {model['encoder_layers']}+{model['decoder_layers']} layers, "
+        f"d_model {model['d_model']}, {model['heads']} heads, ff {model['ff_dim']}, "
+        f"{'pre' if model['norm_first'] else 'post'}-LN, {model['positions']} positions |\n"
+        f"| weights | {m['quantization']} |\n"
+        f"| validation BLEU (attnkit, during training) | {bleu(m['valid_bleu'])} |\n"
+        f"| test BLEU | {bleu(m['test_bleu'])} |\n"
+        f"| tokenizer | {m['tokenizer']}: {', '.join(m['tokenizer_files'][1:])} |\n\n"
+        f"## Licence of the training data\n\n{licence}\n\n"
+        "## Use\n\n"
+        "CTranslate2 reads the tokenizer's pieces; the model appends `</s>` to the source "
+        "itself. attnkit's search never emits `<pad>` or `<s>` and allows an empty "
+        "translation, hence the options below. Score it with attnkit: "
+        f"`attnkit evaluate {m['run']} --engine ctranslate2`.\n\n" + usage
+    )
