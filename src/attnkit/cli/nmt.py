@@ -192,7 +192,6 @@ def run_translate(args: argparse.Namespace) -> int:
 
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
-    _warn_unused_view_options(args)
     run, settings = _load(args)
     engine = _engine(args, run)
     sinks = _sinks(args, selection, settings, run)
@@ -203,6 +202,7 @@ def run_translate(args: argparse.Namespace) -> int:
         TranslationOutput(run, sinks, echo=stderr) as output,
         progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
     ):
+        _warn_unused_view_options(args)  # after the output has checked the layer and head
         buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=warn)
         for first, translations in translate_buffers(
             run, buffers, settings, n_best=sinks.search_n_best, warn=warn, engine=engine
