@@ -22,7 +22,8 @@ def random_examples(n=537, seed=0):
 
 def epoch(examples, seed, batch_size=16, pool_batches=4):
     g = torch.Generator().manual_seed(seed)
-    return bucket_batches(examples, batch_size, generator=g, pool_batches=pool_batches)
+    batches = bucket_batches(examples, batch_size, generator=g, pool_batches=pool_batches)
+    return [b.tolist() for b in batches]
 
 
 def test_every_example_appears_exactly_once_per_epoch():
@@ -49,8 +50,8 @@ def test_same_seed_same_order_and_different_seed_different_order():
 def test_consecutive_epochs_from_one_generator_differ():
     examples = random_examples()
     g = torch.Generator().manual_seed(1)
-    first = bucket_batches(examples, 16, generator=g)
-    second = bucket_batches(examples, 16, generator=g)
+    first = [b.tolist() for b in bucket_batches(examples, 16, generator=g)]
+    second = [b.tolist() for b in bucket_batches(examples, 16, generator=g)]
     assert first != second
     assert sorted(i for b in second for i in b) == list(range(len(examples)))
 

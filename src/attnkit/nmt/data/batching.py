@@ -103,21 +103,23 @@ def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
     )
 
 
-def _by_length(examples: Examples, indices: np.ndarray) -> np.ndarray:
+def _by_length(lengths: tuple[np.ndarray, np.ndarray | None], indices: np.ndarray) -> np.ndarray:
     """``indices`` sorted by decreasing source, then target, length; ties keep their order."""
-    src, tgt = examples.lengths()
+    src, tgt = lengths
     keys = (-src[indices],) if tgt is None else (-tgt[indices], -src[indices])
     return indices[np.lexsort(keys)]  # lexsort is stable; its last key is the primary one
 
 
 def bucket_batches(
     examples: Examples, batch_size: int, *, generator: torch.Generator, pool_batches: int = 50
-) -> list[list[int]]:
+) -> list[np.ndarray]:
     """One epoch of index batches: shuffled, sorted by length within pools, batch order shuffled.
 
     Each batch is sorted by decreasing source (then target) length. Every
     index in ``range(len(examples))`` appears in exactly one batch. Only the
-    lengths are read, so a memory-mapped corpus is never materialised.
+    lengths are read, and the batches are int64 arrays (8 bytes an example,
+    not a Python int's 36), so a corpus of millions of pairs is never
+    materialised.
 
     Raises:
         ValueError: ``batch_size`` or ``pool_batches`` is not positive.
@@ -126,11 +128,12 @@ def bucket_batches(
         raise ValueError(
             f"batch_size and pool_batches must be > 0, got {batch_size} and {pool_batches}"
         )
+    lengths = examples.lengths()
     order = torch.randperm(len(examples), generator=generator).numpy()
     pool = batch_size * pool_batches
-    batches: list[list[int]] = []
+    batches: list[np.ndarray] = []
     for start in range(0, len(order), pool):
-        chunk = _by_length(examples, order[start : start + pool]).tolist()
+        chunk = _by_length(lengths, order[start : start + pool])
         batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
     shuffle = torch.randperm(len(batches), generator=generator).tolist()
     return [batches[i] for i in shuffle]
@@ -143,7 +146,7 @@ def sorted_batches(examples: Examples, batch_size: int) -> list[list[int]]:
     """
     if batch_size <= 0:
         raise ValueError(f"batch_size must be > 0, got {batch_size}")
-    order = _by_length(examples, np.arange(len(examples))).tolist()
+    order = _by_length(examples.lengths(), np.arange(len(examples))).tolist()
     return [order[j : j + batch_size] for j in range(0, len(order), batch_size)]
 
 

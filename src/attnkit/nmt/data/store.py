@@ -89,6 +89,7 @@ class RaggedIds(Sequence):
     def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
         self.flat = flat
         self.offsets = offsets
+        self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -100,8 +101,10 @@ class RaggedIds(Sequence):
         return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
 
     def lengths(self) -> np.ndarray:
-        """Tokens per sentence, ``(N,)`` int64."""
-        return np.diff(self.offsets)
+        """Tokens per sentence, ``(N,)`` int32, computed once."""
+        if self._lengths is None:
+            self._lengths = np.diff(self.offsets).astype(np.int32)
+        return self._lengths
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -259,8 +260,8 @@ class EpochOrder:
         self.generator = torch.Generator().manual_seed(seed)
         self.state = self.generator.get_state()
 
-    def batches(self, examples: Examples, config: TrainConfig) -> list[list[int]]:
-        """The current epoch's batches (lists of example indices), by :func:`bucket_batches`."""
+    def batches(self, examples: Examples, config: TrainConfig) -> list[np.ndarray]:
+        """The current epoch's batches (arrays of example indices), by :func:`bucket_batches`."""
         self.generator.set_state(self.state)
         return bucket_batches(
             examples, config.batch_size, generator=self.generator, pool_batches=config.pool_batches
