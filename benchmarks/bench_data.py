@@ -180,6 +180,9 @@ def run(quick: bool) -> Result:
 
 
 if __name__ == "__main__":
+    sizes = [int(a) for a in sys.argv[1:] if a.isdigit()]
+    if sizes:
+        SIZES = tuple(sizes)  # e.g. python -m benchmarks.bench_data 1000000 5000000
     result = run("--quick" in sys.argv)
     for table in result.tables:
         print(table.to_markdown())
