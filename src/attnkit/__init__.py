@@ -8,8 +8,7 @@ imported on first use (PEP 562): ``import attnkit`` alone, and so the
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -37,11 +36,4 @@ _LAZY = {**dict.fromkeys(_ATTENTION, ".attention"), "explain": ".lessons"}
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
