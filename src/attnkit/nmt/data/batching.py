@@ -16,7 +16,7 @@ and the order depends only on the ``torch.Generator`` passed in.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,16 +37,25 @@ class Examples:
 
     src: Sequence[Sequence[int]]
     tgt: Sequence[Sequence[int]] | None = None
+    _lengths: tuple[np.ndarray, np.ndarray | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.src)
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Tokens per source and per target sentence (no specials), ``(N,)`` int64 each."""
-        return _lengths(self.src), None if self.tgt is None else _lengths(self.tgt)
+        """Tokens per source and per target sentence (no specials), ``(N,)`` integers each.
+
+        Read once, then kept: the sides must not change afterwards.
+        """
+        if self._lengths is None:
+            tgt = None if self.tgt is None else _side_lengths(self.tgt)
+            self._lengths = (_side_lengths(self.src), tgt)
+        return self._lengths
 
 
-def _lengths(side: Sequence[Sequence[int]]) -> np.ndarray:
+def _side_lengths(side: Sequence[Sequence[int]]) -> np.ndarray:
     if hasattr(side, "lengths"):
         return side.lengths()
     return np.fromiter(map(len, side), dtype=np.int64, count=len(side))

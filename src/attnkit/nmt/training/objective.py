@@ -9,6 +9,9 @@ detokenized output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -53,9 +56,11 @@ def token_loss(
     )
 
 
-def target_tokens(examples: Examples, indices: list[int]) -> int:
-    """Target tokens the loss counts in the batch of ``indices`` (EOS included, as in Batch)."""
-    return sum(len(examples.tgt[i]) + 1 for i in indices)
+def target_tokens(examples: Examples, indices: Sequence[int]) -> int:
+    """Target tokens the loss counts in the batch of ``indices`` (EOS included, as in Batch),
+    from the lengths alone (a stored corpus is not read for it)."""
+    _, tgt = examples.lengths()
+    return int(tgt[np.asarray(indices, dtype=np.int64)].sum()) + len(indices)
 
 
 def validate(
