@@ -15,10 +15,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import torch
-
-from ..attention.functional import masked_softmax
-
 __all__ = ["DEFAULT_DIMS", "SaturationResult", "saturation"]
 
 DEFAULT_DIMS = (4, 16, 64, 256, 1024)
@@ -107,6 +103,10 @@ def saturation(
         raise ValueError(
             f"num_keys must be >= 2 (softmax over one key is always 1), got {num_keys}"
         )
+    import torch  # here, so that `attnkit explain` (this package) starts without it
+
+    from ..attention.functional import masked_softmax
+
     gen = torch.Generator().manual_seed(seed)
     series: dict[str, list[float]] = {k: [] for k in ("var", "svar", "unscaled", "scaled")}
     for d in dims:

@@ -1,27 +1,28 @@
 """``explain``: one attention computation with every intermediate kept.
 
-The arithmetic is the attention core's, in float64: ``S = Q K^T`` (or a learned
-score module's output), ``S * scale``, :func:`~attnkit.masked_softmax` for the
-weights and ``W V`` for the context, the same operations in the same order as
-:func:`~attnkit.scaled_dot_product_attention`, so the numbers match it exactly.
-The extra quantities a lesson writes out (the unshifted exponentials and their
-sum, the shift of the stable softmax, the weighted value rows) are recorded
-beside them. Sources: Vaswani et al. 2017, eq. 1; Luong et al. 2015, sec. 3.1;
-Bahdanau et al. 2015, eqs. 5-6.
+The arithmetic is the attention core's, written out in float64 numpy so that
+``attnkit explain`` starts without loading torch: ``S = Q K^T`` (or a learned
+score module's output), ``S * scale``, the masked softmax of
+:func:`~attnkit.masked_softmax` (``exp(s - m)`` over the allowed keys, divided
+by its sum; all-zero weights for a row with no allowed key) and ``W V`` for the
+context, the same operations in the same order as
+:func:`~attnkit.scaled_dot_product_attention`; the tests hold the two equal to
+within 1e-12 on random inputs. The extra quantities a lesson writes out (the
+unshifted exponentials and their sum, the shift of the stable softmax, the
+weighted value rows) are recorded beside them. Sources: Vaswani et al. 2017,
+eq. 1; Luong et al. 2015, sec. 3.1; Bahdanau et al. 2015, eqs. 5-6.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
+import numpy as np
 
-from ..attention.functional import masked_softmax
-from ..attention.masks import causal_mask, combine_masks
-from ..attention.scores import SCORES, DotScore, ScaledDotScore, Score
+if TYPE_CHECKING:
+    from ..attention.scores import Score
 
 __all__ = ["AttentionTrace", "explain"]
 
@@ -179,16 +180,16 @@ def explain(
         raise ValueError(f"values has Tk={v.shape[0]} rows but keys has Tk={k.shape[0]}")
     name, raw, scale = _scores(score, q, k)  # (Tq, Tk)
     scaled = raw * scale  # (Tq, Tk)
-    allowed = _allowed(mask, causal, *raw.shape)  # (Tq, Tk) or None
-    weights = masked_softmax(scaled, allowed)  # (Tq, Tk)
+    allowed = _allowed(mask, causal, *raw.shape)  # (Tq, Tk)
+    masked = np.where(allowed, scaled, -math.inf)  # (Tq, Tk)
+    has_key = allowed.any(axis=-1)  # (Tq,)
+    shift = np.where(has_key, masked.max(axis=-1), 0.0)  # (Tq,)
+    with np.errstate(over="ignore"):
+        exps = np.exp(masked)  # (Tq, Tk), unshifted: may overflow to inf
+    shifted = np.exp(masked - shift[:, None])  # (Tq, Tk), 0 where masked
+    shifted_sum = shifted.sum(axis=-1)  # (Tq,)
+    weights = shifted / np.where(has_key, shifted_sum, 1.0)[:, None]  # masked rows stay 0
     context = weights @ v  # (Tq, Dv)
-
-    blocked = torch.zeros_like(scaled, dtype=torch.bool) if allowed is None else ~allowed
-    masked = scaled.masked_fill(blocked, -math.inf)  # (Tq, Tk)
-    has_key = ~blocked.all(dim=-1)  # (Tq,)
-    shift = torch.where(has_key, masked.amax(dim=-1), 0.0)  # (Tq,)
-    exps = torch.exp(masked)  # (Tq, Tk), unshifted: may overflow to inf
-    shifted = torch.exp(masked - shift[:, None])  # (Tq, Tk)
     return AttentionTrace(
         score=name,
         single_query=single,
@@ -198,49 +199,62 @@ def explain(
         raw_scores=raw.tolist(),
         scale=scale,
         scaled_scores=scaled.tolist(),
-        mask=None if allowed is None else allowed.tolist(),
+        mask=None if mask is None and not causal else allowed.tolist(),
         masked_scores=masked.tolist(),
         shift=[m if ok else None for m, ok in zip(shift.tolist(), has_key.tolist(), strict=True)],
         exponentials=exps.tolist(),
-        exp_sum=exps.sum(dim=-1).tolist(),
+        exp_sum=exps.sum(axis=-1).tolist(),
         shifted_exponentials=shifted.tolist(),
-        shifted_sum=shifted.sum(dim=-1).tolist(),
+        shifted_sum=shifted_sum.tolist(),
         weights=weights.tolist(),
         weighted_values=(weights[:, :, None] * v[None]).tolist(),  # (Tq, Tk, Dv)
         context=context.tolist(),
     )
 
 
-def _as_matrix(arg: str, x: Any, vector_ok: bool = False) -> tuple[Tensor, bool]:
+def _as_matrix(arg: str, x: Any, vector_ok: bool = False) -> tuple[np.ndarray, bool]:
     """``x`` as a finite float64 matrix; a vector becomes one row when allowed."""
+    if hasattr(x, "detach"):  # a torch tensor: torch is loaded already
+        x = x.detach().cpu().double().numpy()
     try:
-        t = torch.as_tensor(x.detach() if isinstance(x, Tensor) else x, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError) as err:
+        t = np.array(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
         raise ValueError(f"{arg} must be a rectangular array of real numbers: {err}") from None
-    single = t.dim() == 1 and vector_ok
+    single = t.ndim == 1 and vector_ok
     if single:
         t = t[None]  # (1, D)
-    if t.dim() != 2:
+    if t.ndim != 2:
         need = "(D,) or (Tq, D)" if vector_ok else "(T, D)"
         raise ValueError(f"{arg} must have shape {need}, got {tuple(t.shape)}")
-    if t.numel() == 0:
+    if t.size == 0:
         raise ValueError(f"{arg} is empty (shape {tuple(t.shape)})")
-    if not bool(torch.isfinite(t).all()):
+    if not bool(np.isfinite(t).all()):
         raise ValueError(f"{arg} has a non-finite entry (nan or inf)")
-    return t.cpu(), single
+    return t, single
 
 
-def _scores(score: str | Score, q: Tensor, k: Tensor) -> tuple[str, Tensor, float]:
+def _scores(score: str | Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
     """(name, raw scores (Tq, Tk), scale)."""
     if isinstance(score, str):
         if score in ("dot", "scaled_dot"):
             return _dot_scores(score, q, k)
+        from ..attention.scores import SCORES
+
         if score in SCORES:
             raise ValueError(
                 f"score {score!r} has learned weights: pass the module itself, e.g. "
                 f"score=attnkit.make_score({score!r}, query_dim=..., key_dim=...)"
             )
         raise ValueError(f"unknown score {score!r}; choose dot, scaled_dot or a Score module")
+    return _module_scores(score, q, k)
+
+
+def _module_scores(score: Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
+    """Scores of an attnkit Score module (torch is loaded: the caller built the module)."""
+    import torch
+
+    from ..attention.scores import DotScore, ScaledDotScore, Score
+
     if isinstance(score, ScaledDotScore):
         return _dot_scores("scaled_dot", q, k)
     if isinstance(score, DotScore):
@@ -249,12 +263,13 @@ def _scores(score: str | Score, q: Tensor, k: Tensor) -> tuple[str, Tensor, floa
         raise TypeError(f"score must be a name or an attnkit Score module, got {type(score)}")
     param = next(score.parameters(), None)
     dtype, device = (torch.float64, "cpu") if param is None else (param.dtype, param.device)
+    qt, kt = (torch.from_numpy(x).to(device, dtype)[None] for x in (q, k))
     with torch.no_grad():
-        raw = score(q.to(device, dtype)[None], k.to(device, dtype)[None])[0]  # (Tq, Tk)
-    return score.name or type(score).__name__, raw.to("cpu", torch.float64), 1.0
+        raw = score(qt, kt)[0]  # (Tq, Tk)
+    return score.name or type(score).__name__, raw.to("cpu", torch.float64).numpy(), 1.0
 
 
-def _dot_scores(name: str, q: Tensor, k: Tensor) -> tuple[str, Tensor, float]:
+def _dot_scores(name: str, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"keys has Dk={k.shape[-1]} but query has Dq={q.shape[-1]} for score {name!r}"
@@ -263,24 +278,29 @@ def _dot_scores(name: str, q: Tensor, k: Tensor) -> tuple[str, Tensor, float]:
     return name, q @ k.T, scale  # (Tq, Tk)
 
 
-def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> Tensor | None:
-    """The (Tq, Tk) bool mask of allowed keys, or None when nothing is masked."""
-    user = None
+def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
+    """The (Tq, Tk) bool mask of allowed keys (all True when nothing is masked).
+
+    The causal part is :func:`~attnkit.causal_mask`'s bottom-right rule,
+    ``j <= i + (Tk - Tq)``.
+    """
+    allowed = np.ones((tq, tk), dtype=bool)
     if mask is not None:
-        user = torch.as_tensor(mask)
-        if user.dtype != torch.bool:
-            if user.is_floating_point() or not bool(((user == 0) | (user == 1)).all()):
+        user = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask)
+        if user.dtype != np.bool_:
+            if user.dtype.kind not in "iub" or not bool(((user == 0) | (user == 1)).all()):
                 raise ValueError("mask must hold booleans or 0/1 (1 = may attend)")
-            user = user.bool()
+            user = user.astype(bool)
         try:
-            user = torch.broadcast_to(user, (tq, tk))
-        except RuntimeError:
+            allowed &= np.broadcast_to(user, (tq, tk))
+        except ValueError:
             raise ValueError(
                 f"mask has shape {tuple(user.shape)}, which does not broadcast to "
                 f"(Tq, Tk) = {(tq, tk)}"
             ) from None
-    allowed = combine_masks(user, causal_mask(tq, tk) if causal else None)
-    return None if allowed is None else allowed.expand(tq, tk).clone()
+    if causal:
+        allowed &= np.tri(tq, tk, k=tk - tq, dtype=bool)
+    return allowed
 
 
 def _encode(x: Any, precision: int | None) -> Any:
