@@ -219,3 +219,15 @@ def test_cli_without_ctranslate2_says_how_to_install_it(trained, monkeypatch, ca
 def test_cli_export_dir_needs_the_ctranslate2_engine(trained, capsys):
     assert main(["translate", str(trained), "s1", "--export-dir", "x"]) == 2
     assert "--export-dir needs --engine ctranslate2" in capsys.readouterr().err
+
+
+def test_parity_benchmark_finds_the_float32_export_greedy_identical(trained):
+    from benchmarks.deploy_parity import parity, report
+
+    found = parity(trained, threads=1)
+    assert found["sentences"] > 0 and found["greedy_identical_share"] == 1.0
+    assert found["greedy_differences"] == []
+    bleu = found["greedy_bleu"]
+    assert bleu["ctranslate2 float32"] == bleu["attnkit"]
+    assert abs(bleu["ctranslate2 int8"] - bleu["attnkit"]) < 20
+    assert "= attnkit on 100.00% of sentences" in report(found)
