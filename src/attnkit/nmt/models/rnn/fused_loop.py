@@ -67,7 +67,7 @@ def bahdanau_gru_loop(
     in the weights' dtype with autocast off: the inputs are cast up (autograd
     casts their gradients back), so the recursion, its softmax and its
     hand-written backward stay float32, the fallback stated in
-    docs/translate.md (precision).
+    docs/precision.md.
     """
     dtype = gru.weight_ih_l0.dtype
     tensors = (embedded, initial, prepared_keys, values)
