@@ -26,6 +26,7 @@ from . import (
     bench_decode,
     bench_deploy,
     bench_distributed,
+    bench_precision,
     bench_train,
     bench_transformer,
 )
@@ -41,6 +42,7 @@ SUITES = {
     "contention": bench_contention,
     "data": bench_data,
     "deploy": bench_deploy,
+    "precision": bench_precision,
 }
 
 

@@ -24,7 +24,7 @@ ARCHITECTURES = ("attnkit.nmt.models.rnn", "attnkit.nmt.models.transformer")
 # imports only from its own floor or the floors below it, so every import between
 # rooms points down; ``attnkit.nmt`` itself (the package face) is not on a floor.
 NMT_FLOORS = (
-    ("attnkit.nmt.vocab_ids", "attnkit.nmt.device"),
+    ("attnkit.nmt.vocab_ids", "attnkit.nmt.device", "attnkit.nmt.precision"),
     ("attnkit.nmt.models",),
     ("attnkit.nmt.config",),
     ("attnkit.nmt.data",),

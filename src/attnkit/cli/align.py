@@ -12,7 +12,9 @@ from pathlib import Path
 
 from .decoding import (
     check_search_options,
+    decoding_precision,
     head_selection,
+    precision_option,
     search_options,
     search_settings,
     view_options,
@@ -31,6 +33,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    precision_option(p)
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
 
 
@@ -84,7 +87,13 @@ def _load(args: argparse.Namespace):
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
     check_run_folder(args.run_dir)
-    return load_run(args.run_dir, checkpoint=args.checkpoint, device=args.device)
+    return load_run(
+        args.run_dir,
+        checkpoint=args.checkpoint,
+        device=args.device,
+        precision=args.precision,
+        option="--precision",
+    )
 
 
 def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[str]]]:
@@ -129,16 +138,17 @@ def run_align(args: argparse.Namespace) -> int:
     run = _load(args)
     options = _options(args, run.config.model)
     heads = HeadSelection(options.layer, options.head)
-    alignments = align_words(
-        run.model,
-        run.src_tok,
-        run.tgt_tok,
-        src_words,
-        tgt_words,
-        options,
-        batch_size=args.batch_size,
-        device=run.device,
-    )
+    with decoding_precision(run):
+        alignments = align_words(
+            run.model,
+            run.src_tok,
+            run.tgt_tok,
+            src_words,
+            tgt_words,
+            options,
+            batch_size=args.batch_size,
+            device=run.device,
+        )
     text = "".join(f"{format_pharaoh(a.links)}\n" for a in alignments)
     if args.out:
         atomic_write_bytes(Path(args.out), text.encode("utf-8"))
@@ -239,7 +249,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     run = _load(args)
     settings = search_settings(args, run)
     sources, references, name = _corpus(args, run)
-    found = inspect_run(run, sources, references, settings, warn=warn)
+    with decoding_precision(run):
+        found = inspect_run(run, sources, references, settings, warn=warn)
     figures = {
         "corpus": name,
         "beam_size": settings.beam_size,

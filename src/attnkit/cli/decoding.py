@@ -1,19 +1,29 @@
 """Options shared by the commands that decode or show attention (translate, evaluate,
-inspect, align): the search settings and the layer/head selection.
+inspect, align, serve): the search settings, the layer/head selection and the precision.
 
 ``--beam``, ``--coverage-penalty`` and ``--no-repeat-ngram`` override the run's
 ``decode`` section in one :class:`~attnkit.nmt.decoding.settings.SearchSettings`
 (the loaded run's config is never changed); ``--layer`` and ``--head`` become
-one :class:`~attnkit.nmt.decoding.selection.HeadSelection`.
+one :class:`~attnkit.nmt.decoding.selection.HeadSelection`. ``--precision`` is the
+arithmetic the model decodes in (:mod:`attnkit.nmt.precision`).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .errors import UsageError
+from .errors import UsageError, stderr
 
-__all__ = ["head_selection", "search_options", "search_settings", "view_options"]
+__all__ = [
+    "decoding_precision",
+    "head_selection",
+    "precision_option",
+    "search_options",
+    "search_settings",
+    "view_options",
+]
+
+PRECISIONS = ("auto", "fp32", "bf16")  # attnkit.nmt.precision.PRECISIONS, without torch
 
 
 def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
@@ -64,6 +74,25 @@ def search_settings(args: argparse.Namespace, run):
         coverage_penalty=args.coverage_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
     )
+
+
+def precision_option(p: argparse.ArgumentParser) -> None:
+    """Add --precision (default ``auto``: bf16 only where this machine makes it faster)."""
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="arithmetic of the model: bf16 mixed precision where this machine runs it "
+        "faster than fp32 (auto: a CPU with avx512_bf16/amx_bf16, a GPU with bf16), fp32 or "
+        "bf16; any run's checkpoint loads in either (default: auto)",
+    )
+
+
+def decoding_precision(run):
+    """``run.precision.autocast()``, announced on stderr when the model decodes in bf16."""
+    if run.precision.name == "bf16":
+        stderr(f"attnkit: precision {run.precision.reason}")
+    return run.precision.autocast()
 
 
 def view_options(p: argparse.ArgumentParser, *, all_heads: bool) -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from .decoding import (
     check_search_options,
+    decoding_precision,
     head_selection,
+    precision_option,
     search_options,
     search_settings,
     view_options,
@@ -145,6 +147,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    precision_option(p)
     p.add_argument(
         "--engine",
         choices=("attnkit", "ctranslate2"),
@@ -167,7 +170,13 @@ def _load(args: argparse.Namespace):
     check_search_options(args)
     check_run_folder(args.run_dir)
     device = resolve_device(args.device, "--device")
-    run = load_run(args.run_dir, checkpoint=args.checkpoint, device=str(device))
+    run = load_run(
+        args.run_dir,
+        checkpoint=args.checkpoint,
+        device=str(device),
+        precision=args.precision,
+        option="--precision",
+    )
     return run, search_settings(args, run)
 
 
@@ -199,6 +208,7 @@ def run_translate(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(errors="replace")
     show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
     with (
+        decoding_precision(run),
         TranslationOutput(run, sinks, echo=stderr) as output,
         progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
     ):
@@ -270,12 +280,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run, settings = _load(args)
     engine = _engine(args, run)
-    if corpus is None:
-        label = args.split or "test"
-        result = evaluate_run(run, label, settings, warn=warn, engine=engine)
-    else:
-        label = args.src
-        result = evaluate_corpus(run, corpus, args.src, settings, warn=warn, engine=engine)
+    with decoding_precision(run):
+        if corpus is None:
+            label = args.split or "test"
+            result = evaluate_run(run, label, settings, warn=warn, engine=engine)
+        else:
+            label = args.src
+            result = evaluate_corpus(run, corpus, args.src, settings, warn=warn, engine=engine)
     beam = settings.beam_size
     print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
     for score in (result.bleu, result.chrf, result.tokenized_bleu):

@@ -17,6 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
+from .decoding import precision_option
 from .errors import UsageError
 
 # option -> (Limits field, help); the defaults are Limits' own
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0 = any)")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    precision_option(p)
     _limit_options(p)
     p.set_defaults(func=_run_serve)
 
@@ -92,7 +94,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
     limits = _limits(args)
-    runs, missing = _load_runs(args.runs, args.checkpoint)
+    runs, missing = _load_runs(args.runs, args.checkpoint, args.precision)
     sock = _listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -104,7 +106,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_runs(folders: list[str], checkpoint: str):
+def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto"):
     """The runs that load and the missing ones (each named on stderr).
 
     Raises:
@@ -116,7 +118,8 @@ def _load_runs(folders: list[str], checkpoint: str):
     runs, missing = [], []
     for name, folder in zip(run_names(folders), folders, strict=True):
         try:
-            runs.append(ServedRun(name, load_run(folder, checkpoint=checkpoint)))
+            run = load_run(folder, checkpoint=checkpoint, precision=precision, option="--precision")
+            runs.append(ServedRun(name, run))
         except (ValueError, FileNotFoundError, OSError) as err:
             missing.append(MissingRun(name, folder, str(err)))
     if not runs:

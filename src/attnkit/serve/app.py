@@ -186,11 +186,12 @@ def _check_text(text: str, limits: Limits) -> list[str]:
 
 
 def _translate(served: ServedRun, lines: list[str], request: TranslateRequest) -> dict[str, Any]:
-    """Runs in a worker thread; the run's lock keeps its model to one request at a time."""
+    """Runs in a worker thread; the run's lock keeps its model to one request at a time.
+    The run's precision (``attnkit serve --precision``) is entered here, in that thread."""
     run = served.run
     settings = SearchSettings.from_config(run.config.decode, beam_size=request.beam)
     warnings: list[str] = []
-    with served.lock:
+    with served.lock, run.precision.autocast():
         translations = translate_lines(
             run, lines, settings, n_best=request.n_best, warn=warnings.append
         )

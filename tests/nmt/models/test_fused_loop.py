@@ -92,3 +92,42 @@ def test_translator_takes_the_fused_path_with_the_same_loss_and_gradients(score,
 def test_other_decoders_keep_the_module_loop(settings):
     model = RNNTranslator(RNNConfig(embed_dim=8, hidden_size=6, **settings), 13, 11)
     assert not model.decoder._fusable(torch.zeros(1, 1, 8))
+
+
+def test_under_bf16_autocast_the_loop_runs_in_float32_on_the_bf16_inputs():
+    # autocast hands the loop bf16 keys and encoder states (from its linear layers)
+    # and fp32 GRU weights: the loop casts them up and runs in float32, autocast off.
+    torch.manual_seed(2)
+    gru = torch.nn.GRU(E + DV, D, batch_first=True)
+    low = [torch.randn(*shape).bfloat16().requires_grad_() for shape in ((B, S, A), (B, S, DV))]
+    rest = [torch.randn(*shape) for shape in ((B, T, E), (B, D), (A, D), (A,))]
+    embedded, s0, w_q, v = rest
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = bahdanau_gru_loop(embedded, s0, *low, mask, w_q, v, gru)
+    expected = bahdanau_gru_loop(embedded, s0, *(x.float() for x in low), mask, w_q, v, gru)
+    for want, have in zip(expected, got, strict=True):
+        assert have.dtype == torch.float32
+        assert torch.equal(have, want)
+    assert torch.equal(got[2][2], torch.zeros(T, S))  # the fully masked row stays exactly 0
+    sum(x.sum() for x in got).backward()
+    assert [x.grad.dtype for x in low] == [torch.bfloat16, torch.bfloat16]
+    assert gru.weight_ih_l0.grad.dtype == torch.float32
+
+
+def test_translator_under_bf16_autocast_takes_the_fused_path_close_to_float32(monkeypatch):
+    torch.manual_seed(3)
+    model = RNNTranslator(RNNConfig(embed_dim=8, hidden_size=6, dropout=0.0), 13, 11)
+    src, lengths = torch.randint(4, 13, (4, 7)), torch.tensor([7, 5, 3, 1])
+    tgt = torch.randint(4, 11, (4, 6))
+    calls = []
+    fused = AttentionDecoder._fusable
+    monkeypatch.setattr(
+        AttentionDecoder, "_fusable", lambda *a: calls.append(fused(*a)) or calls[-1]
+    )
+    reference, _ = model(src, lengths, tgt)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, weights = model(src, lengths, tgt)
+    assert calls == [True, True]
+    assert weights.dtype == torch.float32  # the loop's softmax is float32
+    torch.testing.assert_close(logits.float(), reference, atol=2e-2, rtol=2e-2)

@@ -209,6 +209,21 @@ def test_a_transformer_trains_data_parallel_like_one_process(tmp_path):
 
 
 @pytest.mark.slow
+def test_bf16_trains_data_parallel_like_one_process_in_bf16(tmp_path):
+    args = [REVERSE, *SMALL, "--train.max_steps", "4", "--train.precision", "bf16"]
+    processes = plain_ranks(*args, "--out", str(tmp_path / "two"))
+    one = launch([sys.executable, "-m", "attnkit", "train", *args, "--out", str(tmp_path / "one")])
+    log = [ok(p) for p in processes][0]
+    assert "weights identical on all 2 processes" in log
+    assert "precision bf16: train.precision is bf16" in log
+    ok(one)
+    for x, y in zip(rows(tmp_path / "two"), rows(tmp_path / "one"), strict=True):
+        assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-2), (x, y)
+    weights = load_run(tmp_path / "two", checkpoint="last").model.state_dict().values()
+    assert {t.dtype for t in weights} == {torch.float32}
+
+
+@pytest.mark.slow
 def test_a_dead_peer_is_a_one_line_error_not_a_hang(tmp_path):
     run_dir = tmp_path / "run"
     main, other = plain_ranks(REVERSE, "--out", str(run_dir), *SMALL)

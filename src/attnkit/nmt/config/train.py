@@ -1,4 +1,4 @@
-"""The ``train`` section: optimisation, schedule, budgets, threads and device."""
+"""The ``train`` section: optimisation, schedule, budgets, threads, device and precision."""
 
 from __future__ import annotations
 
@@ -31,9 +31,18 @@ class TrainConfig(_Section):
     :mod:`attnkit.nmt.training.threads`). Set a number (e.g. 1) for runs that repeat
     bit for bit.
 
+    ``precision`` is the arithmetic of the forward pass (:mod:`attnkit.nmt.precision`):
+    ``bf16`` runs matrix products under ``torch.autocast`` in bfloat16 with
+    float32 weights, optimizer state, loss and softmax; ``fp32`` is plain
+    float32; ``auto`` is bf16 where the device makes it faster (a CPU with
+    ``avx512_bf16``/``amx_bf16``, a CUDA GPU with bf16), else fp32.
+    Checkpoints are float32 either way.
+
     Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
     ``early_stopping``, ``valid_every``, ``checkpoint_every``,
-    ``valid_bleu_sentences``) may change when a run is resumed; a finished run
+    ``valid_bleu_sentences``) may change when a run is resumed, and so may
+    ``threads``, ``device`` and ``precision`` (the machine's, not the model's:
+    the run goes on, but no longer repeats bit for bit); a finished run
     whose budget is raised trains on. ``max_minutes`` counts the whole run's
     training time, earlier sessions included.
     """
@@ -62,3 +71,4 @@ class TrainConfig(_Section):
     seed: int = 1
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"

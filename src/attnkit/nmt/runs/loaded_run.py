@@ -16,6 +16,7 @@ from ..data.tokenizer import Tokenizer, load_tokenizers
 from ..device import resolve_device
 from ..models.registry import build_translator
 from ..models.translator import Translator
+from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
 from .run_folder import RunFolder
 
@@ -24,7 +25,11 @@ __all__ = ["LoadedRun", "load_run"]
 
 @dataclass
 class LoadedRun:
-    """A trained model with its config and tokenizers, ready to translate."""
+    """A trained model with its config and tokenizers, ready to translate.
+
+    ``precision`` is the arithmetic to decode in: enter ``precision.autocast()``
+    around the work, in the thread that does it (the weights stay float32).
+    """
 
     folder: Path
     config: RunConfig
@@ -32,18 +37,32 @@ class LoadedRun:
     tgt_tok: Tokenizer
     model: Translator
     device: torch.device
+    precision: Precision
 
 
-def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu") -> LoadedRun:
+def load_run(
+    folder: str | Path,
+    *,
+    checkpoint: str = "best",
+    device: str = "cpu",
+    precision: str = "fp32",
+    option: str = "precision",
+) -> LoadedRun:
     """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``/``last``).
+
+    The checkpoint is float32 whatever precision the run trained in; ``precision``
+    (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,
+    ``option`` naming it in messages) is the one it will decode in.
 
     Raises:
         FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
-        ValueError: a file in it is invalid (the message names it), or ``device``
-            is unknown or not on this machine (:func:`.device.resolve_device`).
+        ValueError: a file in it is invalid (the message names it), ``device``
+            is unknown or not on this machine (:func:`.device.resolve_device`), or
+            ``precision`` is unknown or impossible on it.
     """
     run = RunFolder(Path(folder))
     where = resolve_device(device, "device")  # before any loading: a bad name fails fast
+    arithmetic = resolve_precision(precision, where, option=option)
     if not run.config.is_file():
         raise FileNotFoundError(f"{run.config} not found; is {run.path} a training run folder?")
     config = RunConfig.load(run.config)
@@ -56,7 +75,7 @@ def load_run(folder: str | Path, *, checkpoint: str = "best", device: str = "cpu
     except RuntimeError as err:
         raise ValueError(f"{path} does not fit the model in {run.config}: {err}") from None
     model.to(where).eval()
-    return LoadedRun(run.path, config, src_tok, tgt_tok, model, where)
+    return LoadedRun(run.path, config, src_tok, tgt_tok, model, where, arithmetic)
 
 
 def _checkpoint_path(run: RunFolder, checkpoint: str) -> Path:

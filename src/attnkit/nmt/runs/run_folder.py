@@ -6,7 +6,8 @@ A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
 and the vocabularies it names), the ``best``/``last`` checkpoints
 (``best.json``, ``last.json``, ``last.prev.json`` and their safetensors),
 ``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png``,
-``prepared.json`` (what the tokenizers were trained on), ``store/train/`` (the
+``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
+arithmetic each training session ran in, and why), ``store/train/`` (the
 training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
 :class:`RunFolder` is the one place these names are spelled.
 """
@@ -30,8 +31,9 @@ __all__ = ["RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
-# its label, and the machine it runs on (threads and device change the order of floating
-# point sums, not what is trained: the run goes on, but no longer repeats bit for bit).
+# its label, and the machine it runs on (threads, device and precision change the order or
+# the width of floating point sums, not what is trained: the run goes on, but no longer
+# repeats bit for bit).
 RESUME_MAY_CHANGE = (
     *(
         f"train.{key}"
@@ -45,6 +47,7 @@ RESUME_MAY_CHANGE = (
             "valid_bleu_sentences",
             "threads",
             "device",
+            "precision",
         )
     ),
     "name",
@@ -89,6 +92,12 @@ class RunFolder:
         return self.path / "learning_curve.png"
 
     @property
+    def precision(self) -> Path:
+        """The precision of each training session: ``{"sessions": [{"step", "setting",
+        "precision", "reason"}, ...]}``, ``step`` being where the session started."""
+        return self.path / "precision.json"
+
+    @property
     def lock(self) -> Path:
         return self.path / LOCK_NAME
 
@@ -126,6 +135,7 @@ class RunFolder:
             self.learning_curve,
             self.path / MANIFEST,
             self.prepared,
+            self.precision,
         ):
             path.unlink(missing_ok=True)
         for pattern in _RUN_GLOBS:
@@ -171,6 +181,20 @@ class RunFolder:
         if not resuming:  # rows of a run killed before its first save
             self.metrics.unlink(missing_ok=True)
         return resuming
+
+    def record_precision(self, step: int, fields: dict[str, str]) -> None:
+        """Add the session starting at ``step`` to ``precision.json`` (sessions past ``step``,
+        from a run resumed earlier, are dropped), atomically.
+
+        ``fields`` are :meth:`attnkit.nmt.precision.Precision.record`'s.
+        """
+        try:
+            sessions = json.loads(self.precision.read_text(encoding="utf-8"))["sessions"]
+        except (OSError, ValueError, KeyError, TypeError):
+            sessions = []
+        kept = [s for s in sessions if isinstance(s, dict) and s.get("step", 0) < step]
+        text = json.dumps({"sessions": [*kept, {"step": step, **fields}]}, indent=2) + "\n"
+        atomic_write_bytes(self.precision, text.encode("utf-8"))
 
     def read_history(
         self,

@@ -17,7 +17,9 @@ Reliability: ``last`` holds everything a resumed run needs (model, optimizer,
 scheduler, data order, RNG state, the training loss since the last
 validation), so a run stopped after any checkpoint and resumed gives the same
 losses and weights as one that never stopped (same machine, seed and thread
-count; dropout generators per rank in :mod:`.rng`). SIGINT/SIGTERM ask the
+count; dropout generators per rank in :mod:`.rng`), in bf16 as in fp32
+(``train.precision``, :mod:`attnkit.nmt.precision`: forward passes under
+autocast, fp32 weights and optimizer state). SIGINT/SIGTERM ask the
 loop to stop after the current step and save ``last``; a second SIGINT aborts
 at once. If ``last`` is damaged, resuming falls back to ``last.prev`` and says
 so. A step with a non-finite loss or gradient is skipped with a warning;
@@ -47,6 +49,7 @@ from ..config import RunConfig
 from ..data.batching import Batch, make_batch
 from ..device import resolve_device
 from ..models.registry import build_translator
+from ..precision import resolve_precision
 from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_checkpoint
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
@@ -80,6 +83,7 @@ class _Trainer:
         self.request = StopRequest(announce=group.is_main)
         self.stop = StopRules(config.train, group, self.request, self.elapsed, folder.last)
         self.threads = ThreadGovernor(config.train.threads, group.local_world_size)
+        self.precision = resolve_precision(config.train.precision, self.device)
 
     def setup(self, data: TrainingData) -> None:
         cfg, self.data = self.config.train, data
@@ -168,7 +172,10 @@ class _Trainer:
         """Rank 0's validation scores (:func:`.objective.validate`), on every rank."""
         d = self.data
         args = (d.valid, d.references, d.tgt_tok, self.config, self.device)
-        mine = objective.validate(self.model, *args) if self.group.is_main else {}
+        mine = {}
+        if self.group.is_main:
+            with self.precision.autocast():
+                mine = objective.validate(self.model, *args)
         return dict(zip(_SCORES, self.group.broadcast([mine.get(k) for k in _SCORES]), strict=True))
 
     def validate_pending(self) -> None:
@@ -187,7 +194,10 @@ class _Trainer:
         loss, or None when the step was skipped for a non-finite loss or gradient.
         """
         cfg, p = self.config.train, self.progress
-        loss = objective.token_loss(self.forward, batch, cfg.label_smoothing, cfg.teacher_forcing)
+        with self.precision.autocast():  # the backward pass runs outside, as autocast wants
+            loss = objective.token_loss(
+                self.forward, batch, cfg.label_smoothing, cfg.teacher_forcing
+            )
         share = batch.num_target_tokens if counts else 0
         loss = loss * (share * self.group.world_size / total_tokens)
         self.optimizer.zero_grad(set_to_none=True)
@@ -344,6 +354,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
         f"{trainer.threads.threads} thread(s){adapts} into {folder.path}"
         f"{messages.batch_note(config, group)}"
     )
+    echo(f"precision {trainer.precision.reason}")
     with trainer.request:
         return _run(trainer, ckpt)
 
@@ -373,6 +384,8 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     if ckpt is not None:
         trainer.resume(ckpt)
         echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
+    if group.is_main:
+        folder.record_precision(trainer.progress.step, trainer.precision.record())
     p, stop = trainer.progress, trainer.stop
     while not stop.reason_to_stop(p):
         if p.epoch_batches_done == 0:

@@ -38,7 +38,8 @@ def token_loss(
 
     ``reduction`` is ``F.cross_entropy``'s: ``"mean"`` over the batch's target
     tokens, or ``"sum"``. ``teacher_forcing`` is the share of decoder inputs
-    taken from the reference (1.0: all).
+    taken from the reference (1.0: all). The loss is computed in float32 even
+    when the logits come from a bf16 autocast forward pass.
     """
     logits, _ = model(
         batch.src,
@@ -48,7 +49,7 @@ def token_loss(
         need_weights=False,
     )  # (B, T, V)
     return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
+        logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V), fp32 also under bf16 autocast
         batch.tgt_out.reshape(-1),  # (B*T,)
         ignore_index=PAD,
         label_smoothing=smoothing,

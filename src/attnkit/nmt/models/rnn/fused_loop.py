@@ -58,12 +58,24 @@ def bahdanau_gru_loop(
 
     Returns:
         ``(states, contexts, weights)``: ``s_1..s_T`` ``(B, T, D)``,
-        ``c_1..c_T`` ``(B, T, Dv)`` and ``a_1..a_T`` ``(B, T, S)``.
+        ``c_1..c_T`` ``(B, T, Dv)`` and ``a_1..a_T`` ``(B, T, S)``, in the
+        dtype of the GRU's weights.
+
+    Mixed precision: under ``torch.autocast`` (bf16 training or decoding) the
+    inputs may arrive in bfloat16 (``prepared_keys`` and ``values`` come from
+    autocast linear layers) while the weights are float32. The loop then runs
+    in the weights' dtype with autocast off: the inputs are cast up (autograd
+    casts their gradients back), so the recursion, its softmax and its
+    hand-written backward stay float32, the fallback stated in
+    docs/precision.md.
     """
-    return _Loop.apply(
-        embedded, initial, prepared_keys, values, mask, query_weight, v,
-        gru.weight_ih_l0, gru.bias_ih_l0, gru.weight_hh_l0, gru.bias_hh_l0,
-    )  # fmt: skip
+    dtype = gru.weight_ih_l0.dtype
+    tensors = (embedded, initial, prepared_keys, values)
+    with torch.autocast(embedded.device.type, enabled=False):
+        return _Loop.apply(
+            *(t.to(dtype) for t in tensors), mask, query_weight, v,
+            gru.weight_ih_l0, gru.bias_ih_l0, gru.weight_hh_l0, gru.bias_hh_l0,
+        )  # fmt: skip
 
 
 class _Loop(torch.autograd.Function):

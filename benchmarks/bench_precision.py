@@ -1,0 +1,135 @@
+"""Training steps in bf16 mixed precision against fp32: the same model, batches and threads.
+
+``python -m benchmarks.bench_precision`` (or ``attnkit bench --only precision``).
+For each model -- the Transformer preset's (configs/transformer.yaml: D=256,
+H=4, 3+3 layers, F=1024, V=8000, 128 sentences a batch) and the quick RNN's
+(configs/quick.yaml: E=128, D=192, scaled dot, Luong timing, V=4000, 64 a
+batch) -- one set of weights is trained step by step in fp32 and in bf16,
+alternated after a warm-up (:func:`benchmarks.timing.compare`), on the same
+synthetic batches (16 +- 3 tokens a sentence, like Multi30k). A step is what
+``train_step`` does: :func:`attnkit.nmt.training.objective.token_loss` under
+:meth:`attnkit.nmt.precision.Precision.autocast`, backward, clipping, Adam.
+Both sides are one model, so parameters and tokens per batch are equal; they
+are printed beside the ratio, with the CPU's name and its bf16 flags.
+
+On a CPU without ``avx512_bf16``/``amx_bf16`` bf16 is emulated and slower;
+``train.precision: auto`` then picks fp32, and the table says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from attnkit.nmt.data.batching import Examples, make_batch
+from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
+from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
+from attnkit.nmt.precision import cpu_bf16_flag, resolve_precision
+from attnkit.nmt.training.objective import token_loss
+from attnkit.nmt.vocab_ids import NUM_SPECIAL
+
+from .report import Result, Table
+from .timing import compare
+
+CPU = torch.device("cpu")
+
+
+def models() -> dict[str, tuple[torch.nn.Module, int, int]]:
+    """name -> (model in training mode, vocabulary, sentences a batch)."""
+    torch.manual_seed(0)
+    transformer = TransformerConfig(
+        d_model=256, heads=4, encoder_layers=3, decoder_layers=3, ff_dim=1024,
+        dropout=0.2, attention_dropout=0.1, norm_first=True, share_embeddings=True,
+    )  # fmt: skip
+    rnn = RNNConfig(embed_dim=128, hidden_size=192, dropout=0.1, score="scaled_dot",
+                    query_timing="current")  # fmt: skip
+    return {
+        "transformer (configs/transformer.yaml)": (
+            TransformerTranslator(transformer, 8000, 8000), 8000, 128),
+        "rnn (configs/quick.yaml)": (RNNTranslator(rnn, 4000, 4000), 4000, 64),
+    }  # fmt: skip
+
+
+def batches(vocab: int, sentences: int, count: int = 4):
+    """``count`` synthetic batches of ``sentences`` pairs, 13-19 tokens a sentence, seeded."""
+    g = torch.Generator().manual_seed(1)
+
+    def sentence() -> list[int]:
+        length = int(torch.randint(13, 20, (1,), generator=g))
+        return torch.randint(NUM_SPECIAL, vocab, (length,), generator=g).tolist()
+
+    out = []
+    for _ in range(count):
+        pairs = Examples(
+            [sentence() for _ in range(sentences)], [sentence() for _ in range(sentences)]
+        )
+        out.append(make_batch(pairs, list(range(sentences))))
+    return out
+
+
+def stepper(model: torch.nn.Module, precision, data):
+    """One training step per call, cycling through ``data``."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    state = {"i": 0}
+
+    def step() -> None:
+        batch = data[state["i"] % len(data)]
+        state["i"] += 1
+        with precision.autocast():
+            loss = token_loss(model, batch, 0.1, 1.0)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def run(quick: bool) -> Result:
+    flag = cpu_bf16_flag()
+    auto = resolve_precision("auto", CPU)
+    fp32, bf16 = resolve_precision("fp32", CPU), resolve_precision("bf16", CPU)
+    table = Table(
+        f"Training step, bf16 autocast vs fp32, {torch.get_num_threads()} thread(s); "
+        f"{cpu_name()}; bf16 flag: {flag or 'none (no avx512_bf16/amx_bf16)'}; "
+        f"auto picks {auto.reason}",
+        ["model", "parameters", "tokens/batch", "fp32 ms/step", "bf16 ms/step", "bf16/fp32"],
+    )
+    ratios = {}
+    for name, (model, vocab, sentences) in models().items():
+        data = batches(vocab, sentences)
+        tokens = sum(b.num_target_tokens + int(b.src_lengths.sum()) for b in data) // len(data)
+        timing = compare(
+            stepper(model, bf16, data),
+            stepper(model, fp32, data),
+            repeats=3 if quick else 7,
+            warmup=1 if quick else 2,
+        )
+        params = sum(p.numel() for p in model.parameters())
+        table.add(name, params, tokens, timing.baseline_s * 1e3, timing.candidate_s * 1e3,
+                  timing.ratio)  # fmt: skip
+        ratios[f"precision_bf16_over_fp32_time_{name.split()[0]}"] = timing.ratio
+    return Result([table], ratios)
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    for table in run(quick).tables:
+        print(table.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

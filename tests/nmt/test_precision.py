@@ -1,0 +1,73 @@
+"""train.precision / --precision: auto from the CPU flags, explicit settings, autocast."""
+
+import pytest
+import torch
+
+from attnkit.nmt import precision as precision_module
+from attnkit.nmt.precision import cpu_bf16_flag, resolve_precision
+
+CPU = torch.device("cpu")
+ICE_LAKE = "flags\t\t: fpu vme sse avx2 avx512f avx512bw avx512_vnni avx512_vbmi2 sha_ni"
+ZEN4 = "flags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16 avx512_vbmi2"
+SAPPHIRE = "flags\t\t: avx512f avx512_bf16 amx_bf16 amx_tile amx_int8"
+
+
+@pytest.mark.parametrize(
+    ("flags", "found"),
+    [(ICE_LAKE, None), (ZEN4, "avx512_bf16"), (SAPPHIRE, "amx_bf16"), ("", None)],
+)
+def test_the_fast_bf16_flag_is_read_from_cpuinfo_text(flags, found):
+    assert cpu_bf16_flag(flags) == found
+
+
+def test_a_flag_must_be_a_whole_word():
+    assert cpu_bf16_flag("flags: avx512_bf16x xamx_bf16") is None
+
+
+def test_an_unreadable_cpuinfo_finds_no_flag(monkeypatch, tmp_path):
+    monkeypatch.setattr(precision_module, "_CPUINFO", tmp_path / "missing")
+    assert cpu_bf16_flag() is None
+
+
+def test_auto_is_fp32_on_a_cpu_without_fast_bf16_and_says_why():
+    chosen = resolve_precision("auto", CPU, cpu_flags=ICE_LAKE)
+    assert (chosen.name, chosen.setting, chosen.dtype) == ("fp32", "auto", torch.float32)
+    assert chosen.reason == (
+        "fp32: this CPU lacks avx512_bf16/amx_bf16 (bf16 matrix products would be slower than fp32)"
+    )
+
+
+@pytest.mark.parametrize(("flags", "flag"), [(ZEN4, "avx512_bf16"), (SAPPHIRE, "amx_bf16")])
+def test_auto_is_bf16_on_a_cpu_with_fast_bf16(flags, flag):
+    chosen = resolve_precision("auto", CPU, cpu_flags=flags)
+    assert (chosen.name, chosen.dtype) == ("bf16", torch.bfloat16)
+    assert chosen.reason == f"bf16: this CPU has {flag}"
+
+
+def test_explicit_settings_win_and_name_their_option():
+    assert resolve_precision("fp32", CPU, cpu_flags=ZEN4).reason == "fp32: train.precision is fp32"
+    slow = resolve_precision("bf16", CPU, option="--precision", cpu_flags=ICE_LAKE)
+    assert slow.name == "bf16"
+    assert slow.reason.startswith("bf16: --precision is bf16; this CPU lacks avx512_bf16")
+    assert slow.record() == {"setting": "bf16", "precision": "bf16", "reason": slow.reason}
+
+
+def test_bad_settings_and_devices_are_named():
+    with pytest.raises(ValueError, match="--precision must be one of auto, fp32, bf16, got 'fp16'"):
+        resolve_precision("fp16", CPU, option="--precision")
+    with pytest.raises(
+        ValueError, match="train.precision is bf16 but attnkit does not use bf16 on mps"
+    ):
+        resolve_precision("bf16", torch.device("mps"))
+    assert resolve_precision("auto", torch.device("mps")).name == "fp32"
+
+
+def test_autocast_runs_matrix_products_in_bf16_only_for_bf16():
+    layer = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    with resolve_precision("fp32", CPU).autocast():
+        assert layer(x).dtype == torch.float32
+    with resolve_precision("bf16", CPU, cpu_flags=ICE_LAKE).autocast():
+        assert layer(x).dtype == torch.bfloat16
+    assert layer.weight.dtype == torch.float32  # autocast casts copies, never the weights
+    assert layer(x).dtype == torch.float32  # and ends with its block
