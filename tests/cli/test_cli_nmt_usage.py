@@ -104,3 +104,24 @@ def test_no_checkpoint_at_all_says_so(run_dir, capsys, tmp_path):
     assert status == 2 and out == ""
     assert_one_line_error(err, "translate", "there is no best.json either")
     assert f"attnkit train --resume {folder}" in err
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_threads_below_one_is_one_line(run_dir, capsys, command):
+    argv = [command, str(run_dir), *(["s1"] if command == "translate" else []), "--threads", "0"]
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    assert_one_line_error(err, command, "--threads must be >= 1, got 0")
+
+
+def test_threads_sets_the_search_threads(run_dir, capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        status, out, _ = run(capsys, "translate", str(run_dir), "s1 s2", "--threads", "1")
+        assert status == 0 and out.count("\n") == 1
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -147,6 +147,13 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
     p.add_argument("--checkpoint", default="best", choices=("best", "last"))
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="CPU threads of the search, attnkit's or CTranslate2's (default: PyTorch's, "
+        "the cores this process may use); 1 for figures that compare engines",
+    )
     precision_option(p)
     p.add_argument(
         "--engine",
@@ -168,6 +175,8 @@ def _load(args: argparse.Namespace):
     from ..nmt.runs.loaded_run import load_run
 
     check_search_options(args)
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
     check_run_folder(args.run_dir)
     device = resolve_device(args.device, "--device")
     run = load_run(
@@ -177,6 +186,10 @@ def _load(args: argparse.Namespace):
         precision=args.precision,
         option="--precision",
     )
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     return run, search_settings(args, run)
 
 
@@ -188,7 +201,13 @@ def _engine(args: argparse.Namespace, run):
     from ..nmt.export.engine import open_engine
 
     try:
-        return open_engine(args.engine, run, export_dir=args.export_dir, checkpoint=args.checkpoint)
+        return open_engine(
+            args.engine,
+            run,
+            export_dir=args.export_dir,
+            checkpoint=args.checkpoint,
+            threads=args.threads,
+        )
     except EngineUnavailable as err:
         raise UsageError(str(err)) from None
 
