@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from .guided_alignment import GuidedAlignmentConfig
 from .section import _Section
 
 
@@ -62,3 +63,4 @@ class TrainConfig(_Section):
     seed: int = 1
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    guided_alignment: GuidedAlignmentConfig | None = None

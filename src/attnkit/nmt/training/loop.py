@@ -50,7 +50,7 @@ from ..models.registry import build_translator
 from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_checkpoint
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
-from . import messages, objective
+from . import guided_alignment, messages, objective
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .prepare import EpochOrder, TrainingData, prepare_data
@@ -187,7 +187,7 @@ class _Trainer:
         loss, or None when the step was skipped for a non-finite loss or gradient.
         """
         cfg, p = self.config.train, self.progress
-        loss = objective.token_loss(self.forward, batch, cfg.label_smoothing, cfg.teacher_forcing)
+        loss = guided_alignment.training_loss(self.forward, self.model, batch, cfg)
         share = batch.num_target_tokens if counts else 0
         loss = loss * (share * self.group.world_size / total_tokens)
         self.optimizer.zero_grad(set_to_none=True)
