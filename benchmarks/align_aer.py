@@ -1,6 +1,32 @@
 """AER of a run's attention against eflomal on the same text, scored by the same code.
 
-From the root of a clone::
+From the root of a clone, the one table (eflomal, RNN attention, Transformer
+attention at its best layer and shift, guided attention; precision, recall,
+AER and each run's best validation BLEU)::
+
+    python -m benchmarks.align_aer --table --rnn DIR [--rnn-reverse DIR]
+        --transformer DIR [--transformer-reverse DIR] --guided DIR [--guided-reverse DIR]
+        [--dev-pairs 100] [--json FILE]
+
+The layer and shift of a Transformer (and the extraction rule of every run)
+are chosen on the first ``--dev-pairs`` gold pairs (development); every
+figure of the table, eflomal's included, is scored on the remaining pairs
+only, so nothing is tuned on the pairs it is scored on. A ``*-reverse`` run
+(French->English) adds grow-diag-final-and of the two directions
+(:mod:`attnkit.nmt.analysis.symmetrize`).
+
+Guided-alignment labels from eflomal, for the training pairs only::
+
+    python -m benchmarks.align_aer --write-labels OUT --config configs/align_transformer.yaml
+
+runs eflomal on every line of the config's training corpus file plus the 447
+test pairs as plain text (as unsupervised aligners are used), and writes
+grow-diag-final-and links for the training file's lines only (``OUT``, line-aligned
+with it; blank lines for blank pairs) and the same turned round (``OUT.reverse``,
+for a French->English run). Its words are the lines' whitespace words,
+lowercased, the words ``train.guided_alignment`` indexes.
+
+The per-setting sweep of one run (as before)::
 
     python -m benchmarks.align_aer RUN_DIR [--reverse-run DIR] [--gold-dir DIR]
         [--eflomal-venv DIR] [--json FILE]
@@ -36,20 +62,24 @@ from pathlib import Path
 
 from attnkit.nmt.analysis.align import (
     AlignOptions,
+    GoldAlignment,
     align_words,
     extract_links,
     read_bitext,
     read_gold,
 )
+from attnkit.nmt.analysis.layer_choice import choose_layer
 from attnkit.nmt.analysis.metrics import Link, alignment_error_rate
-from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.analysis.symmetrize import symmetrize, symmetrize_all
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.data.corpus import load_split, stream_parallel, stream_tsv
 from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.runs.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.5)
 _TOKEN = re.compile(r"\w+'|'\w+|\w+(?:[-.]\w+)*|[^\w\s]")
-_NEIGHBOURS = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
 
 
 def tokenize(text: str) -> str:
@@ -79,6 +109,132 @@ def _row(name: str, links: list[set[Link]], gold) -> dict:
             "recall": score.recall, "links": score.predicted}  # fmt: skip
 
 
+GDFA = "grow-diag-final-and"
+
+
+def _eflomal(venv: Path, lines: list[str]) -> tuple[list[set[Link]], list[set[Link]]]:
+    """eflomal's forward and reverse links for ``source ||| target`` lines (installed if needed)."""
+    if not (venv / "bin" / "eflomal-align").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "eflomal"], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        bitext, fwd, rev = (Path(tmp) / name for name in ("bitext", "fwd", "rev"))
+        bitext.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        cmd = [str(venv / "bin" / "eflomal-align"), "-i", str(bitext), "-f", str(fwd),
+               "-r", str(rev), "--overwrite"]  # fmt: skip
+        subprocess.run(cmd, check=True)
+        forward = [_links(line) for line in fwd.read_text().splitlines()]
+        reverse = [_links(line) for line in rev.read_text().splitlines()]
+    return forward, reverse
+
+
+def write_labels(config_path: Path, out: Path, venv: Path, src, tgt) -> None:
+    """Guided-alignment labels from eflomal for every line of the training corpus file."""
+    data = RunConfig.load(config_path).data
+    files = data.train
+    if files is None:
+        raise SystemExit(f"{config_path}: --write-labels needs data.train files")
+    if files.tsv is not None:
+        pairs = stream_tsv(files.tsv, files.src_column, files.tgt_column, keep_empty=True)
+    else:
+        pairs = stream_parallel(files.src, files.tgt, keep_empty=True)
+    words = [(s.lower().split(), t.lower().split()) for s, t in pairs]
+    used = [k for k, (s, t) in enumerate(words) if s and t]
+    lines = [f"{' '.join(words[k][0])} ||| {' '.join(words[k][1])}" for k in used]
+    lines += [
+        f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
+    ]
+    forward, reverse = _eflomal(venv, lines)
+    labels = [""] * len(words)
+    for k, f, r in zip(used, forward, reverse, strict=False):  # the test pairs are left out
+        labels[k] = " ".join(f"{i}-{j}" for i, j in sorted(symmetrize(f, r, GDFA)))
+    turned = [
+        " ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in labels
+    ]
+    out.write_text("\n".join(labels) + "\n", encoding="utf-8")
+    Path(f"{out}.reverse").write_text("\n".join(turned) + "\n", encoding="utf-8")
+    print(f"{out}: {len(labels)} lines ({len(used)} aligned pairs) + {out}.reverse")
+
+
+def _best_bleu(run_dir: Path) -> float | None:
+    rows = RunFolder(Path(run_dir)).read_history(10**12)
+    scores = [r["valid_bleu"] for r in rows if r.get("valid_bleu") is not None]
+    return max(scores) if scores else None
+
+
+def _split_gold(gold: GoldAlignment, n: int) -> tuple[GoldAlignment, GoldAlignment]:
+    return (GoldAlignment(gold.sure[:n], gold.possible[:n]),
+            GoldAlignment(gold.sure[n:], gold.possible[n:]))  # fmt: skip
+
+
+def _run_links(run, src, tgt, dev, dev_gold, transformer: bool):
+    """Links of one run on the scored pairs, with the rule (and layer/shift) chosen on dev."""
+    candidates = []
+    for method, tau in [("argmax", 0.3), *(("threshold", t) for t in THRESHOLDS)]:
+        options = AlignOptions(method=method, threshold=tau)
+        if transformer:  # every decoder layer and both shifts (layer_choice)
+            options, scores = choose_layer(
+                run.model, run.src_tok, run.tgt_tok, dev[0], dev[1], dev_gold, options
+            )
+            candidates.append((min(s.aer for s in scores), options))
+            continue
+        for shift in (0, 1):
+            tried = AlignOptions(method=method, threshold=tau, shift=shift)
+            found = _align(run, dev[0], dev[1], tried)
+            score = alignment_error_rate([a.links for a in found], dev_gold.sure, dev_gold.possible)
+            candidates.append((score.aer, tried))
+    _, best = min(candidates, key=lambda c: c[0])
+    return [a.links for a in _align(run, src, tgt, best)], best
+
+
+def _describe(o: AlignOptions) -> str:
+    rule = "argmax" if o.method == "argmax" else f"threshold {o.threshold}"
+    layer = "" if o.layer is None else f"layer {o.layer}, "
+    return f"{layer}shift {o.shift}, {rule}"
+
+
+def table_rows(args, src, tgt, gold) -> list[dict]:
+    """The one table: eflomal, then each given run (and its symmetrisation with a reverse run)."""
+    n = args.dev_pairs
+    dev, dev_gold = (src[:n], tgt[:n]), _split_gold(gold, n)[0]
+    test_src, test_tgt, test_gold = src[n:], tgt[n:], _split_gold(gold, n)[1]
+    flipped = GoldAlignment([{(j, i) for i, j in g} for g in dev_gold.sure],
+                            [{(j, i) for i, j in g} for g in dev_gold.possible])  # fmt: skip
+    rows = []
+    first = args.rnn or args.transformer or args.guided
+    try:
+        for r in eflomal_rows(args.eflomal_venv, first, src, tgt, gold):
+            rows.append({**_rescore(r, n, test_gold), "bleu": None})
+    except (OSError, subprocess.CalledProcessError) as err:
+        print(f"eflomal baseline failed: {err}", file=sys.stderr)
+    runs = [("attention (RNN)", args.rnn, args.rnn_reverse, False),
+            ("attention (Transformer)", args.transformer, args.transformer_reverse, True),
+            ("guided attention", args.guided, args.guided_reverse, True)]  # fmt: skip
+    for name, run_dir, reverse_dir, transformer in runs:
+        if run_dir is None:
+            continue
+        run = load_run(run_dir)
+        is_tf = transformer and run.model.attention_layout.layers > 1
+        links, options = _run_links(run, test_src, test_tgt, dev, dev_gold, is_tf)
+        bleu = _best_bleu(run_dir)
+        rows.append({**_row(f"{name}, {_describe(options)}", links, test_gold), "bleu": bleu})
+        if reverse_dir is not None:
+            back_run = load_run(reverse_dir)
+            back, _ = _run_links(back_run, test_tgt, test_src, (dev[1], dev[0]), flipped, is_tf)
+            reverse = [{(i, j) for j, i in pair} for pair in back]
+            both = symmetrize_all(links, reverse, GDFA)
+            rows.append({**_row(f"{name}, both ways, {GDFA}", both, test_gold), "bleu": bleu})
+    return rows
+
+
+_EFLOMAL_LINKS: dict[str, list[set[Link]]] = {}
+
+
+def _rescore(row: dict, n: int, test_gold: GoldAlignment) -> dict:
+    links = _EFLOMAL_LINKS[row["system"]][n:]
+    return _row(row["system"], links, test_gold)
+
+
 def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
     """eflomal on the run's training text + the test sentences, four symmetrisations."""
     if not (venv / "bin" / "eflomal-align").exists():
@@ -97,6 +253,13 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
         subprocess.run(cmd, check=True)
         forward = [_links(line) for line in fwd.read_text().splitlines()[-len(src) :]]
         reverse = [_links(line) for line in rev.read_text().splitlines()[-len(src) :]]
+    pairs = list(zip(forward, reverse, strict=True))
+    _EFLOMAL_LINKS.update({
+        "eflomal forward": forward,
+        "eflomal reverse": reverse,
+        "eflomal intersection": [f & r for f, r in pairs],
+        f"eflomal {GDFA}": symmetrize_all(forward, reverse, GDFA),
+    })  # fmt: skip
     return _symmetrised("eflomal", forward, reverse, gold)
 
 
@@ -107,7 +270,7 @@ def _symmetrised(name: str, forward, reverse, gold) -> list[dict]:
         _row(f"{name} forward", forward, gold),
         _row(f"{name} reverse", reverse, gold),
         _row(f"{name} intersection", [f & r for f, r in pairs], gold),
-        _row(f"{name} grow-diag-final-and", [_gdfa(f, r) for f, r in pairs], gold),
+        _row(f"{name} grow-diag-final-and", symmetrize_all(forward, reverse, GDFA), gold),
     ]
 
 
@@ -133,44 +296,47 @@ def _links(line: str) -> set[Link]:
     return {(int(i), int(j)) for i, _, j in (item.partition("-") for item in line.split())}
 
 
-def _gdfa(forward: set[Link], reverse: set[Link]) -> set[Link]:
-    """grow-diag-final-and symmetrisation (Koehn et al. 2003, as in Moses)."""
-    union, links = forward | reverse, forward & reverse
-    src_done, tgt_done = {i for i, _ in links}, {j for _, j in links}
-
-    def add(i: int, j: int) -> None:
-        links.add((i, j))
-        src_done.add(i)
-        tgt_done.add(j)
-
-    grown = True
-    while grown:
-        grown = False
-        for i, j in sorted(links):
-            for di, dj in _NEIGHBOURS:
-                p = (i + di, j + dj)
-                if p in union and p not in links and (p[0] not in src_done or p[1] not in tgt_done):
-                    add(*p)
-                    grown = True
-    for direction in (forward, reverse):
-        for i, j in sorted(direction):
-            if i not in src_done and j not in tgt_done:
-                add(i, j)
-    return links
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=Path, nargs="?", help="the per-setting sweep of one run")
     parser.add_argument("--gold-dir", type=Path, default=GOLD_DIR)
     parser.add_argument("--eflomal-venv", type=Path, default=Path("/work/eflomal-venv"))
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--reverse-run", type=Path, help="a target->source run: symmetrise the two attentions"
     )
+    parser.add_argument("--table", action="store_true", help="the one table (see above)")
+    for name in ("rnn", "transformer", "guided"):
+        parser.add_argument(f"--{name}", type=Path)
+        parser.add_argument(f"--{name}-reverse", type=Path)
+    parser.add_argument("--dev-pairs", type=int, default=100, help="gold pairs for choosing")
+    parser.add_argument("--write-labels", type=Path, metavar="OUT")
+    parser.add_argument("--config", type=Path, help="with --write-labels: the guided run's config")
     args = parser.parse_args(argv)
     src, tgt = read_bitext(args.gold_dir / "enfr.src-tgt")
     gold = read_gold(args.gold_dir / "enfr.gold")
+    if args.write_labels:
+        if args.config is None:
+            parser.error("--write-labels needs --config")
+        write_labels(args.config, args.write_labels, args.eflomal_venv, src, tgt)
+        return 0
+    if args.table:
+        if not (args.rnn or args.transformer or args.guided):
+            parser.error("--table needs at least one of --rnn, --transformer, --guided")
+        rows = table_rows(args, src, tgt, gold)
+        n = len(src) - args.dev_pairs
+        print(f"Hansards en-fr, {n} scored pairs (the first {args.dev_pairs} chose each "
+              "run's layer, shift and rule)\n")  # fmt: skip
+        print("| system | precision | recall | AER | valid BLEU |\n|---|---|---|---|---|")
+        for r in rows:
+            bleu = "" if r["bleu"] is None else f"{r['bleu']:.2f}"
+            print(f"| {r['system']} | {r['precision']:.3f} | {r['recall']:.3f} | "
+                  f"{r['aer']:.3f} | {bleu} |")  # fmt: skip
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        return 0
+    if args.run_dir is None:
+        parser.error("give RUN_DIR, --table or --write-labels")
     rows = attention_rows(args.run_dir, src, tgt, gold)
     if args.reverse_run:
         rows += both_ways_rows(args.run_dir, args.reverse_run, src, tgt, gold)

@@ -86,6 +86,47 @@ def test_bad_gold_is_a_one_line_error(run_dir, files, capsys, gold, message):
     assert_one_line_error(err, "align", message)
 
 
+def _links(text: str) -> list[set[tuple[int, int]]]:
+    return [
+        {tuple(map(int, item.split("-"))) for item in line.split()} for line in text.splitlines()
+    ]
+
+
+def test_align_symmetrizes_with_a_reverse_run_in_one_command(run_dir, files, capsys):
+    # the reverse task is its own inverse, so the run also aligns target -> source
+    base = ["align", str(run_dir), "--src", str(files / "src"), "--tgt", str(files / "tgt")]
+    _, forward, _ = run(capsys, *base)
+    _, backward, _ = run(capsys, "align", str(run_dir), "--src", str(files / "tgt"),
+                         "--tgt", str(files / "src"))  # fmt: skip
+    reverse = [{(i, j) for j, i in pair} for pair in _links(backward)]
+    for method in ("intersection", "union", "grow-diag-final-and"):
+        status, out, err = run(capsys, *base, "--symmetrize", method, "--reverse-run",
+                               str(run_dir), "--gold", str(files / "gold"))  # fmt: skip
+        got = _links(out)
+        assert status == 0 and len(got) == 2, err
+        for f, r, g in zip(_links(forward), reverse, got, strict=True):
+            assert f & r <= g <= f | r
+            if method != "grow-diag-final-and":
+                assert g == (f & r if method == "intersection" else f | r)
+        assert f"{method} with {run_dir}" in err and "AER = " in err
+    status, _, err = run(capsys, *base, "--symmetrize", "union")
+    assert status == 2
+    assert_one_line_error(err, "align", "--symmetrize and --reverse-run go together")
+
+
+def test_align_layer_auto_chooses_on_a_development_set(run_dir, files, capsys):
+    (files / "dev").write_text("s1 s2 s3 ||| s3 s2 s1\ns4 s5 ||| s5 s4\n")
+    base = ["align", str(run_dir), "--bitext", str(files / "dev")]
+    status, out, err = run(capsys, *base, "--layer", "auto", "--dev-bitext",
+                           str(files / "dev"), "--dev-gold", str(files / "gold"))  # fmt: skip
+    assert status == 0 and len(out.splitlines()) == 2, err
+    assert "--layer auto on 2 development pairs: layer 0, shift" in err
+    assert "L0/shift 0: " in err and "L0/shift 1: " in err
+    status, _, err = run(capsys, *base, "--layer", "auto")
+    assert status == 2
+    assert_one_line_error(err, "align", "--layer auto needs --dev-bitext FILE and --dev-gold")
+
+
 def test_align_without_input_and_bad_layer_are_one_line_errors(run_dir, files, capsys):
     status, _, err = run(capsys, "align", str(run_dir))
     assert status == 2

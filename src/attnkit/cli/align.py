@@ -1,6 +1,7 @@
 """CLI commands: align (attention -> word alignments, AER) and inspect (attention diagnostics).
 
-``attnkit align RUN_DIR (--src FILE --tgt FILE | --bitext FILE) [--gold FILE] [--out FILE]``
+``attnkit align RUN_DIR (--src FILE --tgt FILE | --bitext FILE) [--gold FILE] [--out FILE]
+[--layer auto --dev-bitext FILE --dev-gold FILE] [--symmetrize METHOD --reverse-run DIR]``
 ``attnkit inspect RUN_DIR [--split test | --src FILE --tgt FILE] [--json FILE] [--plot FILE]``
 """
 
@@ -78,17 +79,32 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
     view_options(p, all_heads=False)
+    p.add_argument(
+        "--dev-bitext",
+        metavar="FILE",
+        help="with --layer auto: development pairs ('source ||| target'), never the scored ones",
+    )
+    p.add_argument("--dev-gold", metavar="FILE", help="with --layer auto: their gold links")
+    p.add_argument(
+        "--symmetrize",
+        choices=("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"),
+        help="combine with --reverse-run's target->source alignments (Koehn et al. 2003)",
+    )
+    p.add_argument(
+        "--reverse-run", metavar="DIR", help="a run trained target->source, for --symmetrize"
+    )
     p.set_defaults(func=run_align)
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace, run_dir: str | None = None):
     from ..nmt.runs.loaded_run import load_run
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
-    check_run_folder(args.run_dir)
+    run_dir = args.run_dir if run_dir is None else run_dir
+    check_run_folder(run_dir)
     return load_run(
-        args.run_dir,
+        run_dir,
         checkpoint=args.checkpoint,
         device=args.device,
         precision=args.precision,
@@ -116,7 +132,9 @@ def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[st
 def _options(args: argparse.Namespace, model_config):
     from ..nmt.analysis.align import AlignOptions, default_shift
 
+    layer, args.layer = args.layer, None if args.layer == "auto" else args.layer
     heads = head_selection(args, all_heads=False)
+    args.layer = layer
     shift = default_shift(model_config) if args.shift == "auto" else int(args.shift)
     return AlignOptions(
         method=args.method,
@@ -130,26 +148,26 @@ def _options(args: argparse.Namespace, model_config):
 
 def run_align(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
-    from ..nmt.analysis.align import align_words, format_pharaoh
+    from ..nmt.analysis.align import format_pharaoh
     from ..nmt.decoding.selection import HeadSelection
 
+    _check_align_options(args)
     src_words, tgt_words = _word_pairs(args)
     gold = _gold(args, src_words, tgt_words) if args.gold else None
+    dev = _dev_set(args) if args.layer == "auto" else None
     run = _load(args)
     options = _options(args, run.config.model)
+    links, options = _run_links(args, run, options, src_words, tgt_words, dev)
+    if args.symmetrize:
+        from ..nmt.analysis.symmetrize import symmetrize_all
+
+        reverse_run = _load(args, args.reverse_run)
+        flipped = None if dev is None else _flip(*dev)
+        back, _ = _run_links(args, reverse_run, options, tgt_words, src_words, flipped)
+        reverse = [{(i, j) for j, i in pair} for pair in back]  # back to (source, target)
+        links = symmetrize_all(links, reverse, args.symmetrize)
     heads = HeadSelection(options.layer, options.head)
-    with decoding_precision(run):
-        alignments = align_words(
-            run.model,
-            run.src_tok,
-            run.tgt_tok,
-            src_words,
-            tgt_words,
-            options,
-            batch_size=args.batch_size,
-            device=run.device,
-        )
-    text = "".join(f"{format_pharaoh(a.links)}\n" for a in alignments)
+    text = "".join(f"{format_pharaoh(pair)}\n" for pair in links)
     if args.out:
         atomic_write_bytes(Path(args.out), text.encode("utf-8"))
     else:
@@ -157,13 +175,76 @@ def run_align(args: argparse.Namespace) -> int:
     if gold is not None:
         from ..nmt.analysis.metrics import alignment_error_rate
 
-        score = alignment_error_rate([a.links for a in alignments], gold.sure, gold.possible)
+        score = alignment_error_rate(links, gold.sure, gold.possible)
         report = sys.stdout if args.out else sys.stderr
         layers = run.model.attention_layout
         which = heads.caption(layers.layers, layers.alignment_layer)
-        print(f"{len(alignments)} sentence pairs, {_describe(options)}, {which}", file=report)
+        both = f", {args.symmetrize} with {args.reverse_run}" if args.symmetrize else ""
+        print(f"{len(links)} sentence pairs, {_describe(options)}, {which}{both}", file=report)
         print(score, file=report)
     return 0
+
+
+def _check_align_options(args: argparse.Namespace) -> None:
+    if bool(args.symmetrize) != bool(args.reverse_run):
+        raise UsageError("--symmetrize and --reverse-run go together (give both or neither)")
+    auto = args.layer == "auto"
+    if auto != bool(args.dev_bitext and args.dev_gold) or (
+        not auto and (args.dev_bitext or args.dev_gold)
+    ):
+        raise UsageError(
+            "--layer auto needs --dev-bitext FILE and --dev-gold FILE (a development set, not "
+            "the pairs being scored), and they are only used with --layer auto"
+        )
+
+
+def _dev_set(args: argparse.Namespace):
+    """Development words and gold for --layer auto, checked like --gold."""
+    from ..nmt.analysis.align import read_bitext
+
+    src, tgt = read_bitext(args.dev_bitext)
+    gold = _gold(argparse.Namespace(**{**vars(args), "gold": args.dev_gold}), src, tgt)
+    return src, tgt, gold
+
+
+def _flip(src, tgt, gold):
+    """The development set seen from a target->source run."""
+    from ..nmt.analysis.align import GoldAlignment
+
+    turn = [{(j, i) for i, j in links} for links in gold.sure]
+    maybe = [{(j, i) for i, j in links} for links in gold.possible]
+    return tgt, src, GoldAlignment(turn, maybe)
+
+
+def _run_links(args, run, options, src_words, tgt_words, dev):
+    """One run's word links (and the options used: the dev set's choice with --layer auto)."""
+    from ..nmt.analysis.align import align_words
+
+    with decoding_precision(run):
+        if dev is not None:
+            options = _choose_layer(args, run, options, dev)
+        found = align_words(
+            run.model, run.src_tok, run.tgt_tok, src_words, tgt_words, options,
+            batch_size=args.batch_size, device=run.device,
+        )  # fmt: skip
+    return [a.links for a in found], options
+
+
+def _choose_layer(args, run, options, dev):
+    """``--layer auto``: the layer and shift with the lowest AER on the development pairs."""
+    from ..nmt.analysis.layer_choice import choose_layer
+
+    options, scores = choose_layer(
+        run.model, run.src_tok, run.tgt_tok, *dev, options,
+        batch_size=args.batch_size, device=run.device,
+    )  # fmt: skip
+    tried = ", ".join(f"L{s.layer}/shift {s.shift}: {s.aer:.3f}" for s in scores)
+    print(
+        f"{run.folder}: --layer auto on {len(dev[0])} development "
+        f"pairs: layer {options.layer}, shift {options.shift} (dev AER {tried})",
+        file=sys.stderr,
+    )
+    return options
 
 
 def _describe(options) -> str:

@@ -107,6 +107,9 @@ class RunConfig(_Section):
                 value = getattr(split, key)
                 if value is not None:
                     setattr(split, key, str((base / Path(value).expanduser()).resolve()))
+        guided = self.train.guided_alignment
+        if guided is not None:
+            guided.file = str((base / Path(guided.file).expanduser()).resolve())
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from .guided_alignment import GuidedAlignmentConfig
 from .section import _Section
 
 
@@ -72,3 +73,13 @@ class TrainConfig(_Section):
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    guided_alignment: GuidedAlignmentConfig | None = None
+
+    @model_validator(mode="after")
+    def _guided_needs_teacher_forcing(self) -> TrainConfig:
+        if self.guided_alignment is not None and self.teacher_forcing != 1.0:
+            raise ValueError(
+                "train.guided_alignment supervises the teacher-forced attention: it needs "
+                f"train.teacher_forcing 1.0, got {self.teacher_forcing}"
+            )
+        return self

@@ -33,10 +33,13 @@ class Examples:
 
     ``src`` and ``tgt`` are lists of id lists, or the memory-mapped sides of a
     token store (:class:`attnkit.nmt.data.store.RaggedIds`), which index the same way.
+    ``links`` (guided alignment) holds per pair its piece-level alignment links
+    as a flat ``[s0, t0, s1, t1, ...]`` list (empty: no alignment for the pair).
     """
 
     src: Sequence[Sequence[int]]
     tgt: Sequence[Sequence[int]] | None = None
+    links: Sequence[Sequence[int]] | None = None
     _lengths: tuple[np.ndarray, np.ndarray | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -71,6 +74,10 @@ class Batch:
         tgt_in: decoder input ``[BOS y..]``, (B, T), long; None without targets.
         tgt_out: decoder target ``[y.. EOS]``, (B, T), long; None without targets.
         indices: each row's position in the :class:`Examples`, (B,), long.
+        align: guided-alignment labels, (B, T, S) float, 1 where target piece ``t``
+            (row of ``tgt_out``) is linked to source piece ``s``, else 0 (``</s>``
+            rows and columns, PAD, and pairs without alignment all 0); None when
+            the examples carry no links.
     """
 
     src: Tensor
@@ -78,6 +85,7 @@ class Batch:
     tgt_in: Tensor | None
     tgt_out: Tensor | None
     indices: Tensor
+    align: Tensor | None = None
 
     @property
     def num_target_tokens(self) -> int:
@@ -107,8 +115,19 @@ def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
     if examples.tgt is not None:
         tgt_in = _pad([[BOS, *examples.tgt[i]] for i in indices])  # (B, T)
         tgt_out = _pad([[*examples.tgt[i], EOS] for i in indices])  # (B, T)
+    align = None
+    if examples.links is not None and tgt_out is not None:
+        align = torch.zeros(len(indices), tgt_out.shape[1], src.shape[1])  # (B, T, S)
+        for row, i in enumerate(indices):
+            flat = torch.as_tensor(examples.links[i], dtype=torch.long).view(-1, 2)  # (links, 2)
+            align[row, flat[:, 1], flat[:, 0]] = 1.0
     return Batch(
-        src, src_lengths, tgt_in, tgt_out, torch.as_tensor(np.asarray(indices, dtype=np.int64))
+        src,
+        src_lengths,
+        tgt_in,
+        tgt_out,
+        torch.as_tensor(np.asarray(indices, dtype=np.int64)),
+        align,
     )
 
 

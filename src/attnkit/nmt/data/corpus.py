@@ -150,11 +150,11 @@ class PairStream:
             yield from self._raw()
             return
         self._skipped = 0
-        for s, t in self._raw():
+        for s, t, *extra in self._raw():  # extra: a line-aligned file's (line, number)
             s = "" if is_blank(s) else s.strip()
             t = "" if is_blank(t) else t.strip()
             if self.keep_empty or (s and t):
-                yield s, t
+                yield (s, t, *extra) if extra else (s, t)
             else:
                 self._skipped += 1
         if self._skipped:
@@ -334,11 +334,23 @@ def _toy_stream(data: DataConfig, split: str) -> PairStream:
     return PairStream(lambda: zip(corpus.src, corpus.tgt, strict=True), f"toy {split}", True)
 
 
-def stream_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> PairStream:
+def stream_split(
+    data: DataConfig,
+    split: str,
+    *,
+    keep_empty: bool = False,
+    alignments: str | Path | None = None,
+) -> PairStream:
     """The ``split`` ('train', 'valid' or 'test') of the corpus that ``data`` describes, lazily.
 
     The files are read as the stream is iterated, never whole; the training
     split stops after ``data.max_train_pairs`` pairs. See :func:`load_split`.
+
+    With ``alignments`` (a file line-aligned with the corpus file(s) the split
+    is read from, all lines, before any holdout, blank-pair skipping or
+    ``max_train_pairs``), each pair comes as ``(source, target, (line, number))``
+    with that file's line and its 1-based number
+    (:func:`attnkit.nmt.data.word_links.attach_lines`).
 
     Raises:
         ValueError: an unknown split, or the config has no such split (user
@@ -346,20 +358,31 @@ def stream_split(data: DataConfig, split: str, *, keep_empty: bool = False) -> P
     """
     if split not in MULTI30K_SPLITS:
         raise ValueError(f"split must be one of {sorted(MULTI30K_SPLITS)}, got {split!r}")
+    holdout = data.valid_holdout is not None and split in ("train", "valid")
     if data.bundled == "multi30k":
         pairs = _multi30k_stream(split, data.src_lang, data.tgt_lang, keep_empty)
     elif data.toy is not None:
         pairs = _toy_stream(data, split)
-    elif data.valid_holdout is not None and split in ("train", "valid"):
-        pairs = _holdout(_files_stream(data.train, keep_empty), data.valid_holdout, split)
     else:
-        files = getattr(data, split)
+        files = data.train if holdout else getattr(data, split)
         if files is None:
             raise ValueError(f"the config's data section has no '{split}' files")
         pairs = _files_stream(files, keep_empty)
+    if alignments is not None:
+        pairs = _with_lines(pairs, alignments)
+    if holdout and data.bundled != "multi30k" and data.toy is None:
+        pairs = _holdout(pairs, data.valid_holdout, split)
     if split == "train" and data.max_train_pairs is not None:
         return _head(pairs, data.max_train_pairs)
     return pairs
+
+
+def _with_lines(pairs: PairStream, path: str | Path) -> PairStream:
+    """``pairs`` with each pair's line of the line-aligned file ``path`` attached."""
+    from .word_links import attach_lines
+
+    raw = attach_lines(pairs._raw, path, pairs.where)
+    return PairStream(raw, pairs.where, pairs.keep_empty)
 
 
 def _head(pairs: PairStream, n: int) -> PairStream:

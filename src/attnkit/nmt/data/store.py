@@ -17,6 +17,9 @@ A store is a folder::
     meta.json       format, version, fingerprint, pair and token counts, dtype
     src.ids         flat source ids           tgt.ids       flat target ids
     src.offsets     int64, pairs + 1          tgt.offsets   int64, pairs + 1
+    links.ids       optional: piece-level alignment links of each pair, flat int32
+                    ``s0 t0 s1 t1 ...`` (guided alignment, :mod:`.word_links`)
+    links.offsets   int64, pairs + 1 (present with links.ids)
 
 It is built in a temporary sibling folder and renamed into place, with
 ``meta.json`` written last, so a folder without a valid ``meta.json`` (a build
@@ -135,6 +138,7 @@ class TokenStore:
     counts: StoreCounts
     src: RaggedIds
     tgt: RaggedIds
+    links: RaggedIds | None = None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -158,8 +162,15 @@ class TokenStore:
             if offsets[0] != 0 or offsets[-1] != len(flat):
                 raise ValueError(f"{folder / (side + '.offsets')}: does not index {side}.ids")
             arrays[side] = RaggedIds(flat, offsets)
+        links = None
+        if meta.get("link_values") is not None:
+            offsets = _map(folder / "links.offsets", np.int64, meta["pairs"] + 1)
+            flat = _map(folder / "links.ids", np.dtype(np.int32), meta["link_values"])
+            if offsets[0] != 0 or offsets[-1] != len(flat):
+                raise ValueError(f"{folder / 'links.offsets'}: does not index links.ids")
+            links = RaggedIds(flat, offsets)
         counts = StoreCounts(**{k: meta[k] for k in StoreCounts.__dataclass_fields__})
-        return cls(folder, meta["fingerprint"], counts, arrays["src"], arrays["tgt"])
+        return cls(folder, meta["fingerprint"], counts, arrays["src"], arrays["tgt"], links)
 
 
 def _read_meta(folder: Path) -> dict:
@@ -239,6 +250,7 @@ def build_store(
     max_tgt_len: int | None = None,
     skipped: int | Callable[[], int] = 0,
     progress: Callable[[int], None] | None = None,
+    encode_aligned: Callable[[list[tuple]], tuple[list, list, list]] | None = None,
 ) -> TokenStore:
     """Encode ``pairs`` chunk by chunk into a new store at ``folder`` (replacing any there).
 
@@ -254,6 +266,10 @@ def build_store(
         skipped: pairs the reader left out for an empty side, or a callable that
             says how many once ``pairs`` is exhausted (recorded).
         progress: told the number of pairs read after each chunk.
+        encode_aligned: for guided alignment, replaces the two encoders: a chunk
+            of ``pairs`` (which then carry an alignment line) -> ``(source ids,
+            target ids, links)``, links a flat ``[s0, t0, s1, t1, ...]`` list of
+            piece indices per pair; stored as ``links.*`` (same length filter).
 
     Raises:
         whatever reading ``pairs`` raises (the files' own errors, with file and
@@ -267,10 +283,15 @@ def build_store(
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
         writers = {side: _Writer(tmp / f"{side}.ids", dtype) for side in SIDES}
+        if encode_aligned is not None:
+            writers["links"] = _Writer(tmp / "links.ids", np.dtype(np.int32))
         read = kept = 0
         for chunk in _chunks(pairs, CHUNK_PAIRS):
-            src = encode_src([s for s, _ in chunk])
-            tgt = encode_tgt([t for _, t in chunk])
+            if encode_aligned is None:
+                src = encode_src([pair[0] for pair in chunk])
+                tgt = encode_tgt([pair[1] for pair in chunk])
+            else:
+                src, tgt, links = encode_aligned(chunk)
             keep = [
                 i
                 for i in range(len(chunk))
@@ -279,8 +300,12 @@ def build_store(
             ]
             if len(keep) < len(chunk):
                 src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+                if encode_aligned is not None:
+                    links = [links[i] for i in keep]
             writers["src"].write(src)
             writers["tgt"].write(tgt)
+            if encode_aligned is not None:
+                writers["links"].write(links)
             read, kept = read + len(chunk), kept + len(keep)
             if progress is not None:
                 progress(read)
@@ -294,6 +319,8 @@ def build_store(
         )
         meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
         meta |= {"dtype": dtype.name, **counts.__dict__}
+        if "links" in tokens:
+            meta["link_values"] = tokens["links"]
         atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
         replace_folder(tmp, folder)
     except BaseException:

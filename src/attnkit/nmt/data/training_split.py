@@ -19,6 +19,7 @@ from ..config import DataConfig, TokenizerConfig
 from .corpus import multi30k_path, stream_split
 from .store import TokenStore, build_store, file_identity, fingerprint, open_or_build
 from .tokenizer import Tokenizer, train_tokenizers
+from .word_links import aligned_encoder
 
 __all__ = [
     "Sample",
@@ -97,16 +98,23 @@ def train_split_files(data: DataConfig) -> list[Path]:
     return [Path(files.tsv)] if files.tsv is not None else [Path(files.src), Path(files.tgt)]
 
 
-def store_fingerprint(data: DataConfig, src_tok: Tokenizer, tgt_tok: Tokenizer) -> str:
-    """What the training store depends on, hashed: data section, training files, tokenizers."""
-    return fingerprint(
-        {
-            "data": data.model_dump(mode="json"),
-            "files": [file_identity(path) for path in train_split_files(data)],
-            "src_tokenizer": fingerprint({"bytes": src_tok.to_bytes().hex()}),
-            "tgt_tokenizer": fingerprint({"bytes": tgt_tok.to_bytes().hex()}),
-        }
-    )
+def store_fingerprint(
+    data: DataConfig,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    alignments: str | Path | None = None,
+) -> str:
+    """What the training store depends on, hashed: data section, training files, tokenizers,
+    and the guided-alignment file when there is one (its path, size and modification time)."""
+    parts = {
+        "data": data.model_dump(mode="json"),
+        "files": [file_identity(path) for path in train_split_files(data)],
+        "src_tokenizer": fingerprint({"bytes": src_tok.to_bytes().hex()}),
+        "tgt_tokenizer": fingerprint({"bytes": tgt_tok.to_bytes().hex()}),
+    }
+    if alignments is not None:
+        parts["alignments"] = file_identity(alignments)
+    return fingerprint(parts)
 
 
 def open_training_store(
@@ -118,6 +126,7 @@ def open_training_store(
     threads: int = 1,
     echo: Callable[[str], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    alignments: str | Path | None = None,
 ) -> TokenStore:
     """The training split as a token store in ``folder``: reused if current, else built.
 
@@ -132,14 +141,28 @@ def open_training_store(
         threads: sentencepiece's encoding threads.
         echo: hears why an existing store is rebuilt.
         progress: told the number of pairs read so far while building.
+        alignments: a Pharaoh file line-aligned with the training corpus file(s)
+            (guided alignment): its links, mapped onto pieces, are stored with
+            the pairs that pass the same filters (``store.links``); the pairs'
+            words are then encoded one by one (:mod:`.word_links`).
 
     Raises:
-        FileNotFoundError, ValueError: the corpus files' own errors (file and line).
+        FileNotFoundError, ValueError: the corpus files' own errors (file and line),
+            and the alignment file's (missing, line count, bad link; file and line).
     """
-    key = store_fingerprint(data, src_tok, tgt_tok)
+    if alignments is not None and not Path(alignments).is_file():
+        raise FileNotFoundError(f"alignment file not found: {alignments}")
+    key = store_fingerprint(data, src_tok, tgt_tok, alignments)
 
     def build() -> TokenStore:
-        pairs = stream_split(data, "train")
+        pairs = stream_split(data, "train", alignments=alignments)
+        aligned = None
+        if alignments is not None:
+            aligned = aligned_encoder(
+                lambda texts: src_tok.encode_batch(texts, threads),
+                lambda texts: tgt_tok.encode_batch(texts, threads),
+                alignments,
+            )
         return build_store(
             folder,
             pairs,
@@ -151,6 +174,7 @@ def open_training_store(
             max_tgt_len=data.max_tgt_len,
             skipped=lambda: pairs.skipped,
             progress=progress,
+            encode_aligned=aligned,
         )
 
     return open_or_build(folder, key, build, echo)

@@ -211,6 +211,7 @@ class Translator(nn.Module, ABC):
         *,
         teacher_forcing: float = 1.0,
         need_weights: bool = True,
+        supervised_layer: int | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced decoding of the target: logits and attention weights.
 
@@ -223,11 +224,17 @@ class Translator(nn.Module, ABC):
                 the step-by-step path.
             need_weights: return the weights; with False an architecture may
                 skip computing them and return None (training does this).
+            supervised_layer: guided alignment: return instead the
+                cross-attention of this decoder layer (0-based) per head,
+                ``(B, H, T, S)``, as the softmax made it (before attention
+                dropout), with gradient; only that layer computes explicit
+                weights. Needs ``teacher_forcing`` 1.
 
         Returns:
             ``(logits (B, T, V), weights (B, T, S) or None)``, float: the same
             alignment view as :meth:`step`. Positions past a target's end hold
-            values the loss should ignore (PAD targets).
+            values the loss should ignore (PAD targets). With
+            ``supervised_layer``: ``(logits, weights (B, H, T, S))``.
 
         Raises:
             ValueError: bad shapes or dtypes, mismatched batch sizes, token ids
@@ -237,9 +244,24 @@ class Translator(nn.Module, ABC):
             raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
         memory = self.encode(src, src_lengths)  # checks src and src_lengths first
         self._check_target(tgt_in, src)
+        if supervised_layer is not None:
+            if teacher_forcing < 1.0:
+                raise ValueError("supervised_layer needs teacher_forcing 1.0")
+            if not 0 <= supervised_layer < self.attention_layout.layers:
+                raise ValueError(
+                    f"supervised_layer={supervised_layer} is not a decoder layer "
+                    f"(layers={self.attention_layout.layers})"
+                )
+            return self._supervised(tgt_in, memory, supervised_layer)
         if teacher_forcing < 1.0:
             return self._free_running(tgt_in, memory, teacher_forcing)
         return self._teacher_forced(tgt_in, memory, need_weights)
+
+    def _supervised(
+        self, tgt_in: Tensor, memory: SourceMemory, layer: int
+    ) -> tuple[Tensor, Tensor]:
+        """Logits and layer ``layer``'s per-head cross-attention ``(B, H, T, S)`` (see forward)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support guided alignment")
 
     def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
         """Forced decoding of ``tgt_in`` returning every attention weight.

@@ -53,7 +53,7 @@ from ..precision import resolve_precision
 from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_checkpoint
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
-from . import messages, objective
+from . import guided_alignment, messages, objective
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .prepare import EpochOrder, TrainingData, prepare_data
@@ -195,9 +195,7 @@ class _Trainer:
         """
         cfg, p = self.config.train, self.progress
         with self.precision.autocast():  # the backward pass runs outside, as autocast wants
-            loss = objective.token_loss(
-                self.forward, batch, cfg.label_smoothing, cfg.teacher_forcing
-            )
+            loss = guided_alignment.training_loss(self.forward, self.model, batch, cfg)
         share = batch.num_target_tokens if counts else 0
         loss = loss * (share * self.group.world_size / total_tokens)
         self.optimizer.zero_grad(set_to_none=True)

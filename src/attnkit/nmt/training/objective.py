@@ -24,7 +24,7 @@ from ..decoding.search import decode_examples
 from ..models.translator import Translator
 from ..vocab_ids import PAD
 
-__all__ = ["target_tokens", "token_loss", "validate"]
+__all__ = ["target_cross_entropy", "target_tokens", "token_loss", "validate"]
 
 
 def token_loss(
@@ -48,8 +48,16 @@ def token_loss(
         teacher_forcing=teacher_forcing,
         need_weights=False,
     )  # (B, T, V)
+    return target_cross_entropy(logits, batch, smoothing, reduction)
+
+
+def target_cross_entropy(
+    logits: torch.Tensor, batch: Batch, smoothing: float, reduction: str = "mean"
+) -> torch.Tensor:
+    """Label-smoothed cross-entropy of ``logits`` ``(B, T, V)`` against ``batch.tgt_out``
+    (PAD ignored), in float32 also when the logits are bf16 (autocast)."""
     return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V), fp32 also under bf16 autocast
+        logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V)
         batch.tgt_out.reshape(-1),  # (B*T,)
         ignore_index=PAD,
         label_smoothing=smoothing,

@@ -100,7 +100,7 @@ def prepare_data(
         store = _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
     valid, _ = encode_examples(valid_corpus.src, valid_corpus.tgt, src_tok, tgt_tok)
     counts = store.counts
-    train = Examples(store.src, store.tgt)
+    train = Examples(store.src, store.tgt, store.links)
     data = TrainingData(
         train, valid, valid_corpus.tgt, src_tok, tgt_tok, counts.dropped, counts.skipped
     )
@@ -177,6 +177,7 @@ def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_ba
         threads=threads,
         echo=echo,
         progress=meter.update,
+        alignments=guided.file if (guided := config.train.guided_alignment) else None,
     )
     meter.close(store)
     return store

@@ -90,6 +90,10 @@ class RNNTranslator(Translator):
     ) -> tuple[Tensor, Tensor]:
         return self.decoder(tgt_in, memory)  # the weights come for free
 
+    def _supervised(self, tgt_in: Tensor, memory: RNNMemory, layer: int) -> tuple[Tensor, Tensor]:
+        logits, weights = self.decoder(tgt_in, memory)  # (B, T, V), (B, T, S), with gradient
+        return logits, weights[:, None]  # one layer, one head: (B, 1, T, S)
+
     def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
         _, weights = self.decoder(tgt_in, self._encode(src, src_lengths))  # (B, T, S)
         return AttentionMaps(cross=weights[:, None, None])  # (B, L=1, H=1, T, S)

@@ -24,12 +24,13 @@ target positions in one call), ``D`` model width, ``F`` feed-forward width,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ....attention import KVCache, MultiHeadAttention
+from ....attention import KVCache, MultiHeadAttention, masked_softmax
 
 __all__ = ["DecoderLayer", "EncoderLayer", "LayerWeights"]
 
@@ -150,6 +151,7 @@ class DecoderLayer(_Layer):
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
         need_weights: tuple[bool, bool] = (False, False),
+        alignment_weights: bool = False,
     ) -> tuple[Tensor, LayerWeights]:
         """Decode target positions ``y`` ``(B, Tq, D)`` against encoder states ``memory``.
 
@@ -162,6 +164,10 @@ class DecoderLayer(_Layer):
             self_cache: keys/values of the earlier target positions (updated in place).
             cross_cache: the source's projected keys/values.
             need_weights: return per-head (self, cross) attention weights.
+            alignment_weights: return as cross weights the per-head cross-attention
+                softmax *before* attention dropout, with gradient (guided
+                alignment, :func:`alignment_probabilities`); the layer's output
+                still goes through the fused kernel.
 
         Returns:
             ``(y (B, Tq, D), (self weights (B, H, Tq, T) | None, cross weights
@@ -179,16 +185,48 @@ class DecoderLayer(_Layer):
             )
 
         def attend_source(h: Tensor) -> tuple[Tensor, Tensor | None]:
-            return self.multihead_attn(
+            out, weights = self.multihead_attn(
                 h,
                 memory,
                 key_padding_mask=src_mask,
                 cache=cross_cache,
-                need_weights=need_weights[1],
+                need_weights=need_weights[1] and not alignment_weights,
                 average_weights=False,
             )
+            if alignment_weights:
+                weights = alignment_probabilities(self.multihead_attn, h, memory, src_mask)
+            return out, weights
 
         y, self_weights = _residual(y, attend_self, self.norm1, self.dropout, self.norm_first)
         y, cross_weights = _residual(y, attend_source, self.norm2, self.dropout, self.norm_first)
         y, _ = _residual(y, self.ff, self.norm3, self.dropout, self.norm_first)
         return y, (self_weights, cross_weights)
+
+
+def alignment_probabilities(
+    attn: MultiHeadAttention, query: Tensor, memory: Tensor, src_mask: Tensor
+) -> Tensor:
+    """Per-head cross-attention weights ``softmax(Q K^T / sqrt(Dh))`` before attention dropout.
+
+    The same weights ``attn`` computes (Vaswani et al. 2017, eq. 1), recomputed
+    from its projections so that guided alignment supervises the softmax rather
+    than its dropped-out copy (dropout zeroes weights, whose log is -inf), while
+    the layer's output keeps the fused kernel: one extra ``Q K^T`` for one layer.
+
+    Args:
+        attn: the layer's cross-attention.
+        query: its query input ``(B, T, D)`` (after the pre-LN norm, if any).
+        memory: encoder states ``(B, S, D)``.
+        src_mask: ``(B, S)`` bool, True at real source tokens.
+
+    Returns:
+        ``(B, H, T, S)`` float, rows summing to 1 over the real source tokens.
+    """
+    b, t, _ = query.shape
+    s = memory.shape[1]
+    q = attn.q_proj(query).view(b, t, attn.num_heads, attn.head_dim).transpose(1, 2)
+    k = attn.k_proj(memory).view(b, s, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
+    if attn.num_kv_heads != attn.num_heads:
+        k = k.repeat_interleave(attn.num_heads // attn.num_kv_heads, dim=1)  # (B, H, S, Dh)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(attn.head_dim)  # (B, H, T, S)
+    return masked_softmax(scores, src_mask[:, None, None, :])  # (B, H, T, S)

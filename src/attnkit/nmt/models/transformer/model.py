@@ -221,10 +221,13 @@ class TransformerTranslator(Translator):
         start: int,
         caches: tuple[tuple[KVCache, KVCache], ...] | None,
         need_weights: tuple[bool, bool] | None,
+        supervised: int | None = None,
     ) -> tuple[Tensor, list[Tensor | None], list[Tensor | None]]:
         """Decoder output ``(B, Tq, D)`` and per-layer (self, cross) per-head weights.
 
-        ``need_weights=None`` asks for the alignment layer's cross-attention only.
+        ``need_weights=None`` asks for the alignment layer's cross-attention only;
+        ``supervised`` makes that layer return its pre-dropout cross-attention
+        (guided alignment, :func:`.layers.alignment_probabilities`).
         """
         y = self._embed(self.tgt_embedding, self.tgt_positions, tgt, start)  # (B, Tq, D)
         self_weights, cross_weights = [], []
@@ -238,6 +241,7 @@ class TransformerTranslator(Translator):
                 self_cache=self_cache,
                 cross_cache=cross_cache,
                 need_weights=want,
+                alignment_weights=i == supervised,
             )
             self_weights.append(sw)  # (B, H, Tq, T) or None
             cross_weights.append(cw)  # (B, H, Tq, S) or None
@@ -261,6 +265,12 @@ class TransformerTranslator(Translator):
         y, _, cross = self._run_decoder(tgt_in, memory, 0, None, want)
         weights = cross[self.alignment_layer]
         return self._logits(y), None if weights is None else weights.mean(dim=1)  # (B, T, S)
+
+    def _supervised(
+        self, tgt_in: Tensor, memory: TransformerMemory, layer: int
+    ) -> tuple[Tensor, Tensor]:
+        y, _, cross = self._run_decoder(tgt_in, memory, 0, None, (False, False), layer)
+        return self._logits(y), cross[layer]  # (B, T, V), (B, H, T, S)
 
     def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
         states, mask, encoder = self._run_encoder(src, src_lengths, need_weights=True)

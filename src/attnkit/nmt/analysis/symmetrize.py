@@ -1,0 +1,98 @@
+"""Symmetrising two directions' word alignments: intersection, union, grow-diag(-final(-and)).
+
+An aligner run source->target links each target word to source words, and
+one run target->source the other way round; neither alone is symmetric. The
+heuristics of Och & Ney 2003 (sec. 4.1) and Koehn et al. 2003 (sec. 3.2, as
+implemented in Moses' ``symal`` and ``train-model.perl``) combine them:
+
+* ``intersection``: links both directions have (high precision);
+* ``union``: links either has (high recall);
+* ``grow-diag``: start from the intersection and, while anything changes,
+  add a union link that neighbours an accepted one (horizontally, vertically
+  or diagonally) when its source or its target word is still unaligned;
+* ``grow-diag-final``: then add any union link one of whose words is unaligned;
+* ``grow-diag-final-and``: then add a link of either direction only when
+  *both* its words are unaligned (the usual default for phrase tables and for
+  aligner evaluations, e.g. eflomal's and awesome-align's).
+
+Links are ``(i, j)`` = (source word, target word), 0-based; pass the
+target->source run's links already turned round to (source, target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .metrics import Link
+
+__all__ = ["SYMMETRIZATIONS", "symmetrize", "symmetrize_all"]
+
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def symmetrize(forward: set[Link], reverse: set[Link], method: str) -> set[Link]:
+    """Combine one sentence's two directions by ``method`` (see the module docstring).
+
+    Args:
+        forward: the source->target run's links ``(i, j)``.
+        reverse: the target->source run's links, turned round to ``(i, j)``.
+        method: one of :data:`SYMMETRIZATIONS`.
+
+    Returns:
+        the symmetrised links (a new set).
+
+    Raises:
+        ValueError: an unknown ``method``.
+    """
+    if method not in SYMMETRIZATIONS:
+        raise ValueError(f"method must be one of {', '.join(SYMMETRIZATIONS)}, got {method!r}")
+    forward, reverse = set(forward), set(reverse)
+    union = forward | reverse
+    if method == "intersection":
+        return forward & reverse
+    if method == "union":
+        return union
+    links = forward & reverse
+    src_done, tgt_done = {i for i, _ in links}, {j for _, j in links}
+
+    def add(i: int, j: int) -> None:
+        links.add((i, j))
+        src_done.add(i)
+        tgt_done.add(j)
+
+    grown = True
+    while grown:  # grow-diag (Koehn et al. 2003): neighbours of accepted links
+        grown = False
+        for i, j in sorted(links):
+            for di, dj in _NEIGHBOURS:
+                p = (i + di, j + dj)
+                if p in union and p not in links and (p[0] not in src_done or p[1] not in tgt_done):
+                    add(*p)
+                    grown = True
+    if method == "grow-diag":
+        return links
+    for direction in (forward, reverse):  # final(-and): what is still unaligned
+        for i, j in sorted(direction):
+            if method == "grow-diag-final-and":
+                if i not in src_done and j not in tgt_done:
+                    add(i, j)
+            elif (i not in src_done or j not in tgt_done) and (i, j) not in links:
+                add(i, j)
+    return links
+
+
+def symmetrize_all(
+    forward: Sequence[set[Link]], reverse: Sequence[set[Link]], method: str
+) -> list[set[Link]]:
+    """:func:`symmetrize` sentence by sentence.
+
+    Raises:
+        ValueError: the two lists differ in length, or an unknown ``method``.
+    """
+    if len(forward) != len(reverse):
+        raise ValueError(
+            f"forward has {len(forward)} sentences but reverse has {len(reverse)}; "
+            "the two runs must align the same pairs"
+        )
+    return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]

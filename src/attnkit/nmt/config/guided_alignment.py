@@ -1,0 +1,44 @@
+"""The ``train.guided_alignment`` section: supervising one attention with word alignments.
+
+Garg et al. 2019 ("Jointly Learning to Align and Translate with Transformer
+Models", sec. 4) add to the translation loss the cross-entropy between one
+attention head and an external aligner's links (:mod:`attnkit.nmt.training.guided_alignment`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .section import _Section
+
+__all__ = ["GuidedAlignmentConfig"]
+
+
+class GuidedAlignmentConfig(_Section):
+    """Guided alignment (Garg et al. 2019): ``loss = CE + weight * alignment loss``.
+
+    Attributes:
+        file: a Pharaoh file (``i-j`` 0-based source-target word links), one line
+            per line of the training corpus file(s), line-aligned with them (all
+            lines: before holdout, blank-pair skipping and ``max_train_pairs``);
+            an empty line means no alignment for that pair. Relative paths are
+            relative to the config file.
+        weight: lambda, the alignment loss's weight (Garg et al.: 0.05).
+        layer: the supervised decoder layer (0-based, negative counts from the
+            last); None: the penultimate layer (Garg et al.), or the only one.
+        heads: the supervised heads of that layer (their mean is supervised);
+            ``"all"`` for every head. Default: head 0 (Garg et al.: one head).
+        shift: which decoder step's attention is supervised for target word
+            ``t``: 1 (default), the step whose *input* is ``t`` (it has read the
+            word it aligns, as shift-att, Chen et al. 2020, reads it); 0, the
+            step that *predicts* ``t`` (it has not seen the word yet). Extract
+            with the same shift (``attnkit align --shift``).
+    """
+
+    file: str
+    weight: float = Field(0.05, gt=0)
+    layer: int | None = None
+    heads: list[int] | Literal["all"] = Field(default_factory=lambda: [0], min_length=1)
+    shift: Literal[0, 1] = 1

@@ -1,0 +1,177 @@
+"""Guided alignment: the translation loss plus the cross-entropy of one attention and word links.
+
+Garg et al. 2019 ("Jointly Learning to Align and Translate with Transformer
+Models", sec. 4.1-4.2, eq. 4): one (or more) heads of one decoder layer are
+supervised with an external aligner's links. With ``G`` the links of a
+sentence pair (target piece ``t`` x source piece ``s``, 1 where linked) and
+``p^G_{t,s} = G_{t,s} / sum_s' G_{t,s'}`` (each linked target row normalised),
+the alignment loss is
+
+    L_a = -(1/R) sum_{rows t with a link} sum_s p^G_{t,s} log a_{t,s}
+
+with ``a`` the supervised heads' mean attention and ``R`` the number of
+linked target rows in the batch (rows without a link, and pairs without an
+alignment, contribute nothing; those pairs are still trained on through the
+cross-entropy). Garg et al. divide by the target length; dividing by the
+linked rows keeps the weight's meaning when an aligner leaves words
+unaligned. :func:`alignment_loss` reports it less the entropy of ``p^G`` (a
+constant of the labels, so the gradient is the same): 0 exactly when the
+attention equals the labels, positive otherwise. Training minimises
+``CE + weight * L_a``.
+
+**Timing** (which decoder step is supervised for target piece ``t``): the
+teacher-forced pass has one row per decoder input ``tgt_in = [<s>, y_1..]``.
+``shift: 1`` (the default) supervises the row whose *input* is ``y_t`` (row
+``t + 1``): that step has read the word it must align, so the head learns a
+look-up of the word in the source, close to Garg et al.'s full-context
+alignment (their second decoder pass without the causal mask, which lets the
+step see ``y_t``) without that extra pass; it is shift-att's timing (Chen
+et al. 2020), which reads unsupervised attention at this step too.
+OpenNMT-py's ``full_context_alignment`` takes the full-context route
+instead. ``shift: 0`` supervises the row that *predicts* ``y_t`` (it has not
+seen it). Extraction must use the same shift (``attnkit align --shift``).
+
+Source ``</s>`` and target ``</s>`` are never linked (the labels come from
+:mod:`attnkit.nmt.data.word_links`; :class:`~attnkit.nmt.data.batching.Batch`
+carries them as ``align`` ``(B, T, S)``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..config import TrainConfig
+from ..config.guided_alignment import GuidedAlignmentConfig
+from ..data.batching import Batch
+from ..models.translator import Translator
+from .objective import target_cross_entropy, token_loss
+
+__all__ = ["alignment_loss", "guided_loss", "supervised_layer", "training_loss"]
+
+EPS = 1e-9  # floor of a weight inside the log: a zero weight costs -p log(1e-9), never inf
+
+
+def alignment_loss(weights: Tensor, align: Tensor, shift: int = 1) -> tuple[Tensor, int]:
+    """Garg et al. 2019 eq. 4 less the labels' entropy: ``(1/R) sum_t KL(p^G_t || a_t)``.
+
+    ``KL(p^G_t || a_t) = sum_s p^G_{t,s} (log p^G_{t,s} - log a_{t,s})`` is eq. 4's
+    cross-entropy minus the entropy of ``p^G_t``, a constant of the labels: the
+    same gradient, and 0 exactly when the attention matches the labels (a row
+    with one link: the cross-entropy itself). Weights are floored at 1e-9
+    inside the log.
+
+    Args:
+        weights: attention ``a``, ``(B, T, S)`` float, one row per decoder input
+            (``tgt_in``), rows summing to 1 over the real source tokens.
+        align: links ``G``, ``(B, T, S)``, row ``t`` = target piece ``t`` (the row
+            of ``tgt_out``); >= 0, any scale (each row is normalised here).
+        shift: 1: target piece ``t`` is supervised at row ``t + 1`` (the step that
+            reads it); 0: at row ``t`` (the step that predicts it).
+
+    Returns:
+        ``(loss, R)``: the mean over the ``R`` linked target rows (a scalar tensor,
+        0 with no gradient path when ``R = 0``) and ``R``.
+
+    Raises:
+        ValueError: ``weights`` and ``align`` differ in shape, or ``shift`` not 0/1.
+    """
+    if weights.shape != align.shape:
+        raise ValueError(
+            f"weights has shape {tuple(weights.shape)} but align has {tuple(align.shape)}"
+        )
+    if shift not in (0, 1):
+        raise ValueError(f"shift must be 0 or 1, got {shift!r}")
+    if shift:
+        weights, align = weights[:, 1:], align[:, :-1]  # row t+1 reads piece t
+    align = align.float()
+    mass = align.sum(dim=-1, keepdim=True)  # (B, T', 1)
+    linked = mass.squeeze(-1) > 0  # (B, T')
+    rows = int(linked.sum())
+    if rows == 0:
+        return weights.sum() * 0.0, 0
+    target = (align / mass.clamp_min(1.0e-12)).float()  # (B, T', S), linked rows sum to 1
+    log_a = torch.log(weights.float().clamp_min(EPS))  # (B, T', S)
+    log_p = torch.log(target.clamp_min(EPS))  # (B, T', S); only read where target > 0
+    per_row = (target * (log_p - log_a)).sum(dim=-1)  # (B, T')
+    return per_row[linked].sum() / rows, rows
+
+
+def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
+    """The 0-based decoder layer to supervise: the configured one, else the penultimate.
+
+    Raises:
+        ValueError: the configured layer is not one of the ``layers`` decoder layers.
+    """
+    if config.layer is None:
+        return max(layers - 2, 0)
+    if not -layers <= config.layer < layers:
+        raise ValueError(
+            f"train.guided_alignment.layer={config.layer} is not a decoder layer "
+            f"(the model has {layers})"
+        )
+    return config.layer % layers
+
+
+def guided_loss(
+    model: Translator,
+    batch: Batch,
+    config: GuidedAlignmentConfig,
+    smoothing: float,
+    *,
+    layers: int,
+    heads: int,
+    reduction: str = "mean",
+) -> Tensor:
+    """``CE + weight * L_a`` for a training batch (teacher forced, one forward pass).
+
+    The cross-entropy is :func:`~attnkit.nmt.training.objective.token_loss`'s
+    (label smoothed, PAD ignored, ``reduction`` as ``F.cross_entropy``'s); with
+    ``reduction="sum"`` the alignment term is scaled by the batch's target
+    tokens so that the two reductions keep the same ratio of the two terms.
+
+    Args:
+        model: the translator (or its DDP wrapper: called, never reached into).
+        batch: a batch whose ``align`` holds the labels (None: CE alone).
+        config: the ``train.guided_alignment`` section.
+        smoothing: label smoothing.
+        layers, heads: the model's decoder layers and heads per layer
+            (``model.attention_layout``).
+
+    Raises:
+        ValueError: a configured head outside ``range(heads)``.
+    """
+    layer = supervised_layer(config, layers)
+    picked = list(range(heads)) if config.heads == "all" else list(config.heads)
+    if any(not 0 <= h < heads for h in picked):
+        raise ValueError(
+            f"train.guided_alignment.heads={config.heads} names a head outside 0..{heads - 1}"
+        )
+    logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer)
+    ce = target_cross_entropy(logits, batch, smoothing, reduction)
+    if batch.align is None:
+        return ce
+    attention = weights[:, picked].mean(dim=1)  # (B, T, S)
+    loss_a, _ = alignment_loss(attention, batch.align, config.shift)
+    if reduction == "sum":
+        loss_a = loss_a * batch.num_target_tokens
+    return ce + config.weight * loss_a
+
+
+def training_loss(forward, model: Translator, batch: Batch, train: TrainConfig) -> Tensor:
+    """The training step's loss: :func:`guided_loss` with ``train.guided_alignment``, else
+    :func:`~attnkit.nmt.training.objective.token_loss`.
+
+    Args:
+        forward: what the step calls (the model, or its DDP wrapper).
+        model: the translator itself (its ``attention_layout``).
+        batch: the batch.
+        train: the ``train`` section.
+    """
+    guided = train.guided_alignment
+    if guided is None:
+        return token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
+    layout = model.attention_layout
+    return guided_loss(
+        forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
+    )

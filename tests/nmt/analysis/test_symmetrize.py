@@ -1,0 +1,59 @@
+"""Symmetrisation of two directions' links on hand-made sets with known results."""
+
+import pytest
+
+from attnkit.nmt.analysis.symmetrize import SYMMETRIZATIONS, symmetrize, symmetrize_all
+
+# 4 x 4 pairs. Forward (source->target run): 0-0, 1-1 and a stray 0-3; reverse: 0-0, 3-3.
+FORWARD = {(0, 0), (1, 1), (0, 3)}
+REVERSE = {(0, 0), (3, 3)}
+
+
+def test_intersection_and_union():
+    assert symmetrize(FORWARD, REVERSE, "intersection") == {(0, 0)}
+    assert symmetrize(FORWARD, REVERSE, "union") == {(0, 0), (1, 1), (0, 3), (3, 3)}
+
+
+def test_grow_diag_final_and_on_a_hand_made_pair():
+    # grow-diag: 1-1 is a diagonal neighbour of 0-0 with both words unaligned -> added;
+    # 0-3 and 3-3 neighbour no accepted link. final-and: 0-3 is refused (source word 0 is
+    # aligned), 3-3 is taken (both words unaligned).
+    assert symmetrize(FORWARD, REVERSE, "grow-diag") == {(0, 0), (1, 1)}
+    assert symmetrize(FORWARD, REVERSE, "grow-diag-final-and") == {(0, 0), (1, 1), (3, 3)}
+    # final (without -and) takes 0-3 too: its target word 3 was unaligned when it came
+    assert symmetrize(FORWARD, REVERSE, "grow-diag-final") == {(0, 0), (1, 1), (0, 3), (3, 3)}
+
+
+def test_grow_diag_grows_along_neighbours_of_the_intersection():
+    # Koehn et al. 2003's picture: a one-to-many word whose extra links neighbour the
+    # intersection. Intersection 0-0, 1-1, 2-2; union adds 2-3 (neighbour of 2-2, target 3
+    # unaligned: grown), 3-1 (neighbour of 2-2 diagonally, source 3 unaligned: grown) and 0-2
+    # (neighbour of 1-1 diagonally, but both 0 and 2 are aligned by then: not grown, and not
+    # taken by final-and either).
+    forward = {(0, 0), (1, 1), (2, 2), (2, 3), (0, 2)}
+    reverse = {(0, 0), (1, 1), (2, 2), (3, 1)}
+    assert symmetrize(forward, reverse, "grow-diag") == {(0, 0), (1, 1), (2, 2), (2, 3), (3, 1)}
+    assert symmetrize(forward, reverse, "grow-diag-final-and") == {
+        (0, 0), (1, 1), (2, 2), (2, 3), (3, 1)
+    }  # fmt: skip
+
+
+def test_disjoint_directions_keep_what_final_and_allows():
+    forward, reverse = {(0, 0), (2, 3)}, {(0, 0), (3, 2)}
+    assert symmetrize(forward, reverse, "grow-diag-final-and") == {(0, 0), (2, 3), (3, 2)}
+
+
+def test_every_method_is_between_intersection_and_union_and_inputs_are_untouched():
+    forward, reverse = set(FORWARD), set(REVERSE)
+    for method in SYMMETRIZATIONS:
+        got = symmetrize(forward, reverse, method)
+        assert FORWARD & REVERSE <= got <= FORWARD | REVERSE, method
+    assert (forward, reverse) == (FORWARD, REVERSE)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="method must be one of intersection, union"):
+        symmetrize(FORWARD, REVERSE, "grow")
+    with pytest.raises(ValueError, match="forward has 1 sentences but reverse has 2"):
+        symmetrize_all([FORWARD], [REVERSE, REVERSE], "union")
+    assert symmetrize_all([FORWARD], [REVERSE], "intersection") == [{(0, 0)}]

@@ -1,0 +1,126 @@
+"""Guided-alignment labels: Pharaoh lines, words onto pieces, the token store's links and
+their filtering, fingerprint, and errors that name the file and the line."""
+
+import os
+
+import pytest
+
+from attnkit.nmt.config import DataConfig
+from attnkit.nmt.data.batching import Examples, make_batch
+from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.data.training_split import open_training_store, store_fingerprint
+from attnkit.nmt.data.word_links import encode_words, parse_pharaoh, piece_links
+from attnkit.nmt.vocab_ids import UNK
+
+
+def test_pharaoh_lines_parse_sorted_and_deduplicated():
+    assert parse_pharaoh("2-1 0-0  0-0 1-2", "a.txt", 3, 3, 3) == [(0, 0), (1, 2), (2, 1)]
+    assert parse_pharaoh("", "a.txt", 1, 0, 0) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("0-0 1p1", r"al\.txt, line 7: '1p1' is not a link 'i-j'"),
+        ("0-0 -1-2", r"al\.txt, line 7: '-1-2' is not a link"),
+        ("0-0 x", r"al\.txt, line 7: 'x' is not a link"),
+        ("2-0", r"al\.txt, line 7: link '2-0' is outside the sentence pair \(2 source words"),
+        ("0-3", r"al\.txt, line 7: link '0-3' is outside .*3 target words"),
+    ],
+)
+def test_a_malformed_or_out_of_range_link_names_file_and_line(line, message):
+    with pytest.raises(ValueError, match=message):
+        parse_pharaoh(line, "al.txt", 7, 2, 3)
+
+
+def test_words_map_onto_pieces_and_share_their_links():
+    pieces = {"un": [5], "chat": [6, 7], "noir": [8, 9, 10], "a": [11], "black": [12], "cat": [13]}
+    ids, word_of = encode_words(lambda ws: [pieces[w] for w in ws], ["un", "chat", "noir"])
+    assert (ids, word_of) == ([5, 6, 7, 8, 9, 10], [0, 1, 1, 2, 2, 2])
+    # source: a black cat (one piece each); target: un chat noir (1 + 2 + 3 pieces)
+    links = piece_links([(0, 0), (1, 2), (2, 1)], [0, 1, 2], word_of)
+    assert links == [(0, 0), (1, 3), (1, 4), (1, 5), (2, 1), (2, 2)]
+    # a word without pieces keeps one <unk>, so indices stay in step
+    ids, word_of = encode_words(
+        lambda ws: [[] if w == "\u200b" else [4] for w in ws], ["a", "\u200b"]
+    )
+    assert (ids, word_of) == ([4, UNK], [0, 1])
+
+
+@pytest.fixture
+def aligned_data(tmp_path):
+    lines = [
+        "ein Haus\ta house",  # kept
+        "\t",  # blank: skipped by the reader
+        "ein sehr sehr langer Satz\ta long one",  # 5 source words > max_src_len 3: dropped
+        "der Hund\tthe dog",  # kept, no alignment
+        "Hund\tdog",  # kept
+    ]
+    path = tmp_path / "train.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("ein Haus\ta house\n")
+    align = tmp_path / "train.align"
+    align.write_text("0-0 1-1\n\n0-0 4-2\n\n0-0\n")
+    data = DataConfig(train={"tsv": str(path)}, valid={"tsv": str(valid)}, max_src_len=3)
+    tok = WordTokenizer.train(["ein Haus der Hund sehr langer Satz a house the dog long one"])
+    return data, align, tok
+
+
+def test_the_store_keeps_the_links_of_the_pairs_it_keeps(tmp_path, aligned_data):
+    data, align, tok = aligned_data
+    store = open_training_store(data, tmp_path / "store", tok, tok, alignments=align)
+    assert len(store) == 3 and (store.counts.skipped, store.counts.dropped) == (1, 1)
+    assert [store.links[i] for i in range(3)] == [[0, 0, 1, 1], [], [0, 0]]
+    batch = make_batch(Examples(store.src, store.tgt, store.links), [0, 1, 2])
+    assert batch.align.shape == (3, 3, 3)  # (B, T incl. </s>, S incl. </s>)
+    assert batch.align[0].tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 0]]  # </s> row/col empty
+    assert batch.align[1].sum() == 0 and batch.align[2].tolist()[0] == [1, 0, 0]
+    plain = open_training_store(data, tmp_path / "plain", tok, tok)
+    assert plain.links is None and [plain.src[i] for i in range(3)] == [
+        store.src[i] for i in range(3)
+    ]
+
+
+def test_a_changed_alignment_file_changes_the_fingerprint_and_rebuilds(tmp_path, aligned_data):
+    data, align, tok = aligned_data
+    first = store_fingerprint(data, tok, tok, align)
+    assert first != store_fingerprint(data, tok, tok)
+    heard = []
+    open_training_store(data, tmp_path / "store", tok, tok, alignments=align, echo=heard.append)
+    align.write_text("1-1 0-0\n\n0-0 4-2\n\n0-0\n")
+    os.utime(align, ns=(1, 1))
+    assert store_fingerprint(data, tok, tok, align) != first
+    store = open_training_store(
+        data, tmp_path / "store", tok, tok, alignments=align, echo=heard.append
+    )
+    assert len(heard) == 1 and "rebuilding" in heard[0] and store.links[0] == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "0-0 1-1\n\n0-0 4-2\n\n",
+            r"train\.align has 4 lines but the corpus .* has more "
+            r"\(line 5 has no alignment\)",
+        ),  # fmt: skip
+        ("0-0\n\n\n\n0-0\n0-0\n", r"train\.align has 6 lines but the corpus .* has 5"),
+        ("0-0 1-1\n\n0-0 4-2\n\n1-0\n", r"train\.align, line 5: link '1-0' is outside"),
+        ("0-0 1:1\n\n\n\n\n", r"train\.align, line 1: '1:1' is not a link"),
+    ],
+)
+def test_a_misaligned_alignment_file_is_an_error_naming_file_and_line(
+    tmp_path, aligned_data, text, message
+):
+    data, align, tok = aligned_data
+    align.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        open_training_store(data, tmp_path / "store", tok, tok, alignments=align)
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_missing_alignment_file_is_named(tmp_path, aligned_data):
+    data, _, tok = aligned_data
+    with pytest.raises(FileNotFoundError, match="alignment file not found: .*nope"):
+        open_training_store(data, tmp_path / "store", tok, tok, alignments=tmp_path / "nope")

@@ -1,0 +1,140 @@
+"""Guided alignment (Garg et al. 2019): the loss on hand-made matrices, the supervised head
+learning a given alignment on a toy task, and the whole pipeline with an alignment file."""
+
+import math
+
+import pytest
+import torch
+from test_train import TRANSFORMER, config, quiet
+
+from attnkit.nmt.config.guided_alignment import GuidedAlignmentConfig
+from attnkit.nmt.data.batching import Examples, make_batch
+from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.training.guided_alignment import alignment_loss, guided_loss, supervised_layer
+from attnkit.nmt.training.loop import train
+from conftest_nmt import TOY_VOCAB, random_sequences, tiny_transformer
+
+A = torch.tensor([[[0.5, 0.3, 0.2], [0.1, 0.6, 0.3]]])  # (B=1, T=2, S=3)
+G = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]])
+
+
+def test_the_loss_on_a_hand_made_matrix():
+    loss, rows = alignment_loss(A, G, shift=0)
+    # row 0: -log 0.5; row 1: 0.5 (log 0.5 - log 0.6) + 0.5 (log 0.5 - log 0.3); mean of two
+    row0 = -math.log(0.5)
+    row1 = 0.5 * (math.log(0.5) - math.log(0.6)) + 0.5 * (math.log(0.5) - math.log(0.3))
+    assert rows == 2
+    assert loss.item() == pytest.approx((row0 + row1) / 2, abs=1e-6)  # 0.428699
+    assert loss.item() == pytest.approx(0.4286995, abs=1e-6)
+
+
+def test_the_loss_is_zero_for_a_matching_head_and_positive_otherwise():
+    target = G / G.sum(-1, keepdim=True)
+    assert alignment_loss(target, G, shift=0)[0].item() == pytest.approx(0.0, abs=1e-7)
+    assert alignment_loss(A, G, shift=0)[0].item() > 0.1
+
+
+def test_rows_without_links_and_the_shift():
+    g = torch.tensor([[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    loss, rows = alignment_loss(A, g, shift=0)
+    assert rows == 1 and loss.item() == pytest.approx(-math.log(0.6), abs=1e-6)
+    # shift 1: piece t is supervised at row t + 1; piece 1's links fall off the end
+    loss, rows = alignment_loss(A, G, shift=1)
+    assert rows == 1 and loss.item() == pytest.approx(-math.log(0.1), abs=1e-6)
+    loss, rows = alignment_loss(A, torch.zeros_like(G))
+    assert rows == 0 and loss.item() == 0.0
+    with pytest.raises(ValueError, match=r"weights has shape \(1, 2, 3\) but align has"):
+        alignment_loss(A, G[:, :1])
+
+
+def test_the_default_layer_is_the_penultimate():
+    cfg = GuidedAlignmentConfig(file="x")
+    assert [supervised_layer(cfg, n) for n in (1, 2, 6)] == [0, 0, 4]
+    assert supervised_layer(GuidedAlignmentConfig(file="x", layer=-1), 6) == 5
+    with pytest.raises(ValueError, match="layer=3 is not a decoder layer"):
+        supervised_layer(GuidedAlignmentConfig(file="x", layer=3), 2)
+
+
+def _copy_examples(n: int, seed: int) -> Examples:
+    """The copy task with its diagonal as the alignment: piece i <-> piece i."""
+    seqs = random_sequences(n, 3, 7, torch.Generator().manual_seed(seed))
+    links = [[x for i in range(len(s)) for x in (i, i)] for s in seqs]
+    return Examples(seqs, seqs, links)
+
+
+def _diagonal_share(model, examples: Examples, layer: int, head: int, shift: int) -> float:
+    """Share of target pieces whose supervised row's argmax is their own source piece."""
+    batch = make_batch(examples, list(range(len(examples))))
+    model.eval()
+    with torch.no_grad():
+        _, weights = model(batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer)
+    hits = total = 0
+    for b in range(len(examples)):
+        for t in range(len(examples.tgt[b])):
+            hits += int(weights[b, head, t + shift].argmax()) == t
+            total += 1
+    return hits / total
+
+
+@pytest.fixture
+def one_thread():
+    """A tiny model trains ~6x faster on one thread than on two shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thread):
+    shift = 1  # the default timing: the row that reads the piece (see guided_alignment.py)
+    train_set, test_set = _copy_examples(256, 0), _copy_examples(64, 1)
+    results = {}
+    for weight in (None, 1.0):
+        model = tiny_transformer(TOY_VOCAB, seed=0, dropout=0.0).train()
+        cfg = GuidedAlignmentConfig(file="x", weight=weight or 1.0, layer=0, heads=[0], shift=shift)
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(100):
+            idx = torch.randint(0, len(train_set), (32,), generator=generator).tolist()
+            batch = make_batch(train_set, idx)
+            if weight is None:
+                batch.align = None  # the same run without the labels: CE alone
+            loss = guided_loss(model, batch, cfg, 0.0, layers=2, heads=4)
+            assert torch.isfinite(loss)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        results[weight] = _diagonal_share(model, test_set, 0, 0, shift)
+    assert results[1.0] >= 0.9, results
+    assert results[None] < 0.7, results  # it is the supervision, not the task, that does it
+
+
+def test_training_with_an_alignment_file_end_to_end(tmp_path):
+    cfg = config(TRANSFORMER, "train.max_steps=6")
+    corpus = load_split(cfg.data, "train")  # the toy task: reverse
+    lines = []
+    for k, s in enumerate(corpus.src):
+        n = len(s.split())
+        lines.append("" if k % 3 == 0 else " ".join(f"{i}-{n - 1 - i}" for i in range(n)))
+    align = tmp_path / "train.align"
+    align.write_text("\n".join(lines) + "\n")
+    guided = f"train.guided_alignment={{file: {align}, weight: 0.5, heads: all}}"
+    run_dir = tmp_path / "run"
+    summary = train(config(TRANSFORMER, "train.max_steps=6", guided), run_dir, echo=quiet)
+    assert summary is not None
+    run = load_run(run_dir)
+    assert run.config.train.guided_alignment.heads == "all"
+    links = (run_dir / "store" / "train" / "links.ids").stat().st_size
+    assert links > 0
+    align.write_text("\n".join(lines[:-1]) + "\n")  # one line short: rebuilt, and refused
+    with pytest.raises(ValueError, match=r"train\.align has \d+ lines but the corpus"):
+        train(config(TRANSFORMER, "train.max_steps=6", guided), tmp_path / "run2", echo=quiet)
+
+
+def test_guided_alignment_refuses_scheduled_sampling():
+    from attnkit.nmt.config import TrainConfig
+
+    with pytest.raises(ValueError, match="needs train.teacher_forcing 1.0, got 0.5"):
+        TrainConfig(teacher_forcing=0.5, guided_alignment={"file": "links.align"})
+    assert TrainConfig(guided_alignment={"file": "links.align"}).teacher_forcing == 1.0
