@@ -12,6 +12,7 @@ import torch
 from attnkit.nmt.data.batching import Examples, bucket_batches, make_batch
 from attnkit.nmt.data.corpus import bundled_multi30k
 from attnkit.nmt.data.store import (
+    PairEncoder,
     TokenStore,
     build_store,
     fingerprint,
@@ -31,14 +32,14 @@ def spm(corpus):
     return SentencePieceTokenizer.train([*corpus.src, *corpus.tgt], vocab_size=500)
 
 
-def _build(folder, pairs, tok, key="a", **limits):
+def _build(folder, pairs, tok, key="a", workers=1, **limits):
     return build_store(
         folder,
         iter(pairs),
-        tok.encode_batch,
-        tok.encode_batch,
+        PairEncoder(tok.encode_batch, tok.encode_batch),
         vocab_size=tok.vocab_size,
         fingerprint=fingerprint({"key": key}),
+        workers=workers,
         **limits,
     )
 
@@ -168,3 +169,35 @@ def test_two_concurrent_builders_build_once_and_both_read_the_store(tmp_path):
     assert [w.exitcode for w in workers] == [0, 0]
     assert log.read_text() == "built\n"
     assert len(TokenStore.open(tmp_path / "s")) == 50_000
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_store_built_on_worker_processes_is_byte_for_byte_the_serial_one(
+    tmp_path, corpus, spm, monkeypatch
+):
+    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 100)  # 11 chunks, 10 in workers
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    serial = _build(tmp_path / "serial", pairs, spm, max_src_len=12)
+    parallel = _build(tmp_path / "parallel", pairs, spm, max_src_len=12, workers=2)
+    assert 0 < parallel.counts.dropped == serial.counts.dropped
+    assert _files(tmp_path / "parallel") == _files(tmp_path / "serial")
+
+
+def test_an_error_while_encoding_in_a_worker_leaves_no_store(tmp_path, monkeypatch):
+    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 2)
+    tok = WordTokenizer(["<pad>", "<unk>", "<s>", "</s>", "a", "b"])
+    pairs = [("a", "b")] * 5 + [("a", None)]  # the last chunk cannot be encoded
+    with pytest.raises(AttributeError):
+        _build(tmp_path / "s", pairs, tok, workers=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sentencepiece_tokenizer_pickles_as_its_model(spm, corpus):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(spm))
+    assert copy.to_bytes() == spm.to_bytes() and copy.name == spm.name
+    assert copy.encode_batch(corpus.src[:20]) == spm.encode_batch(corpus.src[:20])

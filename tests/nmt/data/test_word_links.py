@@ -110,14 +110,27 @@ def test_a_changed_alignment_file_changes_the_fingerprint_and_rebuilds(tmp_path,
         ("0-0 1:1\n\n\n\n\n", r"train\.align, line 1: '1:1' is not a link"),
     ],
 )
+@pytest.mark.parametrize("threads", [1, 2])
 def test_a_misaligned_alignment_file_is_an_error_naming_file_and_line(
-    tmp_path, aligned_data, text, message
+    tmp_path, aligned_data, text, message, threads, monkeypatch
 ):
+    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 2)  # with 2 threads: workers
     data, align, tok = aligned_data
     align.write_text(text)
     with pytest.raises(ValueError, match=message):
-        open_training_store(data, tmp_path / "store", tok, tok, alignments=align)
+        open_training_store(data, tmp_path / "store", tok, tok, alignments=align, threads=threads)
     assert not (tmp_path / "store").exists()
+
+
+def test_links_stored_by_worker_processes_are_the_serial_ones(tmp_path, aligned_data, monkeypatch):
+    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 1)
+    data, align, tok = aligned_data
+    serial = open_training_store(data, tmp_path / "serial", tok, tok, alignments=align)
+    parallel = open_training_store(
+        data, tmp_path / "parallel", tok, tok, alignments=align, threads=2
+    )
+    assert [parallel.links[i] for i in range(3)] == [serial.links[i] for i in range(3)]
+    assert [parallel.src[i] for i in range(3)] == [serial.src[i] for i in range(3)]
 
 
 def test_a_missing_alignment_file_is_named(tmp_path, aligned_data):

@@ -29,6 +29,11 @@ tokenizer, the length limits) decides whether a store can be reused. One
 build at a time per store: a lock file beside it makes a second builder wait
 and then reuse the first one's result.
 
+Building: the caller's thread reads the pairs; chunks of them are encoded,
+length-filtered and flattened (:class:`ChunkPacker`) in worker processes
+(:func:`~.worker_pool.ordered_map`) and written back in order, so a store
+built on several workers is byte for byte the one built on one.
+
 Disk: ``2`` (``uint16``) or ``4`` bytes per token plus 16 bytes per pair.
 """
 
@@ -48,10 +53,13 @@ from pathlib import Path
 import numpy as np
 
 from ...atomic import atomic_write_bytes, replace_folder
+from .worker_pool import ordered_map
 
 __all__ = [
     "RaggedIds",
     "StoreCounts",
+    "ChunkPacker",
+    "PairEncoder",
     "TokenStore",
     "build_store",
     "fingerprint",
@@ -63,6 +71,10 @@ VERSION = 1
 META = "meta.json"
 SIDES = ("src", "tgt")
 CHUNK_PAIRS = 20_000  # pairs encoded per call to the tokenizer's batch encoder
+LINK_DTYPE = np.dtype(np.int32)
+
+Ids = list[list[int]]
+Encoded = tuple[Ids, Ids, Ids | None]  # source ids, target ids, links (or None)
 
 
 def fingerprint(parts: dict) -> str:
@@ -213,21 +225,92 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield chunk
 
 
-class _Writer:
-    """Appends encoded sentences of one side to ``SIDE.ids``; collects the lengths."""
+@dataclass(frozen=True)
+class PairEncoder:
+    """A chunk encoder for plain pairs: ``[(source, target), ...]`` -> (source ids,
+    target ids, None). Picklable when its two batch encoders are (bound methods of
+    attnkit tokenizers are)."""
 
-    def __init__(self, path: Path, dtype: np.dtype) -> None:
-        self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
-        self.dtype = dtype
-        self.lengths: list[np.ndarray] = []
+    encode_src: Callable[[list[str]], Ids]
+    encode_tgt: Callable[[list[str]], Ids]
 
-    def write(self, sentences: Sequence[Sequence[int]]) -> None:
-        lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
-        flat = np.fromiter(
-            itertools.chain.from_iterable(sentences), dtype=self.dtype, count=int(lengths.sum())
+    def __call__(self, chunk: list[tuple]) -> Encoded:
+        return (
+            self.encode_src([pair[0] for pair in chunk]),
+            self.encode_tgt([pair[1] for pair in chunk]),
+            None,
         )
+
+
+@dataclass(frozen=True)
+class PackedChunk:
+    """A chunk ready to append: ``read`` pairs came in; per column (``src``, ``tgt``
+    and ``links`` when present) the kept pairs' ids back to back and their lengths."""
+
+    read: int
+    columns: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class ChunkPacker:
+    """Encode a chunk of pairs, drop those over the length limits, flatten each column.
+
+    The unit of work of a worker process (:func:`build_store`); picklable when
+    ``encode_chunk`` is.
+
+    Attributes:
+        encode_chunk: pairs -> (source ids, target ids, links or None).
+        dtype: the ids' dtype (:func:`id_dtype`); links are int32.
+        max_src_len, max_tgt_len: longest kept sides, in tokens (None: no limit).
+    """
+
+    encode_chunk: Callable[[list[tuple]], Encoded]
+    dtype: np.dtype
+    max_src_len: int | None = None
+    max_tgt_len: int | None = None
+
+    def __call__(self, chunk: list[tuple]) -> PackedChunk:
+        src, tgt, links = self.encode_chunk(chunk)
+        keep = [
+            i
+            for i in range(len(chunk))
+            if (self.max_src_len is None or len(src[i]) <= self.max_src_len)
+            and (self.max_tgt_len is None or len(tgt[i]) <= self.max_tgt_len)
+        ]
+        columns = {"src": (src, self.dtype), "tgt": (tgt, self.dtype)}
+        if links is not None:
+            columns["links"] = (links, LINK_DTYPE)
+        return PackedChunk(
+            len(chunk),
+            {name: _flatten(seqs, dtype, keep) for name, (seqs, dtype) in columns.items()},
+        )
+
+
+def _flatten(
+    sequences: Sequence[Sequence[int]], dtype: np.dtype, keep: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kept sequences back to back (``dtype``) and their lengths (int64)."""
+    if len(keep) < len(sequences):
+        sequences = [sequences[i] for i in keep]
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    flat = np.fromiter(
+        itertools.chain.from_iterable(sequences), dtype=dtype, count=int(lengths.sum())
+    )
+    return flat, lengths
+
+
+class _Writer:
+    """Appends one column's flat ids to ``NAME.ids``; collects the lengths."""
+
+    def __init__(self, path: Path) -> None:
+        self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        self.lengths: list[np.ndarray] = []
+        self.sequences = 0
+
+    def write(self, flat: np.ndarray, lengths: np.ndarray) -> None:
         self.handle.write(flat.tobytes())
         self.lengths.append(lengths)
+        self.sequences += len(lengths)
 
     def finish(self, offsets_path: Path) -> int:
         """Close the ids file, write the offsets; return the token count."""
@@ -240,9 +323,8 @@ class _Writer:
 
 def build_store(
     folder: str | Path,
-    pairs: Iterable[tuple[str, str]],
-    encode_src: Callable[[list[str]], list[list[int]]],
-    encode_tgt: Callable[[list[str]], list[list[int]]],
+    pairs: Iterable[tuple],
+    encode_chunk: Callable[[list[tuple]], Encoded],
     *,
     vocab_size: int,
     fingerprint: str,
@@ -250,15 +332,20 @@ def build_store(
     max_tgt_len: int | None = None,
     skipped: int | Callable[[], int] = 0,
     progress: Callable[[int], None] | None = None,
-    encode_aligned: Callable[[list[tuple]], tuple[list, list, list]] | None = None,
+    links: bool = False,
+    workers: int = 1,
 ) -> TokenStore:
     """Encode ``pairs`` chunk by chunk into a new store at ``folder`` (replacing any there).
 
     Args:
         folder: where the store goes; built in a temporary sibling, then renamed.
-        pairs: (source, target) sentences, read lazily (a generator over the files).
-        encode_src: a batch encoder, sentences -> ids (no specials).
-        encode_tgt: the same for targets (may be ``encode_src``).
+        pairs: (source, target) sentences, read lazily (a generator over the files);
+            with ``links``, each also carries what ``encode_chunk`` needs for them.
+        encode_chunk: a chunk of ``pairs`` -> (source ids, target ids, links or
+            None), ids without specials (:class:`PairEncoder`, or
+            :class:`~.word_links.AlignedEncoder` for guided alignment, whose
+            links, flat ``[s0, t0, s1, t1, ...]`` piece indices per pair, are
+            stored as ``links.*`` under the same length filter).
         vocab_size: the larger vocabulary of the two sides (chooses the dtype).
         fingerprint: recorded in ``meta.json``; :func:`open_or_build` compares it.
         max_src_len: pairs with a longer source (tokens, no specials) are dropped.
@@ -266,50 +353,34 @@ def build_store(
         skipped: pairs the reader left out for an empty side, or a callable that
             says how many once ``pairs`` is exhausted (recorded).
         progress: told the number of pairs read after each chunk.
-        encode_aligned: for guided alignment, replaces the two encoders: a chunk
-            of ``pairs`` (which then carry an alignment line) -> ``(source ids,
-            target ids, links)``, links a flat ``[s0, t0, s1, t1, ...]`` list of
-            piece indices per pair; stored as ``links.*`` (same length filter).
+        links: ``encode_chunk`` gives links (write ``links.*``).
+        workers: processes that encode (from the second chunk on; 1: all in
+            this process). ``encode_chunk`` must then pickle.
 
     Raises:
-        whatever reading ``pairs`` raises (the files' own errors, with file and
-        line); nothing is left behind then but the untouched old store, if any.
+        whatever reading ``pairs`` or ``encode_chunk`` raises (the files' own
+        errors, with file and line); nothing is left behind then but the
+        untouched old store, if any.
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
         shutil.rmtree(stale, ignore_errors=True)
     dtype = id_dtype(vocab_size)
+    packer = ChunkPacker(encode_chunk, dtype, max_src_len, max_tgt_len)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
-        writers = {side: _Writer(tmp / f"{side}.ids", dtype) for side in SIDES}
-        if encode_aligned is not None:
-            writers["links"] = _Writer(tmp / "links.ids", np.dtype(np.int32))
-        read = kept = 0
-        for chunk in _chunks(pairs, CHUNK_PAIRS):
-            if encode_aligned is None:
-                src = encode_src([pair[0] for pair in chunk])
-                tgt = encode_tgt([pair[1] for pair in chunk])
-            else:
-                src, tgt, links = encode_aligned(chunk)
-            keep = [
-                i
-                for i in range(len(chunk))
-                if (max_src_len is None or len(src[i]) <= max_src_len)
-                and (max_tgt_len is None or len(tgt[i]) <= max_tgt_len)
-            ]
-            if len(keep) < len(chunk):
-                src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-                if encode_aligned is not None:
-                    links = [links[i] for i in keep]
-            writers["src"].write(src)
-            writers["tgt"].write(tgt)
-            if encode_aligned is not None:
-                writers["links"].write(links)
-            read, kept = read + len(chunk), kept + len(keep)
+        names = (*SIDES, "links") if links else SIDES
+        writers = {name: _Writer(tmp / f"{name}.ids") for name in names}
+        read = 0
+        for packed in ordered_map(packer, _chunks(pairs, CHUNK_PAIRS), workers):
+            for name, writer in writers.items():
+                writer.write(*packed.columns[name])
+            read += packed.read
             if progress is not None:
                 progress(read)
-        tokens = {side: w.finish(tmp / f"{side}.offsets") for side, w in writers.items()}
+        tokens = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
+        kept = writers["src"].sequences
         counts = StoreCounts(
             pairs=kept,
             skipped=skipped() if callable(skipped) else skipped,

@@ -124,6 +124,14 @@ class SentencePieceTokenizer:
         """The serialized sentencepiece model (what :meth:`save` writes)."""
         return self.proto
 
+    def __getstate__(self) -> dict:
+        """Pickled as the model's bytes (the processor itself does not pickle), so a
+        tokenizer can go to a worker process."""
+        return {"proto": self.proto, "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["proto"], state["name"])
+
     def save(self, path: str | Path) -> None:
         atomic_write_bytes(Path(path), self.to_bytes())
 

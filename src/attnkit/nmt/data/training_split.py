@@ -17,9 +17,16 @@ from pathlib import Path
 
 from ..config import DataConfig, TokenizerConfig
 from .corpus import multi30k_path, stream_split
-from .store import TokenStore, build_store, file_identity, fingerprint, open_or_build
+from .store import (
+    PairEncoder,
+    TokenStore,
+    build_store,
+    file_identity,
+    fingerprint,
+    open_or_build,
+)
 from .tokenizer import Tokenizer, train_tokenizers
-from .word_links import aligned_encoder
+from .word_links import AlignedEncoder
 
 __all__ = [
     "Sample",
@@ -138,7 +145,7 @@ def open_training_store(
         data: the run's data section.
         folder: where the store lives (``RUN/store/train``).
         src_tok, tgt_tok: the run's tokenizers.
-        threads: sentencepiece's encoding threads.
+        threads: processes that encode (:func:`~.store.build_store`'s ``workers``).
         echo: hears why an existing store is rebuilt.
         progress: told the number of pairs read so far while building.
         alignments: a Pharaoh file line-aligned with the training corpus file(s)
@@ -156,25 +163,19 @@ def open_training_store(
 
     def build() -> TokenStore:
         pairs = stream_split(data, "train", alignments=alignments)
-        aligned = None
-        if alignments is not None:
-            aligned = aligned_encoder(
-                lambda texts: src_tok.encode_batch(texts, threads),
-                lambda texts: tgt_tok.encode_batch(texts, threads),
-                alignments,
-            )
+        encoders = (src_tok.encode_batch, tgt_tok.encode_batch)
         return build_store(
             folder,
             pairs,
-            lambda texts: src_tok.encode_batch(texts, threads),
-            lambda texts: tgt_tok.encode_batch(texts, threads),
+            PairEncoder(*encoders) if alignments is None else AlignedEncoder(*encoders, alignments),
             vocab_size=max(src_tok.vocab_size, tgt_tok.vocab_size),
             fingerprint=key,
             max_src_len=data.max_src_len,
             max_tgt_len=data.max_tgt_len,
             skipped=lambda: pairs.skipped,
             progress=progress,
-            encode_aligned=aligned,
+            links=alignments is not None,
+            workers=threads,
         )
 
     return open_or_build(folder, key, build, echo)

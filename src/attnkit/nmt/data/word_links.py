@@ -19,12 +19,13 @@ Notation: ``Sw``/``Tw`` words, ``Sp``/``Tp`` pieces of one sentence.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..vocab_ids import UNK
 
 __all__ = [
-    "aligned_encoder",
+    "AlignedEncoder",
     "attach_lines",
     "encode_words",
     "parse_pharaoh",
@@ -157,42 +158,48 @@ def attach_lines(
     return pairs
 
 
-def aligned_encoder(
-    encode_src: Callable[[list[str]], list[list[int]]],
-    encode_tgt: Callable[[list[str]], list[list[int]]],
-    path: str | Path,
-) -> Callable[[list[tuple]], tuple[list[list[int]], list[list[int]], list[list[int]]]]:
+@dataclass(frozen=True)
+class AlignedEncoder:
     """A chunk encoder for the token store: pairs with their alignment line -> ids and links.
 
     Each item of a chunk is ``(source, target, (line, number))`` (from
     :func:`attach_lines`). Words are encoded one by one (:func:`encode_words`),
     the line is parsed against the pair's word counts (:func:`parse_pharaoh`)
-    and mapped onto pieces (:func:`piece_links`).
+    and mapped onto pieces (:func:`piece_links`). Picklable when the two batch
+    encoders are, so it runs in the store's worker processes.
 
-    Returns:
-        a function ``chunk -> (source ids, target ids, links)``, links flat
-        ``[s0, t0, s1, t1, ...]`` piece indices per pair (empty: no alignment).
+    Attributes:
+        encode_src, encode_tgt: batch encoders, words -> ids.
+        path: the alignment file (named in errors).
+
+    Returns (when called):
+        ``(source ids, target ids, links)``, links flat ``[s0, t0, s1, t1, ...]``
+        piece indices per pair (empty: no alignment).
 
     Raises (when called):
         ValueError: a malformed line or a link outside its pair (file and line named).
     """
 
-    def encode(chunk: list[tuple]) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    encode_src: Callable[[list[str]], list[list[int]]]
+    encode_tgt: Callable[[list[str]], list[list[int]]]
+    path: str | Path
+
+    def __call__(
+        self, chunk: list[tuple]
+    ) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
         src_words = [pair[0].split() for pair in chunk]
         tgt_words = [pair[1].split() for pair in chunk]
-        src_pieces = _encode_sentences(encode_src, src_words)
-        tgt_pieces = _encode_sentences(encode_tgt, tgt_words)
+        src_pieces = _encode_sentences(self.encode_src, src_words)
+        tgt_pieces = _encode_sentences(self.encode_tgt, tgt_words)
         src_ids, tgt_ids, links = [], [], []
         for k, (_, _, (line, number)) in enumerate(chunk):
             (s_ids, s_of), (t_ids, t_of) = src_pieces[k], tgt_pieces[k]
-            words = parse_pharaoh(line, path, number, len(src_words[k]), len(tgt_words[k]))
+            words = parse_pharaoh(line, self.path, number, len(src_words[k]), len(tgt_words[k]))
             flat = [x for link in piece_links(words, s_of, t_of) for x in link]
             src_ids.append(s_ids)
             tgt_ids.append(t_ids)
             links.append(flat)
         return src_ids, tgt_ids, links
-
-    return encode
 
 
 def _encode_sentences(

@@ -1,0 +1,92 @@
+"""A function mapped over a stream in worker processes, results in input order.
+
+Building a token store is two kinds of work: reading and cleaning lines
+(Python, in the process that owns the files) and encoding them
+(sentencepiece, which holds the interpreter lock while it runs, so threads do
+not overlap the two). :func:`ordered_map` hands the encoding to worker
+processes, while the caller keeps reading: with ``workers`` processes the
+stream moves at about the speed of its slower half, not their sum.
+
+Workers are started by ``forkserver`` (never ``fork``: the parent may run
+PyTorch's thread pool) and get the function once, at start-up, not with every
+item. They ignore SIGINT: Ctrl-C reaches the parent, which cancels what is
+queued and lets the workers finish their current item.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import islice
+from typing import Any, TypeVar
+
+__all__ = ["ordered_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_installed: Callable[[Any], Any] | None = None  # the function, inside a worker
+
+
+def ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], workers: int, *, in_process: int = 1
+) -> Iterator[R]:
+    """``fn(item)`` for each of ``items``, in order, on up to ``workers`` processes.
+
+    The first ``in_process`` items are mapped here, so a stream that ends
+    there (a small corpus) never starts a process. After that at most
+    ``2 * workers`` items are in flight, so memory follows ``workers``, not
+    the stream's length.
+
+    Args:
+        fn: a picklable function (a module-level function, or an instance of a
+            module-level class whose attributes pickle).
+        items: read lazily, in this process; what reading raises is raised here.
+        workers: worker processes; <= 1 maps everything in this process.
+        in_process: leading items mapped in this process.
+
+    Raises:
+        whatever ``fn`` raises for an item (re-raised here, same type and message),
+        after the items before it were yielded.
+    """
+    stream = iter(items)
+    yield from map(fn, islice(stream, in_process))
+    if workers <= 1:
+        yield from map(fn, stream)
+        return
+    first = next(stream, _END)
+    if first is _END:
+        return
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("forkserver"),
+        initializer=_install,
+        initargs=(fn,),
+    )
+    pending: deque[Future] = deque([pool.submit(_call, first)])
+    try:
+        for item in stream:
+            pending.append(pool.submit(_call, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_END = object()
+
+
+def _install(fn: Callable[[Any], Any]) -> None:
+    global _installed
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _installed = fn
+
+
+def _call(item: Any) -> Any:
+    assert _installed is not None, "a worker runs only after _install"
+    return _installed(item)
