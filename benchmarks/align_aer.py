@@ -237,22 +237,12 @@ def _rescore(row: dict, n: int, test_gold: GoldAlignment) -> dict:
 
 def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
     """eflomal on the run's training text + the test sentences, four symmetrisations."""
-    if not (venv / "bin" / "eflomal-align").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "eflomal"], check=True)
     train = load_split(load_run(run_dir).config.data, "train")
     lines = [f"{tokenize(s)} ||| {tokenize(t)}" for s, t in zip(train.src, train.tgt, strict=True)]
     lines += [
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        bitext, fwd, rev = (Path(tmp) / name for name in ("bitext", "fwd", "rev"))
-        bitext.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        cmd = [str(venv / "bin" / "eflomal-align"), "-i", str(bitext), "-f", str(fwd),
-               "-r", str(rev), "--overwrite"]  # fmt: skip
-        subprocess.run(cmd, check=True)
-        forward = [_links(line) for line in fwd.read_text().splitlines()[-len(src) :]]
-        reverse = [_links(line) for line in rev.read_text().splitlines()[-len(src) :]]
+    forward, reverse = (links[-len(src) :] for links in _eflomal(venv, lines))
     pairs = list(zip(forward, reverse, strict=True))
     _EFLOMAL_LINKS.update({
         "eflomal forward": forward,
