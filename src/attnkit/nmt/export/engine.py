@@ -21,10 +21,14 @@ What matches attnkit's search exactly, and what does not:
   source's ``</s>``, which is put back as what the row's other weights leave of 1.
   (CTranslate2 4.x's beam search over several sentences returns a wrong first row;
   it is replaced by one greedy step's, which is the same for every hypothesis.)
-* beam search: CTranslate2 normalises a hypothesis' log-probability by
-  ``length ** length_penalty`` (attnkit: the GNMT penalty ``((5 + length) / 6) ** alpha``)
-  and stops as soon as ``beam_size`` hypotheses have finished, so a beam translation can
-  differ; its score is CTranslate2's.
+* beam search: CTranslate2 searches with its own length normalisation
+  (``length ** length_penalty``) and stops as soon as ``beam_size`` hypotheses have
+  finished. It returns all ``beam_size`` of them, and they are ranked as attnkit ranks
+  its finished hypotheses: the GNMT score ``log p / ((5 + length) / 6) ** alpha`` plus
+  attnkit's coverage penalty on the returned attention (CTranslate2's own coverage
+  penalty, another formula, is not used). The candidates can still differ from
+  attnkit's, so now and then a beam translation does (benchmarks/deploy_parity.py
+  measures how often); the score is attnkit's ranking score.
 * int8 weights change the numbers a little, and so, now and then, a token.
 
 Views of other layers or heads than the alignment view (``--layer``, ``--head``,
@@ -35,11 +39,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ..data.batching import Examples
+from ..decoding.beam import coverage_penalty, length_penalty
 from ..decoding.engine import SearchEngine, TorchEngine
 from ..decoding.search import Hypothesis
 from ..decoding.settings import SearchSettings
@@ -152,9 +158,8 @@ class CTranslate2Engine:
         outputs = self.translator.translate_batch(
             sources,
             beam_size=settings.beam_size,
-            num_hypotheses=1 if greedy else min(n, settings.beam_size),
+            num_hypotheses=settings.beam_size,  # all finished ones, ranked below
             length_penalty=alpha,
-            coverage_penalty=0.0 if greedy else settings.coverage_penalty,
             no_repeat_ngram_size=settings.no_repeat_ngram,
             suppress_sequences=SUPPRESSED,
             max_input_length=0,  # sources come cut to the run's input limit already
@@ -173,9 +178,14 @@ class CTranslate2Engine:
             ]
             for source, out in zip(sources, outputs, strict=True)
         ]
-        if not greedy and len(sources) > 1:
+        if greedy:
+            return found
+        if len(sources) > 1:
             self._fix_first_rows(sources, found)
-        return found
+        return [
+            _rank(hypotheses, settings, len(source))[:n]
+            for source, hypotheses in zip(sources, found, strict=True)
+        ]
 
     def _fix_first_rows(self, sources: list[list[str]], found: list[list[Hypothesis]]) -> None:
         """Put the true first-step attention into beam hypotheses, in place.
@@ -220,3 +230,18 @@ class CTranslate2Engine:
             rest = (1.0 - weights.sum(dim=1, keepdim=True)).clamp(min=0.0)  # (T, 1)
             weights = torch.cat([weights, rest], dim=1)  # (T, S)
         return weights
+
+
+def _rank(hypotheses: list[Hypothesis], settings: SearchSettings, words: int) -> list[Hypothesis]:
+    """Finished hypotheses with attnkit's ranking score, best first: ``log p / lp + cp``
+    (GNMT, Wu et al. 2016, eq. 14; :mod:`attnkit.nmt.decoding.beam`), ``words`` source
+    pieces under the coverage penalty (the appended ``</s>`` left out)."""
+    ranked = [
+        replace(
+            hyp,
+            score=hyp.log_prob / length_penalty(len(hyp.weights), settings.length_penalty)
+            + coverage_penalty(hyp.weights[:, :words], settings.coverage_penalty),
+        )
+        for hyp in hypotheses
+    ]
+    return sorted(ranked, key=lambda hyp: hyp.score, reverse=True)
