@@ -45,7 +45,7 @@ from ..config import TrainConfig
 from ..config.guided_alignment import GuidedAlignmentConfig
 from ..data.batching import Batch
 from ..models.translator import Translator
-from .objective import target_cross_entropy, token_loss
+from . import objective
 
 __all__ = ["alignment_loss", "guided_loss", "supervised_layer", "training_loss"]
 
@@ -148,7 +148,7 @@ def guided_loss(
             f"train.guided_alignment.heads={config.heads} names a head outside 0..{heads - 1}"
         )
     logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer)
-    ce = target_cross_entropy(logits, batch, smoothing, reduction)
+    ce = objective.target_cross_entropy(logits, batch, smoothing, reduction)
     if batch.align is None:
         return ce
     attention = weights[:, picked].mean(dim=1)  # (B, T, S)
@@ -170,7 +170,7 @@ def training_loss(forward, model: Translator, batch: Batch, train: TrainConfig) 
     """
     guided = train.guided_alignment
     if guided is None:
-        return token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
+        return objective.token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
     layout = model.attention_layout
     return guided_loss(
         forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
