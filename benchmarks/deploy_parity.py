@@ -27,16 +27,21 @@ from .bench_deploy import _exports
 SHOWN = 3
 
 
-def parity(run_dir: Path, threads: int) -> dict:
-    """Greedy agreement and beam-5 BLEU of attnkit and its float32/int8 exports."""
+def parity(run_dir: Path, threads: int, **overrides) -> dict:
+    """Greedy agreement and beam-5 BLEU of attnkit and its float32/int8 exports.
+
+    ``overrides``: search settings other than the run's (``coverage_penalty=0.0``, ...).
+    """
     import torch
 
     from attnkit.nmt.analysis.evaluate import evaluate_run
+    from attnkit.nmt.decoding.settings import SearchSettings
     from attnkit.nmt.export.engine import open_engine
     from attnkit.nmt.runs.loaded_run import load_run
 
     torch.set_num_threads(threads)
     run = load_run(run_dir)
+    settings = SearchSettings.from_config(run.config.decode).with_overrides(**overrides)
     folders = _exports(run_dir)
     engines = {
         "attnkit": open_engine("attnkit", run),
@@ -45,8 +50,12 @@ def parity(run_dir: Path, threads: int) -> dict:
             for q, f in folders.items()
         },
     }
-    greedy = {n: evaluate_run(run, "test", beam_size=1, engine=e) for n, e in engines.items()}
-    beam = {n: evaluate_run(run, "test", beam_size=5, engine=e) for n, e in engines.items()}
+    greedy = {
+        n: evaluate_run(run, "test", settings, beam_size=1, engine=e) for n, e in engines.items()
+    }
+    beam = {
+        n: evaluate_run(run, "test", settings, beam_size=5, engine=e) for n, e in engines.items()
+    }
     ours, theirs = greedy["attnkit"].hypotheses, greedy["ctranslate2 float32"].hypotheses
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
     beams = zip(beam["attnkit"].hypotheses, beam["ctranslate2 float32"].hypotheses, strict=True)
@@ -91,8 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="a Transformer run folder")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--coverage-penalty", type=float, help="instead of the run's")
+    parser.add_argument("--length-penalty", type=float, help="GNMT alpha, instead of the run's")
+    parser.add_argument("--no-repeat-ngram", type=int, help="instead of the run's")
     args = parser.parse_args(argv)
-    found = parity(args.run, args.threads)
+    found = parity(
+        args.run,
+        args.threads,
+        coverage_penalty=args.coverage_penalty,
+        length_penalty=args.length_penalty,
+        no_repeat_ngram=args.no_repeat_ngram,
+    )
     sys.stdout.write(report(found))
     if args.json:
         args.json.write_text(json.dumps(found, indent=2) + "\n")
