@@ -172,7 +172,7 @@ def _run_links(run, src, tgt, dev, dev_gold, transformer: bool):
     candidates = []
     for method, tau in [("argmax", 0.3), *(("threshold", t) for t in THRESHOLDS)]:
         options = AlignOptions(method=method, threshold=tau)
-        if transformer:  # every decoder layer and both shifts (layer_choice)
+        if transformer:  # every decoder layer, head and shift (layer_choice)
             options, scores = choose_layer(
                 run.model, run.src_tok, run.tgt_tok, dev[0], dev[1], dev_gold, options
             )
@@ -190,7 +190,8 @@ def _run_links(run, src, tgt, dev, dev_gold, transformer: bool):
 def _describe(o: AlignOptions) -> str:
     rule = "argmax" if o.method == "argmax" else f"threshold {o.threshold}"
     layer = "" if o.layer is None else f"layer {o.layer}, "
-    return f"{layer}shift {o.shift}, {rule}"
+    head = "" if o.head is None else f"head {o.head}, "
+    return f"{layer}{head}shift {o.shift}, {rule}"
 
 
 def table_rows(args, src, tgt, gold) -> list[dict]:

@@ -120,8 +120,8 @@ def test_align_layer_auto_chooses_on_a_development_set(run_dir, files, capsys):
     status, out, err = run(capsys, *base, "--layer", "auto", "--dev-bitext",
                            str(files / "dev"), "--dev-gold", str(files / "gold"))  # fmt: skip
     assert status == 0 and len(out.splitlines()) == 2, err
-    assert "--layer auto on 2 development pairs: layer 0, shift" in err
-    assert "L0/shift 0: " in err and "L0/shift 1: " in err
+    assert "--layer auto on 2 development pairs: layer 0, head " in err
+    assert "the lowest of " in err
     status, _, err = run(capsys, *base, "--layer", "auto")
     assert status == 2
     assert_one_line_error(err, "align", "--layer auto needs --dev-bitext FILE and --dev-gold")

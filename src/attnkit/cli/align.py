@@ -71,11 +71,11 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--shift",
-        default="0",
         choices=("0", "1", "auto"),
         help="1: align target word t with the step that reads it (row t+1); auto: the "
         "literature's rule from the run's config, 1 for an RNN with query_timing previous "
-        "(Bahdanau), else 0 (default 0: measured better for both timings, docs/align.md)",
+        "(Bahdanau), else 0 (default: the shift a guided-alignment run was trained with, "
+        "else 0: measured better for both timings, docs/align.md)",
     )
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
     view_options(p, all_heads=False)
@@ -129,20 +129,27 @@ def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[st
     return [line.split() for line in src], [line.split() for line in tgt]
 
 
-def _options(args: argparse.Namespace, model_config):
+def _options(args: argparse.Namespace, run):
+    """The extraction options; a guided-alignment run is read, unless told otherwise,
+    where it was supervised (its layer, head and shift)."""
     from ..nmt.analysis.align import AlignOptions, default_shift
 
     layer, args.layer = args.layer, None if args.layer == "auto" else args.layer
     heads = head_selection(args, all_heads=False)
     args.layer = layer
-    shift = default_shift(model_config) if args.shift == "auto" else int(args.shift)
+    guided = run.config.train.guided_alignment
+    view = {"layer": heads.layer, "head": heads.head}
+    if guided is not None and args.layer is None and args.head is None:
+        layers = run.model.attention_layout.layers
+        view = {"layer": guided.decoder_layer(layers), "head": guided.read_head()}
+    if args.shift == "auto":
+        shift = default_shift(run.config.model)
+    elif args.shift is None:
+        shift = guided.shift if guided is not None else 0
+    else:
+        shift = int(args.shift)
     return AlignOptions(
-        method=args.method,
-        threshold=args.threshold,
-        shift=shift,
-        merge=args.merge,
-        layer=heads.layer,
-        head=heads.head,
+        method=args.method, threshold=args.threshold, shift=shift, merge=args.merge, **view
     )
 
 
@@ -156,14 +163,16 @@ def run_align(args: argparse.Namespace) -> int:
     gold = _gold(args, src_words, tgt_words) if args.gold else None
     dev = _dev_set(args) if args.layer == "auto" else None
     run = _load(args)
-    options = _options(args, run.config.model)
+    options = _options(args, run)
     links, options = _run_links(args, run, options, src_words, tgt_words, dev)
     if args.symmetrize:
         from ..nmt.analysis.symmetrize import symmetrize_all
 
         reverse_run = _load(args, args.reverse_run)
         flipped = None if dev is None else _flip(*dev)
-        back, _ = _run_links(args, reverse_run, options, tgt_words, src_words, flipped)
+        back, _ = _run_links(
+            args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
+        )
         reverse = [{(i, j) for j, i in pair} for pair in back]  # back to (source, target)
         links = symmetrize_all(links, reverse, args.symmetrize)
     heads = HeadSelection(options.layer, options.head)
@@ -195,6 +204,10 @@ def _check_align_options(args: argparse.Namespace) -> None:
         raise UsageError(
             "--layer auto needs --dev-bitext FILE and --dev-gold FILE (a development set, not "
             "the pairs being scored), and they are only used with --layer auto"
+        )
+    if auto and (args.head is not None or args.shift is not None):
+        raise UsageError(
+            "--layer auto chooses the head and the shift too: leave out --head and --shift"
         )
 
 
@@ -231,17 +244,18 @@ def _run_links(args, run, options, src_words, tgt_words, dev):
 
 
 def _choose_layer(args, run, options, dev):
-    """``--layer auto``: the layer and shift with the lowest AER on the development pairs."""
+    """``--layer auto``: the layer, head and shift with the lowest AER on the development pairs."""
     from ..nmt.analysis.layer_choice import choose_layer
 
     options, scores = choose_layer(
         run.model, run.src_tok, run.tgt_tok, *dev, options,
         batch_size=args.batch_size, device=run.device,
     )  # fmt: skip
-    tried = ", ".join(f"L{s.layer}/shift {s.shift}: {s.aer:.3f}" for s in scores)
+    best = min(s.aer for s in scores)
     print(
-        f"{run.folder}: --layer auto on {len(dev[0])} development "
-        f"pairs: layer {options.layer}, shift {options.shift} (dev AER {tried})",
+        f"{run.folder}: --layer auto on {len(dev[0])} development pairs: layer {options.layer}, "
+        f"head {options.head}, shift {options.shift} (dev AER {best:.3f}, the lowest of "
+        f"{len(scores)} layer/head/shift choices)",
         file=sys.stderr,
     )
     return options

@@ -110,15 +110,20 @@ def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thre
     assert results[None] < 0.7, results  # it is the supervision, not the task, that does it
 
 
-def test_training_with_an_alignment_file_end_to_end(tmp_path):
-    cfg = config(TRANSFORMER, "train.max_steps=6")
-    corpus = load_split(cfg.data, "train")  # the toy task: reverse
+def _reverse_alignment(tmp_path):
+    """The toy reverse task's alignment file (every third line left empty) and its lines."""
+    corpus = load_split(config(TRANSFORMER).data, "train")
     lines = []
     for k, s in enumerate(corpus.src):
         n = len(s.split())
         lines.append("" if k % 3 == 0 else " ".join(f"{i}-{n - 1 - i}" for i in range(n)))
     align = tmp_path / "train.align"
     align.write_text("\n".join(lines) + "\n")
+    return align, lines
+
+
+def test_training_with_an_alignment_file_end_to_end(tmp_path):
+    align, lines = _reverse_alignment(tmp_path)
     guided = f"train.guided_alignment={{file: {align}, weight: 0.5, heads: all}}"
     run_dir = tmp_path / "run"
     summary = train(config(TRANSFORMER, "train.max_steps=6", guided), run_dir, echo=quiet)
@@ -138,3 +143,19 @@ def test_guided_alignment_refuses_scheduled_sampling():
     with pytest.raises(ValueError, match="needs train.teacher_forcing 1.0, got 0.5"):
         TrainConfig(teacher_forcing=0.5, guided_alignment={"file": "links.align"})
     assert TrainConfig(guided_alignment={"file": "links.align"}).teacher_forcing == 1.0
+
+
+def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
+    from attnkit.cli import main
+
+    align, _ = _reverse_alignment(tmp_path)
+    guided = f"train.guided_alignment={{file: {align}, layer: 0, heads: [1], shift: 0}}"
+    train(config(TRANSFORMER, "train.max_steps=2", guided), tmp_path / "run", echo=quiet)
+    (tmp_path / "pairs").write_text("s1 s2 ||| s2 s1\n")
+    (tmp_path / "gold").write_text("1-2 2-1\n")
+    argv = ["align", str(tmp_path / "run"), "--bitext", str(tmp_path / "pairs")]
+    assert main([*argv, "--gold", str(tmp_path / "gold")]) == 0
+    err = capsys.readouterr().err
+    assert "argmax, shift 0, sum merge, layer 0, head 1" in err, err
+    assert main([*argv, "--gold", str(tmp_path / "gold"), "--head", "mean", "--shift", "1"]) == 0
+    assert "shift 1, sum merge, layer 1, heads averaged" in capsys.readouterr().err  # model's view

@@ -42,3 +42,26 @@ class GuidedAlignmentConfig(_Section):
     layer: int | None = None
     heads: list[int] | Literal["all"] = Field(default_factory=lambda: [0], min_length=1)
     shift: Literal[0, 1] = 1
+
+    def decoder_layer(self, layers: int) -> int:
+        """The supervised decoder layer, 0-based, in a decoder of ``layers`` layers.
+
+        Raises:
+            ValueError: the configured layer is not one of them.
+        """
+        if self.layer is None:
+            return max(layers - 2, 0)
+        if not -layers <= self.layer < layers:
+            raise ValueError(
+                f"train.guided_alignment.layer={self.layer} is not a decoder layer "
+                f"(the model has {layers})"
+            )
+        return self.layer % layers
+
+    def read_head(self) -> int | str:
+        """The head alignments are read from: the supervised one, or ``"mean"`` when
+        several are supervised (their mean is what was trained; with a subset of the
+        heads, the mean of all of them is an approximation)."""
+        if self.heads != "all" and len(self.heads) == 1:
+            return self.heads[0]
+        return "mean"

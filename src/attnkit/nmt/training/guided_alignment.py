@@ -98,19 +98,12 @@ def alignment_loss(weights: Tensor, align: Tensor, shift: int = 1) -> tuple[Tens
 
 
 def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
-    """The 0-based decoder layer to supervise: the configured one, else the penultimate.
+    """The 0-based decoder layer to supervise (:meth:`GuidedAlignmentConfig.decoder_layer`).
 
     Raises:
         ValueError: the configured layer is not one of the ``layers`` decoder layers.
     """
-    if config.layer is None:
-        return max(layers - 2, 0)
-    if not -layers <= config.layer < layers:
-        raise ValueError(
-            f"train.guided_alignment.layer={config.layer} is not a decoder layer "
-            f"(the model has {layers})"
-        )
-    return config.layer % layers
+    return config.decoder_layer(layers)
 
 
 def guided_loss(
