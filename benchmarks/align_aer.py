@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = table_rows(args, src, tgt, gold)
         n = len(src) - args.dev_pairs
         print(f"Hansards en-fr, {n} scored pairs (the first {args.dev_pairs} chose each "
-              "run's layer, shift and rule)\n")  # fmt: skip
+              "run's layer, head, shift and rule)\n")  # fmt: skip
         print("| system | precision | recall | AER | valid BLEU |\n|---|---|---|---|---|")
         for r in rows:
             bleu = "" if r["bleu"] is None else f"{r['bleu']:.2f}"
