@@ -72,6 +72,29 @@ def test_cross_attention_cache_projects_the_encoder_states_once():
     assert cache.cross is True and cache.length == 5 and cache.steps == T
 
 
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_cross_attention_cache_zeroes_the_padding_once_and_nan_there_reaches_nothing(
+    need_weights,
+):
+    mha = make(2)
+    target, source = torch.randn(B, T, E), torch.randn(B, 5, E)
+    source[1, 3:] = float("nan")  # padding of the second sentence
+    kpm = padding_mask([5, 3])
+    clean = source.nan_to_num(0.0)
+    full, _ = mha(target, clean, key_padding_mask=kpm)
+    cache = KVCache()
+    for t in range(T):
+        out, _ = mha(target[:, t : t + 1], source if t == 0 else None, key_padding_mask=kpm,
+                     cache=cache, need_weights=need_weights)  # fmt: skip
+        assert torch.isfinite(out).all() and torch.allclose(out[:, 0], full[:, t], atol=1e-6)
+    assert cache.zeroed and torch.equal(cache.key[1, :, 3:], torch.zeros(2, 2, E // H))
+    assert torch.equal(cache.value[1, :, 3:], torch.zeros(2, 2, E // H))
+    assert cache.index_select(torch.tensor([1, 0])).zeroed
+    self_cache = KVCache()
+    mha(target[:, :1], key_padding_mask=kpm[:, :1], cache=self_cache)
+    assert not self_cache.zeroed  # self-attention: keys change at every step
+
+
 def test_index_select_reorders_the_cache_like_the_batch():
     mha = make(2)
     x = torch.randn(3, 4, E)

@@ -213,16 +213,20 @@ def attend(
     scale: float,
     dropout_p: float,
     return_weights: bool,
+    *,
+    dead_keys_zeroed: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """The kernels behind :func:`scaled_dot_product_attention`, on checked inputs.
 
-    Shapes as there; ``resolved`` from :func:`resolve_mask`. Returns
-    ``(output, weights or None)``.
+    Shapes as there; ``resolved`` from :func:`resolve_mask`. ``dead_keys_zeroed``:
+    the caller has already zeroed every key and value position no query may see
+    (:func:`zero_dead_keys`), e.g. once for encoder states reused at every
+    decoding step, so the pass is skipped. Returns ``(output, weights or None)``.
     """
     if key.shape[-2] == 0:  # no key at all: every row is fully masked
         output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
         return output, query.new_zeros(*query.shape[:-1], 0) if return_weights else None
-    if resolved.allowed is not None:
+    if resolved.allowed is not None and not dead_keys_zeroed:
         # Keys no query may see cannot reach any output, even when NaN: the
         # weights path replaces their scores, so only the values need zeroing.
         key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not return_weights)

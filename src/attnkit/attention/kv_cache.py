@@ -33,12 +33,16 @@ class KVCache:
         value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
         steps: number of query positions processed so far.
         cross: None until the first call, then whether this is a cross-attention cache.
+        zeroed: cross-attention only: the positions the first call's
+            ``key_padding_mask`` masked were zeroed in ``key`` and ``value`` then,
+            so later steps with that mask skip the pass (a copy of both per step).
     """
 
     key: Tensor | None = None
     value: Tensor | None = None
     steps: int = 0
     cross: bool | None = None
+    zeroed: bool = False
 
     def __repr__(self) -> str:
         return f"KVCache(length={self.length}, steps={self.steps}, cross={self.cross})"
@@ -52,4 +56,4 @@ class KVCache:
         """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
         pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
         pick_v = None if self.value is None else self.value.index_select(0, index)
-        return KVCache(pick, pick_v, self.steps, self.cross)
+        return KVCache(pick, pick_v, self.steps, self.cross, self.zeroed)

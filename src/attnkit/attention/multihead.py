@@ -24,7 +24,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .functional import attend
+from .functional import attend, zero_dead_keys
 from .kv_cache import KVCache
 from .masks import ResolvedMask, resolve_mask
 from .torch_interop import TorchInterop
@@ -190,6 +190,10 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, Tq, Dh)
         k, v = self._keys_values(query, key, value, cache)  # (B, Hkv, Tk, Dh) each
         resolved = self._mask(key_padding_mask, attn_mask, is_causal, need_weights, q, k)
+        cross = cache is not None and (cache.cross if cache.cross is not None else key is not None)
+        zeroed = cross and _padding_only(resolved, attn_mask, is_causal)
+        if zeroed and not cache.zeroed:  # the first cross-attention step: zero them once
+            k, v = zero_dead_keys(resolved.allowed, k, v)  # (B, Hkv, Tk, Dh) each
         heads, weights = attend(
             q,
             self._share_kv_heads(k),  # (B, H, Tk, Dh)
@@ -198,6 +202,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             1.0 / math.sqrt(self.head_dim),
             self.dropout if self.training else 0.0,
             need_weights,
+            dead_keys_zeroed=zeroed,
         )  # (B, H, Tq, Dh), (B, H, Tq, Tk) or None
         concat = heads.transpose(1, 2).reshape(b, tq, self.embed_dim)  # (B, Tq, E)
         output = self.out_proj(concat)  # (B, Tq, E)
@@ -208,6 +213,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         if cache is not None:
             cache.key, cache.value, cache.steps = k, v, cache.steps + tq
             cache.cross = cache.cross if cache.cross is not None else key is not None
+            cache.zeroed = zeroed
         if step:
             output = output.squeeze(1)  # (B, E)
             weights = None if weights is None else weights.squeeze(-2)  # (B, [H,] Tk)
@@ -366,3 +372,8 @@ def _check_mask(name: str, mask: Tensor, shapes: list[tuple[int, ...]], *, bool_
             return
     wanted = " or ".join(str(shape) for shape in shapes)
     raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected {wanted}")
+
+
+def _padding_only(resolved: ResolvedMask, attn_mask: Tensor | None, is_causal: bool) -> bool:
+    """Whether the only masked keys are padding (the same at every decoding step)."""
+    return resolved.allowed is not None and attn_mask is None and not is_causal

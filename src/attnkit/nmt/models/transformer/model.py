@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ....attention import KVCache, padding_mask
+from ....attention.functional import zero_dead_keys
 from ...vocab_ids import PAD
 from ..translator import AttentionLayout, AttentionMaps, Translator
 from .config import TransformerConfig
@@ -76,9 +77,10 @@ class TransformerMemory(NamedTuple):
         )
 
     def cross_caches(self) -> list[KVCache]:
-        """Fresh cross-attention caches over the projected keys/values (nothing re-projected)."""
+        """Fresh cross-attention caches over the projected keys/values (nothing re-projected,
+        padding already zeroed)."""
         return [
-            KVCache(k, v, 0, cross=True)
+            KVCache(k, v, 0, cross=True, zeroed=True)
             for k, v in zip(self.cross_keys, self.cross_values, strict=True)
         ]
 
@@ -199,13 +201,17 @@ class TransformerTranslator(Translator):
         return self._memory(states, mask, src_lengths)
 
     def _memory(self, states: Tensor, mask: Tensor, src_lengths: Tensor) -> TransformerMemory:
-        """Project each decoder layer's cross-attention keys and values once."""
+        """Project each decoder layer's cross-attention keys and values once, their padded
+        positions zeroed once (so no decoding step repeats that pass; see ``KVCache.zeroed``)."""
         keys, values = [], []
         for layer in self.decoder_layers:
             attn = layer.multihead_attn
             shape = (*states.shape[:2], attn.num_kv_heads, attn.head_dim)  # (B, S, H, Dh)
-            keys.append(attn.k_proj(states).view(shape).transpose(1, 2))  # (B, H, S, Dh)
-            values.append(attn.v_proj(states).view(shape).transpose(1, 2))  # (B, H, S, Dh)
+            k = attn.k_proj(states).view(shape).transpose(1, 2)  # (B, H, S, Dh)
+            v = attn.v_proj(states).view(shape).transpose(1, 2)  # (B, H, S, Dh)
+            k, v = zero_dead_keys(mask[:, None, None, :], k, v)  # mask (B, S): True = real
+            keys.append(k)
+            values.append(v)
         lengths = src_lengths.to(device=states.device, dtype=torch.long)
         return TransformerMemory(states, mask, lengths, tuple(keys), tuple(values))
 
