@@ -62,3 +62,16 @@ def test_tutorial_baseline_is_attnkit_bahdanau_weight_for_weight():
     src, tgt_in = torch.randint(1, 11, (3, 5)), torch.randint(1, 13, (3, 4))
     expected, _ = ours(src, torch.full((3,), 5), tgt_in)
     torch.testing.assert_close(tutorial(src, tgt_in), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_feed_forward_int8_quantizes_exactly_the_feed_forward_layers():
+    from benchmarks.profile_decode import feed_forward_int8
+    from conftest_nmt import tiny_transformer
+
+    model = tiny_transformer()
+    quantized = feed_forward_int8(model)
+    dynamic = torch.ao.nn.quantized.dynamic.Linear
+    int8 = [n for n, m in quantized.named_modules() if isinstance(m, dynamic)]
+    assert len(int8) == 2 * (2 + 2)  # linear1 and linear2 of 2 encoder + 2 decoder layers
+    assert all(n.endswith(("linear1", "linear2")) for n in int8)
+    assert type(model.encoder_layers[0].ff.linear1) is torch.nn.Linear  # the original is kept

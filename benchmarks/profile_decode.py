@@ -1,0 +1,107 @@
+"""Where attnkit's search spends its time on a trained run, and what dynamic int8 would earn.
+
+From the root of a clone (one thread)::
+
+    OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN [--beam 5] [--sentences 200]
+    OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN --int8
+
+The first form translates the first ``--sentences`` sentences of the run's test
+split under ``torch.profiler`` (after 20 to warm up) and prints the operators by
+their own CPU time, with the total. ``--int8`` instead times the same sentences,
+greedy and at ``--beam``, alternating the run's fp32 model with a copy whose
+feed-forward layers are quantized by ``torch.ao.quantization.quantize_dynamic``
+(int8 weights, activations quantized on the fly); three rounds, median
+sentences/s and sacreBLEU of each. (The attention projections are left in fp32:
+``MultiHeadAttention`` reads their weights' dtype, which a quantized layer does
+not have; the tied output layer is a plain ``F.linear``.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+WARMUP = 20
+ROUNDS = 3
+
+
+def _setup(run_dir: str, sentences: int):
+    from attnkit.nmt.data.corpus import load_split
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    torch.set_num_threads(1)
+    run = load_run(run_dir)
+    test = load_split(run.config.data, "test")
+    return run, test.src[:sentences], test.tgt[:sentences]
+
+
+def profile_search(run_dir: str, beam: int, sentences: int) -> str:
+    """The operator table of one search over the sentences."""
+    from attnkit.nmt.decoding.translate import translate_lines
+
+    run, lines, _ = _setup(run_dir, sentences)
+    translate_lines(run, lines[:WARMUP], beam_size=beam)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        translate_lines(run, lines, beam_size=beam)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+
+
+def feed_forward_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` whose feed-forward linear layers hold int8 weights."""
+    names = {
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in ("linear1", "linear2")
+    }
+    return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), names, dtype=torch.qint8)
+
+
+def compare_int8(run_dir: str, beam: int, sentences: int) -> str:
+    """Sentences/s and BLEU of fp32 and feed-forward int8, alternated."""
+    from attnkit.nmt.analysis.metrics import sacre_bleu
+    from attnkit.nmt.decoding.translate import translate_lines
+
+    run, lines, refs = _setup(run_dir, sentences)
+    models = {"fp32": run.model, "int8 feed-forward": feed_forward_int8(run.model)}
+    out = []
+    for size in (1, beam):
+        rates: dict[str, list[float]] = {name: [] for name in models}
+        bleu = {}
+        for _ in range(ROUNDS):
+            for name, model in models.items():
+                run.model = model
+                start = time.perf_counter()
+                found = translate_lines(run, lines, beam_size=size)
+                rates[name].append(len(lines) / (time.perf_counter() - start))
+                bleu[name] = sacre_bleu([t.text for t in found], refs).score
+        base = statistics.median(rates["fp32"])
+        for name in models:
+            rate = statistics.median(rates[name])
+            out.append(
+                f"beam {size} {name:<18} {rate:6.1f} sentences/s  x{rate / base:.2f}  "
+                f"BLEU {bleu[name]:.2f}"
+            )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a Transformer run folder")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--int8", action="store_true", help="fp32 against feed-forward int8")
+    args = parser.parse_args(argv)
+    if args.int8:
+        print(compare_int8(args.run, args.beam, args.sentences))
+    else:
+        print(profile_search(args.run, args.beam, args.sentences))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
