@@ -172,10 +172,11 @@ def run(quick: bool) -> Result:
         f"data_prepare_vs_spm_{r['pairs']}": r["store_pairs_per_s"] / r["spm_pairs_per_s"]
         for r in rows
     }
-    ratios["data_rss_largest_vs_previous"] = rows[-1]["train_rss_mb"] / rows[-2]["train_rss_mb"]
-    ratios["data_first_step_largest_vs_smallest"] = (
-        rows[-1]["first_step_s"] / rows[0]["first_step_s"]
-    )
+    if len(rows) > 1:  # the size ratios need two sizes
+        ratios["data_rss_largest_vs_previous"] = rows[-1]["train_rss_mb"] / rows[-2]["train_rss_mb"]
+        ratios["data_first_step_largest_vs_smallest"] = (
+            rows[-1]["first_step_s"] / rows[0]["first_step_s"]
+        )
     return Result([table], ratios)
 
 
