@@ -10,7 +10,10 @@ stream moves at about the speed of its slower half, not their sum.
 Workers are started by ``forkserver`` (never ``fork``: the parent may run
 PyTorch's thread pool) and get the function once, at start-up, not with every
 item. They ignore SIGINT: Ctrl-C reaches the parent, which cancels what is
-queued and lets the workers finish their current item.
+queued and lets the workers finish their current item. As with any
+``forkserver`` or ``spawn`` pool, each worker imports the caller's main module:
+a script that builds a store on several workers must keep its top-level code
+under ``if __name__ == "__main__":`` (the ``attnkit`` command does).
 """
 
 from __future__ import annotations
