@@ -154,3 +154,10 @@ def test_lessons_use_only_the_core_and_plot():
         return _inside(source, "attnkit.lessons") and not any(_inside(target, r) for r in allowed)
 
     assert _violations(rule) == []
+
+
+def test_test_files_have_unique_basenames():
+    """The tests have no __init__ files, so pytest imports each by its basename: two
+    files of one name in different folders fail the whole collection."""
+    names = [p.name for p in (SRC.parent / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
