@@ -236,10 +236,12 @@ class TransformerTranslator(Translator):
         (guided alignment, :func:`.layers.alignment_probabilities`).
         """
         y = self._embed(self.tgt_embedding, self.tgt_positions, tgt, start)  # (B, Tq, D)
+        if caches is None:  # the whole target at once: reuse the projected source all the same
+            caches = tuple((None, cross) for cross in memory.cross_caches())
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.decoder_layers):
             want = need_weights or (False, i == self.alignment_layer)
-            self_cache, cross_cache = (None, None) if caches is None else caches[i]
+            self_cache, cross_cache = caches[i]
             y, (sw, cw) = layer(
                 y,
                 memory.states,
