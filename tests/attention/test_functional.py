@@ -339,6 +339,10 @@ def test_resolve_mask_leaves_causal_to_the_fused_kernel_only_when_alone_and_squa
         torch.testing.assert_close(merged.allowed, causal_mask(tq, 3))
     tall = resolve_mask(None, query=torch.empty(4, 4), tk=3, is_causal=True)
     assert tall.row_has_key[:, 0].tolist() == [False, True, True, True]
+    # bottom-right aligned, one query sees every key: nothing left to mask (or to zero)
+    step = resolve_mask(None, query=torch.empty(1, 4), tk=5, is_causal=True, fused=False)
+    assert not step.is_causal and step.allowed is None and step.row_has_key is None
+    torch.testing.assert_close(causal_mask(1, 5), torch.ones(1, 5, dtype=torch.bool))
 
 
 def test_resolve_mask_combines_bool_and_float_masks_in_one_place():

@@ -212,6 +212,8 @@ def resolve_mask(
             allowed = combine_masks(allowed, part)
             if extra is not None:
                 bias = extra if bias is None else bias + extra
+    if tq <= 1:  # bottom-right aligned, a single query sees every key: nothing to mask
+        is_causal = False
     if is_causal and (not fused or allowed is not None or tq != tk):
         allowed = combine_masks(allowed, causal_mask(tq, tk, device=device))  # (..., Tq, Tk)
         is_causal = False

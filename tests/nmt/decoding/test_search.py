@@ -16,6 +16,7 @@ from attnkit.nmt.decoding.search import (
     greedy_decode,
     length_penalty,
 )
+from attnkit.nmt.decoding.steps import block_repeats
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
 from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
 
@@ -217,6 +218,21 @@ def _repetitive_model():
 def _repeats(tokens: list[int], n: int) -> bool:
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_block_repeats_rules_out_exactly_the_tokens_that_close_a_seen_ngram(n) -> None:
+    gen = torch.Generator().manual_seed(n)
+    history = torch.randint(3, 7, (8, 9), generator=gen)  # (N, t): a small alphabet repeats
+    log_probs = torch.randn(8, 10, generator=gen)
+    blocked = log_probs.clone()
+    block_repeats(blocked, history, n)
+    for row, tokens in enumerate(history.tolist()):
+        seen = {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+        for token in range(10):
+            closes = tuple(tokens[len(tokens) - (n - 1) :] + [token]) in seen
+            expected = -math.inf if closes else float(log_probs[row, token])
+            assert float(blocked[row, token]) == expected, (row, token)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

@@ -100,23 +100,61 @@ def _source_words(src: Tensor, src_lengths: Tensor) -> list[int]:
 
 
 @dataclass
+class _Trail:
+    """The attention weights of every step so far, kept with back-pointers.
+
+    Copying each live row's whole ``(t, S)`` history whenever beams are
+    reordered would cost ``O(t)`` per step; instead step ``s`` keeps its own
+    rows ``weights[s]`` ``(N_s, S)``, and ``parents[s]`` ``(N_{s+1},)`` says
+    which row of step ``s`` each row of step ``s + 1`` continues. A
+    hypothesis's history is read back only when it is finished.
+    """
+
+    weights: list[Tensor]
+    parents: list[Tensor]
+
+    def gather(self, rows: Tensor) -> Tensor:
+        """The weights ``(P, t, S)`` of ``rows`` ``(P,)``, numbered as the newest rows.
+
+        The newest rows are those of the last step's weights, or of the step
+        after it once its parents are known.
+        """
+        if len(self.parents) == len(self.weights):
+            rows = self.parents[-1][rows]
+        steps = []
+        for s in range(len(self.weights) - 1, -1, -1):
+            steps.append(self.weights[s][rows])  # (P, S)
+            if s:
+                rows = self.parents[s - 1][rows]
+        return torch.stack(steps[::-1], dim=1)  # (P, t, S)
+
+    def follow(self, rows: Tensor) -> None:
+        """The next rows continue ``rows`` ``(N',)`` of the newest ones."""
+        if len(self.parents) == len(self.weights):
+            self.parents[-1] = self.parents[-1][rows]
+        else:
+            self.parents.append(rows)
+
+
+@dataclass
 class _Beams:
     """Live beams of the sentences still being decoded (``n`` sentences, ``N = n*K`` rows)."""
 
     sentence: Tensor  # (n,) long, original index of each live sentence
     scores: Tensor  # (n, K) cumulative log-probabilities
     tokens: Tensor  # (N, t) long, emitted tokens
-    weights: Tensor  # (N, t, S) attention weights
+    trail: _Trail  # attention weights of every step
     state: DecoderState  # batch N
     memory: SourceMemory  # batch N
 
     def index_select(self, sentences: Tensor, rows: Tensor) -> _Beams:
         """Keep/reorder sentences ``(n',)`` and rows ``(N',)`` (both long indices)."""
+        self.trail.follow(rows)
         return _Beams(
             self.sentence[sentences],
             self.scores[sentences],
             self.tokens[rows],
-            self.weights[rows],
+            self.trail,
             self.state.index_select(rows),
             self.memory.index_select(rows),
         )
@@ -180,7 +218,7 @@ def beam_search_n_best(
                 model, beams.tokens[:, -1], beams.state, beams.memory
             )
             block_repeats(log_probs, beams.tokens[:, 1:], settings.no_repeat_ngram)
-            beams.weights = torch.cat([beams.weights, weights[:, None]], dim=1)  # (N, t, S)
+            beams.trail.weights.append(weights)  # (N, S)
             beams.state = state
             candidates = _top_candidates(beams.scores, log_probs, beam_size)
             _finish_eos(beams, candidates, step, beam_size, ranking, finished)
@@ -192,23 +230,30 @@ def beam_search_n_best(
 
 def _initial_beams(model: Translator, memory: SourceMemory, k: int) -> _Beams:
     """Expand every sentence to K rows; only beam 0 is live at the first step."""
-    (batch, src_len), device = memory.mask.shape, memory.mask.device
+    batch, device = memory.mask.shape[0], memory.mask.device
     rows = torch.arange(batch, device=device).repeat_interleave(k)  # (N,)
     scores = torch.full((batch, k), -torch.inf, device=device)
     scores[:, 0] = 0.0  # the other K-1 copies would only duplicate beam 0
     tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
-    weights = torch.zeros(batch * k, 0, src_len, device=device)  # (N, 0, S)
     expanded = memory.index_select(rows)
     sentences = torch.arange(batch, device=device)
-    return _Beams(sentences, scores, tokens, weights, model.initial_state(expanded), expanded)
+    return _Beams(
+        sentences, scores, tokens, _Trail([], []), model.initial_state(expanded), expanded
+    )
 
 
 def _top_candidates(scores: Tensor, log_probs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The 2K best one-token extensions per sentence: ``scores, beam, token``, each ``(n, 2K)``."""
-    n, vocab = scores.shape[0], log_probs.shape[-1]
-    total = scores[:, :, None] + log_probs.view(n, k, vocab)  # (n, K, V)
-    top_scores, flat = total.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
-    return top_scores, flat // vocab, flat % vocab
+    """The 2K best one-token extensions per sentence: ``scores, beam, token``, each ``(n, 2K)``.
+
+    A sentence's 2K best extensions are among its beams' own 2K best tokens,
+    so only those ``(N, 2K)`` are added to the beams' scores and ranked.
+    """
+    n = scores.shape[0]
+    width = min(2 * k, log_probs.shape[-1])
+    best, tokens = log_probs.topk(width, dim=-1)  # (N, W) each
+    total = (scores.view(n * k, 1) + best).view(n, k * width)  # (n, K*W)
+    top_scores, flat = total.topk(min(2 * k, k * width), dim=-1)  # (n, 2K)
+    return top_scores, flat // width, tokens.view(n, k * width).gather(1, flat)
 
 
 def _finish_eos(
@@ -242,7 +287,7 @@ def _record(
         return
     rows = torch.tensor([row for _, row, _ in picks], device=beams.tokens.device)  # (P,)
     tokens = beams.tokens[rows, 1:].tolist()  # drop BOS; an ending EOS is not stored
-    weights = beams.weights[rows].float().cpu()  # (P, t, S)
+    weights = beams.trail.gather(rows).float().cpu()  # (P, t, S)
     lengths = beams.memory.lengths[rows].tolist()
     sentences = beams.sentence.tolist()
     for p, (i, _, log_prob) in enumerate(picks):
@@ -262,11 +307,12 @@ def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -
     )[:, :k]  # (n, K)
     n = scores.shape[0]
     rows = (torch.arange(n, device=scores.device)[:, None] * k + beam.gather(1, order)).view(-1)
+    beams.trail.follow(rows)
     kept = _Beams(
         beams.sentence,
         scores.gather(1, order),  # (n, K)
         beams.tokens[rows],
-        beams.weights[rows],
+        beams.trail,
         beams.state.index_select(rows),
         beams.memory,  # rows of one sentence share its source, no reorder needed
     )

@@ -53,9 +53,7 @@ def greedy_decode(
         for t in range(int(limits.max())):
             step_log_probs, step_weights, state = next_log_probs(model, tokens, state, memory)
             if steps:
-                block_repeats(
-                    step_log_probs, torch.stack(steps, 1), settings.no_repeat_ngram
-                )  # (B, t)
+                block_repeats(step_log_probs, torch.stack(steps, 1), settings.no_repeat_ngram)
             best, tokens = step_log_probs.max(dim=-1)  # (B,), (B,)
             steps.append(tokens)
             weights.append(step_weights)

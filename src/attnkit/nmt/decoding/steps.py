@@ -72,14 +72,13 @@ def block_repeats(log_probs: Tensor, history: Tensor, n: int) -> None:
 
     ``log_probs`` ``(N, V)``; ``history`` ``(N, t)`` long, the tokens emitted so
     far (no ``<bos>``); ``n <= 0`` blocks nothing. ``<eos>`` never appears in a
-    live history, so some token always stays allowed.
+    live history, so some token always stays allowed. Only the matching n-grams'
+    last tokens are written: no ``(N, V)`` buffer is made.
     """
     if n <= 0 or history.shape[1] < n:
         return
     grams = history.unfold(1, n, 1)  # (N, G, n), every n-gram so far
     prefix = history[:, history.shape[1] - (n - 1) :]  # (N, n-1), the newest n-1 tokens
     match = (grams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (N, G)
-    banned = torch.zeros_like(log_probs, dtype=torch.long).scatter_reduce_(
-        1, grams[:, :, -1], match.long(), "amax"
-    )  # (N, V)
-    log_probs.masked_fill_(banned.bool(), -torch.inf)
+    rows, gram = match.nonzero(as_tuple=True)  # (M,) each: the n-grams the next token would close
+    log_probs[rows, grams[rows, gram, -1]] = -torch.inf
