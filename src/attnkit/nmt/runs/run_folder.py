@@ -48,6 +48,7 @@ RESUME_MAY_CHANGE = (
             "valid_every",
             "checkpoint_every",
             "valid_bleu_sentences",
+            "average_last",
             "threads",
             "device",
             "precision",
