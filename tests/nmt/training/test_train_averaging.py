@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from test_train import TINY
 
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
@@ -13,7 +14,6 @@ from attnkit.nmt.runs.run_folder import RunFolder
 from attnkit.nmt.training import objective
 from attnkit.nmt.training.loop import train
 from attnkit.nmt.training.prepare import validation_data
-from test_train import TINY
 
 # 20 steps, validated every 5: snapshots at 5, 10, 15, 20; the last 3 are kept.
 AVERAGED = ("train.max_steps=20", "train.average_last=3")
