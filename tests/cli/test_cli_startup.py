@@ -35,7 +35,14 @@ def _heavy_modules_after(argv: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["train", "--help"], ["translate", "--help"], ["--version"]]
+    "argv",
+    [
+        ["--help"],
+        ["train", "--help"],
+        ["translate", "--help"],
+        ["average", "--help"],
+        ["--version"],
+    ],
 )
 def test_help_loads_no_heavy_library(argv):
     assert _heavy_modules_after(argv) == []

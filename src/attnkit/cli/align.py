@@ -21,7 +21,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, warn
-from .run_hint import check_run_folder
+from .run_hint import check_run_folder, checkpoint_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
-    p.add_argument("--checkpoint", default="best", choices=("best", "last"))
+    checkpoint_option(p)
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     precision_option(p)
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")

@@ -1,7 +1,7 @@
 """CLI command: export a trained run to a deployment engine.
 
 ``attnkit export RUN_DIR [OUT] [--format ctranslate2] [--quantization int8|int8_float32|float32]
-[--checkpoint best|last]``
+[--checkpoint best|last|averaged]``
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import UsageError
+from .run_hint import checkpoint_option
 
 FORMATS = ("ctranslate2",)
 
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="float32",
         help="weights on disk: float32 (exact, default) or 8-bit integers (about 4x smaller)",
     )
-    p.add_argument("--checkpoint", default="best", choices=("best", "last"))
+    checkpoint_option(p)
     p.set_defaults(func=run_export, trailing_positionals="out")
 
 

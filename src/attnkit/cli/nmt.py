@@ -22,7 +22,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, stderr, warn
-from .run_hint import check_run_folder
+from .run_hint import check_run_folder, checkpoint_option
 
 DEFAULT_BUFFER_LINES = 256
 
@@ -145,7 +145,7 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
-    p.add_argument("--checkpoint", default="best", choices=("best", "last"))
+    checkpoint_option(p)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
     p.add_argument(
         "--threads",

@@ -1,4 +1,5 @@
-"""A missing run folder, named with the command that makes it.
+"""A run folder on the command line: the ``--checkpoint`` choice, and a missing folder named
+with the command that makes it.
 
 ``attnkit translate runs/multi30k`` before training says which
 ``attnkit train configs/multi30k.yaml`` writes that folder, when the folder's
@@ -8,13 +9,27 @@ checkout's beside the installed package).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .errors import UsageError
 
-__all__ = ["check_run_folder", "preset_for"]
+__all__ = ["CHECKPOINTS", "check_run_folder", "checkpoint_option", "preset_for"]
+
+CHECKPOINTS = ("best", "last", "averaged")  # the names a run folder's checkpoints may have
 
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+def checkpoint_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--checkpoint best|last|averaged`` (default ``best``)."""
+    p.add_argument(
+        "--checkpoint",
+        default="best",
+        choices=CHECKPOINTS,
+        help="the run's checkpoint: best (highest valid BLEU; default), last, or averaged (the "
+        "mean of the last snapshots: train.average_last, 'attnkit average RUN_DIR')",
+    )
 
 
 def preset_for(name: str) -> Path | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .decoding import precision_option
 from .errors import UsageError
+from .run_hint import checkpoint_option
 
 # option -> (Limits field, help); the defaults are Limits' own
 _LIMITS = {
@@ -40,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="trained run folders")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0 = any)")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    checkpoint_option(p)
     precision_option(p)
     _limit_options(p)
     p.set_defaults(func=_run_serve)

@@ -191,6 +191,23 @@ def test_an_export_of_an_older_checkpoint_is_refused(post_ln, tmp_path):
         save_checkpoint(post_ln, "best", weights, {})
 
 
+def test_an_export_of_the_averaged_checkpoint_records_its_own_step_and_bleu(trained, tmp_path):
+    weights = load_checkpoint(trained / "best.json").model
+    state = {"averaged_steps": [20, 30], "step": 30, "valid_bleu": 12.5}
+    save_checkpoint(trained, "averaged", weights, state)
+    try:
+        out = tmp_path / "averaged"
+        export_run(trained, out, checkpoint="averaged")
+        manifest = json.loads((out / MANIFEST).read_text())
+        assert manifest["checkpoint"] == "averaged"
+        assert manifest["step"] == 30 and manifest["valid_bleu"] == 12.5
+        record = json.loads((trained / "averaged.json").read_text())
+        assert manifest["checkpoint_sha256"] == record["sha256"]
+    finally:
+        for path in trained.glob("averaged.*"):
+            path.unlink()
+
+
 def test_cli_exports_then_translates_and_evaluates_with_ctranslate2(trained, tmp_path, capsys):
     out = tmp_path / "ct2"
     assert main(["export", str(trained), "--quantization", "float32", str(out)]) == 0

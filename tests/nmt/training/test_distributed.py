@@ -22,7 +22,10 @@ import yaml
 
 from attnkit.nmt.data.batching import encode_examples
 from attnkit.nmt.data.corpus import load_split
+from attnkit.nmt.runs.averaging import average_weights
+from attnkit.nmt.runs.checkpoint import load_checkpoint
 from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.runs.run_folder import RunFolder
 from attnkit.nmt.runs.runlock import RunInUse, run_lock
 from attnkit.nmt.training.distributed import ENV_TIMEOUT, Group, join
 from attnkit.nmt.training.objective import validate
@@ -221,6 +224,20 @@ def test_bf16_trains_data_parallel_like_one_process_in_bf16(tmp_path):
         assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-2), (x, y)
     weights = load_run(tmp_path / "two", checkpoint="last").model.state_dict().values()
     assert {t.dtype for t in weights} == {torch.float32}
+
+
+@pytest.mark.slow
+def test_rank_0_keeps_the_snapshots_and_writes_the_averaged_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [REVERSE, *SMALL, "--train.max_steps", "4", "--train.average_last", "3"]
+    logs = [ok(p) for p in plain_ranks(*args, "--out", str(run_dir))]
+    assert sum("averaged 3 snapshots (steps 2, 3, 4)" in log for log in logs) == 1
+    folder = RunFolder(run_dir)
+    assert folder.snapshots.steps() == [2, 3, 4]
+    assert len(list(folder.snapshots.folder.glob("*.safetensors"))) == 3
+    snapshots = [load_checkpoint(folder.snapshots.path(s)).model for s in (2, 3, 4)]
+    expected, averaged = average_weights(snapshots), load_checkpoint(folder.averaged).model
+    assert all(torch.equal(averaged[k], expected[k]) for k in expected)
 
 
 @pytest.mark.slow

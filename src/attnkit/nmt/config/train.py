@@ -23,6 +23,11 @@ class TrainConfig(_Section):
     steps between validations. A step whose loss or gradient is not finite is
     skipped with a warning; ``max_nonfinite`` such steps in a row stop training.
 
+    ``average_last: N`` (0, the default, is off) keeps the model weights of the
+    last N validations as snapshots (``RUN/snapshots/``) and, when training
+    ends, writes the ``averaged`` checkpoint: their element-wise mean
+    (:mod:`attnkit.nmt.runs.averaging`), validated and compared with ``best``.
+
     ``threads`` is the number of CPU threads torch uses (intra-op). 0 means:
     ``OMP_NUM_THREADS`` when it is set, else the CPUs this process may use
     (shared among the ``torchrun`` processes on the machine), never more than
@@ -41,7 +46,7 @@ class TrainConfig(_Section):
 
     Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
     ``early_stopping``, ``valid_every``, ``checkpoint_every``,
-    ``valid_bleu_sentences``) may change when a run is resumed, and so may
+    ``valid_bleu_sentences``, ``average_last``) may change when a run is resumed, and so may
     ``threads``, ``device`` and ``precision`` (the machine's, not the model's:
     the run goes on, but no longer repeats bit for bit); a finished run
     whose budget is raised trains on. ``max_minutes`` counts the whole run's
@@ -64,6 +69,7 @@ class TrainConfig(_Section):
     early_stopping: int | None = Field(3, gt=0)
     valid_every: int | None = Field(None, gt=0)
     checkpoint_every: int | None = Field(None, gt=0)
+    average_last: int = Field(0, ge=0)
     max_nonfinite: int = Field(5, gt=0)
     valid_bleu_sentences: int | None = Field(None, gt=0)
     max_steps: int | None = Field(None, gt=0)

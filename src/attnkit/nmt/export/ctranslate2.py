@@ -128,7 +128,7 @@ def export_run(
             one is replaced whole.
         quantization: the weights' type: ``None`` or ``"float32"`` (exact),
             ``"int8"`` or ``"int8_float32"`` (8-bit weights, about 4x smaller).
-        checkpoint: ``best`` or ``last``.
+        checkpoint: ``best``, ``last`` or ``averaged``.
 
     Returns:
         an :class:`ExportInfo`.

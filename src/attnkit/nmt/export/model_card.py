@@ -46,7 +46,7 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
     """What ``attnkit_export.json`` records: versions, the checkpoint and its hash, scores,
     data, tokenizers, the model config and the decoding limits."""
     record = _checkpoint_record(run.folder, checkpoint)
-    progress = record.get("state", {}).get("progress", {})
+    step, valid_bleu = _step_and_bleu(record.get("state", {}))
     data, model, decode = run.config.data, run.config.model, run.config.decode
     tokenizer = json.loads((run.folder / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
     return {
@@ -57,8 +57,8 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
         "run": str(run.folder.resolve()),
         "checkpoint": checkpoint,
         "checkpoint_sha256": record.get("sha256"),
-        "step": progress.get("step"),
-        "valid_bleu": progress.get("best_bleu") if progress.get("best_bleu", -1) >= 0 else None,
+        "step": step,
+        "valid_bleu": valid_bleu,
         "test_bleu": _test_bleu(RunFolder(run.folder).metrics),
         "data": _data_name(data),
         "src_lang": data.src_lang,
@@ -74,6 +74,16 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
             "max_len_b": decode.max_len_b,
         },
     }
+
+
+def _step_and_bleu(state: dict) -> tuple[int | None, float | None]:
+    """A checkpoint's step and valid BLEU: the run's best so far for ``best``/``last``, its
+    own for ``averaged`` (whose state records its scores, not the run's progress)."""
+    if "progress" not in state:
+        return state.get("step"), state.get("valid_bleu")
+    progress = state["progress"]
+    bleu = progress.get("best_bleu")
+    return progress.get("step"), bleu if bleu is not None and bleu >= 0 else None
 
 
 def _test_bleu(metrics: Path) -> float | None:

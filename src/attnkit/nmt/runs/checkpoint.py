@@ -40,6 +40,7 @@ __all__ = [
     "Checkpoint",
     "checkpoint_exists",
     "checkpoint_row",
+    "delete_checkpoint",
     "latest_good",
     "load_checkpoint",
     "load_latest",
@@ -149,6 +150,15 @@ def _remove_unnamed_weights(folder: Path, name: str, records: tuple[Path, ...]) 
         if path.name not in named and path.name.count(".") == 2:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+def delete_checkpoint(folder: str | Path, name: str) -> None:
+    """Delete checkpoint ``name`` in ``folder``: its record first (so no reader finds a record
+    without weights for long), then every ``name.*.safetensors`` weights file; a missing
+    checkpoint is no error. A ``name.prev.json`` kept beside it stays."""
+    folder = Path(folder)
+    record_path(folder, name).unlink(missing_ok=True)
+    _remove_unnamed_weights(folder, name, (_previous_path(record_path(folder, name)),))
 
 
 def checkpoint_exists(path: str | Path) -> bool:

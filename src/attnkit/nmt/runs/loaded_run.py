@@ -18,7 +18,7 @@ from ..models.registry import build_translator
 from ..models.translator import Translator
 from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
-from .run_folder import RunFolder
+from .run_folder import AVERAGED, RunFolder
 
 __all__ = ["LoadedRun", "load_run"]
 
@@ -48,7 +48,8 @@ def load_run(
     precision: str = "fp32",
     option: str = "precision",
 ) -> LoadedRun:
-    """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``/``last``).
+    """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``,
+    ``last`` or ``averaged``: the mean of the last snapshots, ``train.average_last``).
 
     The checkpoint is float32 whatever precision the run trained in; ``precision``
     (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,
@@ -83,6 +84,8 @@ def _checkpoint_path(run: RunFolder, checkpoint: str) -> Path:
     path = run.checkpoint(checkpoint)
     if path.is_file():
         return path
+    if checkpoint == AVERAGED:
+        raise FileNotFoundError(_no_averaged(run, path))
     other = "last" if checkpoint == "best" else "best"
     if run.checkpoint(other).is_file():
         hint = f"{run.checkpoint(other)} exists: use checkpoint {other!r} (--checkpoint {other})"
@@ -93,3 +96,17 @@ def _checkpoint_path(run: RunFolder, checkpoint: str) -> Path:
         f"checkpoint not found: {path} (written at {when}); {hint}; "
         f"or resume training: attnkit train --resume {run.path}"
     )
+
+
+def _no_averaged(run: RunFolder, path: Path) -> str:
+    """Why ``RUN/averaged.json`` is missing, and the command that makes it."""
+    kept = len(run.snapshots.steps())
+    if kept >= 2:
+        how = f"{run.path} keeps {kept} snapshots: make it with 'attnkit average {run.path}'"
+    else:
+        how = (
+            f"it needs snapshots of 2 or more validations and {run.path} keeps {kept}: train "
+            "with --train.average_last N (N >= 2; also on --resume), whose end writes it, "
+            f"or run 'attnkit average {run.path}' once snapshots are kept"
+        )
+    return f"checkpoint not found: {path} (the mean of the last snapshots); {how}"

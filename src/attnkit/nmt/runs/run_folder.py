@@ -5,7 +5,8 @@ A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
 ``config.yaml`` (the resolved config), the tokenizer files (``tokenizer.json``
 and the vocabularies it names), the ``best``/``last`` checkpoints
 (``best.json``, ``last.json``, ``last.prev.json`` and their safetensors),
-``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png``,
+``snapshots/`` and ``averaged.json`` (checkpoint averaging, ``train.average_last``:
+:mod:`.snapshots`), ``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png``,
 ``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
 arithmetic each training session ran in, and why), ``store/train/`` (the
 training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
@@ -23,12 +24,14 @@ from pathlib import Path
 from ...atomic import atomic_write_bytes, writing
 from ..config import RunConfig, config_changes
 from ..data.tokenizer import MANIFEST
-from .checkpoint import checkpoint_exists, record_path
+from .checkpoint import checkpoint_exists, delete_checkpoint, record_path
 from .runlock import LOCK_NAME
+from .snapshots import Snapshots
 
-__all__ = ["RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
+__all__ = ["AVERAGED", "RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
 
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
+AVERAGED = "averaged"  # the checkpoint averaging the last snapshots (train.average_last)
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
 # its label, and the machine it runs on (threads, device and precision change the order or
@@ -45,6 +48,7 @@ RESUME_MAY_CHANGE = (
             "valid_every",
             "checkpoint_every",
             "valid_bleu_sentences",
+            "average_last",
             "threads",
             "device",
             "precision",
@@ -53,7 +57,8 @@ RESUME_MAY_CHANGE = (
     "name",
 )
 
-_RUN_GLOBS = ("best.*", "last.*", "spm*.model", "vocab*.json")  # checkpoints, vocabularies
+# checkpoints, vocabularies
+_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json")
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,8 @@ class RunFolder:
         return self.path / "prepared.json"
 
     def checkpoint(self, name: str) -> Path:
-        """The record of checkpoint ``name`` (``best``, ``last``, ``last.prev``): ``NAME.json``."""
+        """The record of checkpoint ``name`` (``best``, ``last``, ``last.prev``, ``averaged``):
+        ``NAME.json``."""
         return record_path(self.path, name)
 
     @property
@@ -120,8 +126,27 @@ class RunFolder:
         return self.checkpoint("best")
 
     @property
+    def averaged(self) -> Path:
+        """The record of the ``averaged`` checkpoint (the mean of the snapshots)."""
+        return self.checkpoint(AVERAGED)
+
+    @property
+    def snapshots(self) -> Snapshots:
+        """The model weights of the last validations (``train.average_last``): ``snapshots/``."""
+        return Snapshots(self.path / "snapshots")
+
+    @property
     def last(self) -> Path:
         return self.checkpoint("last")
+
+    def drop_averaging_after(self, step: int) -> list[int]:
+        """Delete the snapshots of steps after ``step``, and the ``averaged`` checkpoint if it
+        averaged any of them (a run resumed at ``step`` redoes those steps); returns the steps
+        of the snapshots deleted."""
+        dropped = self.snapshots.drop_after(step)
+        if max(_averaged_steps(self.averaged), default=0) > step:
+            delete_checkpoint(self.path, AVERAGED)
+        return dropped
 
     def has_run(self) -> bool:
         """Whether a ``last`` checkpoint (or its kept previous version) is there to resume."""
@@ -140,6 +165,11 @@ class RunFolder:
             path.unlink(missing_ok=True)
         for pattern in _RUN_GLOBS:
             for path in self.path.glob(pattern):
+                path.unlink()
+        snapshots = self.snapshots
+        snapshots.keep_last(0)
+        if snapshots.folder.is_dir():
+            for path in snapshots.folder.glob("*.safetensors"):  # a crash's leftovers
                 path.unlink()
 
     def prepare(
@@ -304,6 +334,15 @@ def _salvage(line: str) -> dict:
         except ValueError:
             continue
     return row
+
+
+def _averaged_steps(record: Path) -> list[int]:
+    """The steps the ``averaged`` record says it averaged (``[]``: none, or unreadable)."""
+    try:
+        steps = json.loads(record.read_text(encoding="utf-8"))["state"]["averaged_steps"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [s for s in steps if isinstance(s, int)] if isinstance(steps, list) else []
 
 
 def _ignore(_line: str) -> None:

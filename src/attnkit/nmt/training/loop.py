@@ -10,8 +10,11 @@ training ends (early stopping, budgets, stop requests, non-finite steps).
 
 The run folder (:class:`~attnkit.nmt.runs.run_folder.RunFolder`) gets the
 resolved config, the tokenizers, the ``best``/``last`` checkpoints, the
-metrics log and the learning curve. One training at a time writes it:
-:func:`train` holds the folder's lock (:mod:`~attnkit.nmt.runs.runlock`) throughout.
+metrics log and the learning curve. With ``train.average_last N`` it also keeps
+the model weights of the last N validations (``snapshots/``) and, when
+training ends, their mean as the ``averaged`` checkpoint (:mod:`.averaged`).
+One training at a time writes it: :func:`train` holds the folder's lock
+(:mod:`~attnkit.nmt.runs.runlock`) throughout.
 
 Reliability: ``last`` holds everything a resumed run needs (model, optimizer,
 scheduler, data order, RNG state, the training loss since the last
@@ -54,9 +57,10 @@ from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_chec
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from . import guided_alignment, messages, objective
+from .averaged import write_averaged
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
-from .prepare import EpochOrder, TrainingData, prepare_data
+from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
@@ -117,6 +121,8 @@ class _Trainer:
             known=checkpoint_row(ckpt),
             warn=self.echo,
         )
+        if self.group.is_main:
+            self.folder.drop_averaging_after(self.progress.step)
         self.started -= self.progress.elapsed_s
 
     def elapsed(self) -> float:
@@ -162,11 +168,45 @@ class _Trainer:
             self.folder.append_history(row)
         if improved:
             self.save("best")
+        self._snapshot(row)  # before last: a run resumed from an earlier last drops it
         self.save("last")
+        if main and self.config.train.average_last:
+            self.folder.snapshots.keep_last(self.config.train.average_last)
         if main:
             with writing(self.folder.learning_curve):
                 learning_curve(_plottable(self.history), path=self.folder.learning_curve)
         self.echo(messages.validation_line(row, improved))
+
+    def _snapshot(self, row: dict) -> None:
+        """Rank 0 keeps this validation's model weights for averaging (``train.average_last``)."""
+        if self.group.is_main and self.config.train.average_last:
+            state = {key: row[key] for key in ("epoch", *_SCORES)}
+            self.folder.snapshots.add(row["step"], self.model.state_dict(), state)
+
+    def write_averaged(self) -> None:
+        """Rank 0, when training ends: the ``averaged`` checkpoint of the newest
+        ``train.average_last`` snapshots (2 or more), validated; one line to ``echo``."""
+        count = self.config.train.average_last
+        if not (self.group.is_main and count):
+            return
+        kept = len(self.folder.snapshots.steps())
+        if min(count, kept) < 2:
+            self.echo(
+                f"train.average_last {count}: {kept} snapshot(s) kept; averaging needs 2 or "
+                "more, so no averaged checkpoint was written"
+            )
+            return
+        d = self.data
+        data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
+        averaged = write_averaged(
+            self.folder,
+            self.config,
+            data,
+            device=self.device,
+            precision=self.precision,
+            count=min(count, kept),
+        )
+        self.echo(averaged.line())
 
     def _scores(self) -> dict[str, float]:
         """Rank 0's validation scores (:func:`.objective.validate`), on every rank."""
@@ -408,4 +448,5 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     note = cut_short_note(config.train, p, folder.path)
     if note:
         echo(note)
+    trainer.write_averaged()
     return TrainSummary(folder.path, p, False, trainer.history, main=group.is_main)

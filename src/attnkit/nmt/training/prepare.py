@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from ...atomic import atomic_write_bytes
 from ..config import DataConfig, RunConfig, TrainConfig
 from ..data.batching import Examples, bucket_batches, encode_examples
-from ..data.corpus import load_split, stream_split
+from ..data.corpus import ParallelCorpus, load_split, stream_split
 from ..data.store import TokenStore, file_identity, fingerprint
 from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
 from ..data.training_split import (
@@ -28,7 +28,55 @@ from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from .distributed import Group
 
-__all__ = ["EpochOrder", "TrainingData", "prepare_data", "prepare_run"]
+__all__ = [
+    "EpochOrder",
+    "TrainingData",
+    "ValidationData",
+    "prepare_data",
+    "prepare_run",
+    "validation_data",
+]
+
+
+@dataclass(frozen=True)
+class ValidationData:
+    """What :func:`.objective.validate` scores a model on, with the run's tokenizers.
+
+    Attributes:
+        valid: validation pairs as token ids (no length limit).
+        references: the validation targets as text, for BLEU.
+        src_tok, tgt_tok: the run's tokenizers.
+    """
+
+    valid: Examples
+    references: list[str]
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+
+
+def validation_data(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer) -> ValidationData:
+    """The run's validation split, encoded with its tokenizers.
+
+    Raises:
+        ValueError: the split has no sentence pairs (the message names its files).
+    """
+    return _encoded(_valid_corpus(config), src_tok, tgt_tok)
+
+
+def _valid_corpus(config: RunConfig) -> ParallelCorpus:
+    """The validation split as text; an empty one is an error naming its files."""
+    corpus = load_split(config.data, "valid")
+    if not len(corpus):
+        raise ValueError(
+            f"no valid sentence pairs{_where(config.data, 'valid')} "
+            f"({corpus.skipped} skipped for an empty side)"
+        )
+    return corpus
+
+
+def _encoded(corpus: ParallelCorpus, src_tok: Tokenizer, tgt_tok: Tokenizer) -> ValidationData:
+    valid, _ = encode_examples(corpus.src, corpus.tgt, src_tok, tgt_tok)
+    return ValidationData(valid, corpus.tgt, src_tok, tgt_tok)
 
 
 @dataclass(frozen=True)
@@ -87,22 +135,23 @@ def prepare_data(
         ValueError: a split has no sentence pairs, or no training pair is left
             within the length limits.
     """
-    valid_corpus = load_split(config.data, "valid")
-    if not len(valid_corpus):
-        raise ValueError(
-            f"no valid sentence pairs{_where(config.data, 'valid')} "
-            f"({valid_corpus.skipped} skipped for an empty side)"
-        )
+    valid_corpus = _valid_corpus(config)  # an empty split fails before any tokenizer trains
     threads = torch.get_num_threads()
     with group.main_first():  # rank 0 tokenizes once; the others then read what it wrote
         reuse = resuming or not group.is_main
         src_tok, tgt_tok = _tokenizers(config, folder, reuse=reuse, threads=threads, echo=echo)
         store = _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
-    valid, _ = encode_examples(valid_corpus.src, valid_corpus.tgt, src_tok, tgt_tok)
+    checked = _encoded(valid_corpus, src_tok, tgt_tok)
     counts = store.counts
     train = Examples(store.src, store.tgt, store.links)
     data = TrainingData(
-        train, valid, valid_corpus.tgt, src_tok, tgt_tok, counts.dropped, counts.skipped
+        train,
+        checked.valid,
+        checked.references,
+        src_tok,
+        tgt_tok,
+        counts.dropped,
+        counts.skipped,
     )
     echo(data.summary())
     if not len(train):

@@ -1,0 +1,105 @@
+"""Snapshots for checkpoint averaging: kept by step, pruned, dropped after a resumed step."""
+
+import json
+
+import pytest
+import torch
+
+from attnkit.nmt.runs.checkpoint import delete_checkpoint, load_checkpoint, save_checkpoint
+from attnkit.nmt.runs.run_folder import RunFolder
+from attnkit.nmt.runs.snapshots import Snapshots
+
+
+def _weights(value: float) -> dict[str, torch.Tensor]:
+    return {"w": torch.full((2, 3), value), "n": torch.tensor(int(value))}
+
+
+def _snapshots(tmp_path, steps=(5, 10, 15, 20)) -> Snapshots:
+    snapshots = Snapshots(tmp_path / "snapshots")
+    for step in steps:
+        snapshots.add(step, _weights(step), {"epoch": 1, "valid_bleu": float(step)})
+    return snapshots
+
+
+def test_a_snapshot_holds_the_weights_only_and_its_step(tmp_path):
+    snapshots = _snapshots(tmp_path, steps=(7,))
+    ckpt = load_checkpoint(snapshots.path(7))
+    assert ckpt.optimizer is None and ckpt.extra == {}
+    assert torch.equal(ckpt.model["w"], torch.full((2, 3), 7.0))
+    assert ckpt.state == {"epoch": 1, "valid_bleu": 7.0, "step": 7}
+    assert snapshots.path(7).name == "step-00000007.json"
+
+
+def test_steps_are_listed_oldest_first_by_number_not_by_name(tmp_path):
+    snapshots = _snapshots(tmp_path, steps=(100_000_000, 20, 5))
+    (snapshots.folder / "notes.json").write_text("{}")  # not a snapshot
+    assert snapshots.steps() == [5, 20, 100_000_000]
+    assert Snapshots(tmp_path / "absent").steps() == []
+
+
+def test_keep_last_deletes_the_oldest_records_and_weights(tmp_path):
+    snapshots = _snapshots(tmp_path)
+    assert snapshots.keep_last(2) == [5, 10]
+    assert snapshots.steps() == [15, 20]
+    names = sorted(p.name.split(".")[0] for p in snapshots.folder.iterdir())
+    assert names == ["step-00000015"] * 2 + ["step-00000020"] * 2  # record + weights each
+    assert snapshots.keep_last(5) == []
+
+
+def test_drop_after_deletes_the_snapshots_of_later_steps(tmp_path):
+    snapshots = _snapshots(tmp_path)
+    assert snapshots.drop_after(10) == [15, 20]
+    assert snapshots.steps() == [5, 10]
+    assert len(list(snapshots.folder.glob("*.safetensors"))) == 2
+
+
+def test_load_last_gives_the_newest_oldest_first(tmp_path):
+    snapshots = _snapshots(tmp_path)
+    loaded = snapshots.load_last(3)
+    assert [c.state["step"] for c in loaded] == [10, 15, 20]
+    assert [c.state["step"] for c in snapshots.load_last()] == [5, 10, 15, 20]
+
+
+def test_load_last_more_than_kept_says_how_many_there_are(tmp_path):
+    snapshots = _snapshots(tmp_path, steps=(5, 10))
+    with pytest.raises(ValueError, match=r"last 3 snapshots: .* holds 2 \(steps 5, 10\)"):
+        snapshots.load_last(3)
+
+
+def test_delete_checkpoint_removes_record_and_weights_and_keeps_others(tmp_path):
+    save_checkpoint(tmp_path, "averaged", _weights(1), {})
+    save_checkpoint(tmp_path, "best", _weights(2), {})
+    delete_checkpoint(tmp_path, "averaged")
+    assert sorted(p.name.split(".")[0] for p in tmp_path.iterdir()) == ["best", "best"]
+    delete_checkpoint(tmp_path, "averaged")  # already gone: no error
+
+
+def _averaged(folder: RunFolder, steps: list[int]) -> None:
+    save_checkpoint(folder.path, "averaged", _weights(1), {"averaged_steps": steps})
+
+
+def test_resuming_drops_later_snapshots_and_an_averaged_checkpoint_that_used_them(tmp_path):
+    folder = RunFolder(tmp_path)
+    _snapshots(tmp_path)
+    _averaged(folder, [10, 15, 20])
+    assert folder.drop_averaging_after(12) == [15, 20]
+    assert folder.snapshots.steps() == [5, 10]
+    assert not folder.averaged.exists() and not list(tmp_path.glob("averaged.*"))
+
+
+def test_resuming_at_or_after_the_averaged_steps_keeps_the_averaged_checkpoint(tmp_path):
+    folder = RunFolder(tmp_path)
+    _snapshots(tmp_path)
+    _averaged(folder, [10, 15, 20])
+    assert folder.drop_averaging_after(20) == []
+    assert json.loads(folder.averaged.read_text())["state"]["averaged_steps"] == [10, 15, 20]
+
+
+def test_overwrite_clears_the_snapshots_and_the_averaged_checkpoint(tmp_path):
+    folder = RunFolder(tmp_path)
+    _snapshots(tmp_path)
+    _averaged(folder, [5, 10])
+    (folder.snapshots.folder / "step-00000099.dead.safetensors").write_bytes(b"x")  # a leftover
+    folder.clear()
+    assert folder.snapshots.steps() == [] and not folder.averaged.exists()
+    assert list(tmp_path.rglob("*.safetensors")) == []
