@@ -239,9 +239,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         source_v = source_k if value is None else value
         k = self._split_heads(self.k_proj(source_k), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
         v = self._split_heads(self.v_proj(source_v), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
-        if cache is None or cross:
+        if cache is None or cross or cache.key is None:
             return k, v
-        return cache.appended(k, v)  # (B, Hkv, Tk, Dh) each
+        return torch.cat([cache.key, k], dim=2), torch.cat([cache.value, v], dim=2)
 
     def _mask(
         self,

@@ -27,7 +27,6 @@ width, ``H`` heads, ``Dh = D / H``, ``L`` decoder layers, ``V`` target vocabular
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import torch
@@ -260,7 +259,7 @@ class TransformerTranslator(Translator):
         self, prev_tokens: Tensor, state: TransformerState, memory: TransformerMemory
     ) -> tuple[Tensor, Tensor, TransformerState]:
         # New cache objects: the caller's state stays valid (beam search may reuse it).
-        caches = tuple(replace(c) for c in state.caches)
+        caches = tuple(KVCache(c.key, c.value, c.steps, c.cross) for c in state.caches)
         pairs = tuple(zip(caches, memory.cross_caches(), strict=True))
         y, _, cross = self._run_decoder(prev_tokens[:, None], memory, state.steps, pairs, None)
         logits = self._logits(y[:, 0])  # (B, V)
