@@ -171,9 +171,11 @@ def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
 ):
     json_file = tmp_path / "figures.json"
     status, _, _ = run(capsys, "inspect", str(run_dir), "--beam", "3", "--coverage-penalty",
-                       "0.4", "--no-repeat-ngram", "2", "--json", str(json_file))  # fmt: skip
+                       "0.4", "--no-repeat-ngram", "2", "--early-stopping",
+                       "--json", str(json_file))  # fmt: skip
     figures = json.loads(json_file.read_text())
     assert status == 0 and figures["coverage_penalty"] == 0.4 and figures["no_repeat_ngram"] == 2
+    assert figures["early_stopping"] is True
     status, out, _ = run(capsys, "translate", str(run_dir), "s1 s1 s1 s1 s1 s1",
                          "--no-repeat-ngram", "1")  # fmt: skip
     assert status == 0 and len(out.split()) == len(set(out.split()))

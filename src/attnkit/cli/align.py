@@ -351,6 +351,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         "beam_size": settings.beam_size,
         "coverage_penalty": settings.coverage_penalty,
         "no_repeat_ngram": settings.no_repeat_ngram,
+        "early_stopping": settings.early_stopping,
         **found.summary.as_dict(),
     }
     figures.update(bleu=found.bleu.score, chrf=found.chrf.score)

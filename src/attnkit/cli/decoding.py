@@ -1,8 +1,8 @@
 """Options shared by the commands that decode or show attention (translate, evaluate,
 inspect, align, serve): the search settings, the layer/head selection and the precision.
 
-``--beam``, ``--coverage-penalty`` and ``--no-repeat-ngram`` override the run's
-``decode`` section in one :class:`~attnkit.nmt.decoding.settings.SearchSettings`
+``--beam``, ``--coverage-penalty``, ``--no-repeat-ngram`` and ``--early-stopping``
+override the run's ``decode`` section in one :class:`~attnkit.nmt.decoding.settings.SearchSettings`
 (the loaded run's config is never changed); ``--layer`` and ``--head`` become
 one :class:`~attnkit.nmt.decoding.selection.HeadSelection`. ``--precision`` is the
 arithmetic the model decodes in (:mod:`attnkit.nmt.precision`).
@@ -27,8 +27,8 @@ PRECISIONS = ("auto", "fp32", "bf16")  # attnkit.nmt.precision.PRECISIONS, witho
 
 
 def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
-    """Add --beam (unless ``beam`` is False), --coverage-penalty and --no-repeat-ngram
-    (defaults: the run's decode section)."""
+    """Add --beam (unless ``beam`` is False), --coverage-penalty, --no-repeat-ngram and
+    --early-stopping (defaults: the run's decode section)."""
     if beam:
         p.add_argument(
             "--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)"
@@ -44,6 +44,13 @@ def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
         type=int,
         metavar="N",
         help="never repeat an n-gram of the output (0 = off; default: config)",
+    )
+    p.add_argument(
+        "--early-stopping",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="beam search: end a sentence once it has K finished hypotheses, faster "
+        "(--no-early-stopping: only once no live beam can still win; default: config)",
     )
 
 
@@ -73,6 +80,7 @@ def search_settings(args: argparse.Namespace, run):
         beam_size=args.beam,
         coverage_penalty=args.coverage_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
+        early_stopping=args.early_stopping,
     )
 
 

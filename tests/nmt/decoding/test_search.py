@@ -150,6 +150,26 @@ def test_length_limit_and_no_special_tokens_emitted() -> None:
             assert not {PAD, BOS, EOS} & set(hyp.tokens)
 
 
+@pytest.mark.parametrize("variant", VARIANTS[::3], ids=lambda v: v.get("arch", v.get("rnn")))
+def test_early_stopping_ends_each_sentence_on_a_prefix_of_the_exact_search(variant) -> None:
+    """Both searches follow the same beams until a sentence has K finished hypotheses;
+    early stopping ends it there, the exact search may go on and find better ones."""
+    model = _model(variant)
+    src, src_lengths = pad(_sources(8, seed=3))
+    exact = beam_search_n_best(model, src, src_lengths, beam_size=3, length_penalty=1.0)
+    early = beam_search_n_best(
+        model, src, src_lengths, beam_size=3, length_penalty=1.0, early_stopping=True
+    )
+    longer = 0
+    for found, found_early in zip(exact, early, strict=True):
+        tokens = {tuple(h.tokens) for h in found}
+        assert {tuple(h.tokens) for h in found_early} <= tokens
+        assert found[0].score >= found_early[0].score
+        assert len(found_early) >= 3 or any(not h.ended for h in found_early)  # or a limit
+        longer += len(found) > len(found_early)
+    assert longer  # the exact search went on for some sentence: the test can tell them apart
+
+
 def test_length_penalty_values() -> None:
     assert length_penalty(1, 1.0) == 1.0
     assert length_penalty(7, 0.5) == pytest.approx(2**0.5)

@@ -14,7 +14,9 @@ class DecodeConfig(_Section):
     ``None`` means the training limit ``data.max_src_len``, or 256 tokens.
     ``length_penalty`` (alpha) and ``coverage_penalty`` (beta) are GNMT's
     (Wu et al. 2016, eq. 14), for beam search; ``no_repeat_ngram: n`` forbids
-    repeating any n-gram of the output (0 = off).
+    repeating any n-gram of the output (0 = off). ``early_stopping: true`` ends a
+    sentence's beam search once it has ``beam_size`` finished hypotheses (faster;
+    the default waits until no live beam can still win).
     """
 
     beam_size: int = Field(5, gt=0)
@@ -24,4 +26,5 @@ class DecodeConfig(_Section):
     coverage_penalty: float = Field(0.0, ge=0)
     no_repeat_ngram: int = Field(0, ge=0)
     batch_size: int = Field(64, gt=0)
+    early_stopping: bool = False
     max_input_len: int | None = Field(None, gt=0)

@@ -29,6 +29,11 @@ class SearchSettings:
             ``int(max_len_a * src_len + max_len_b)`` tokens, ``<eos>`` included.
         max_len_b: length limit intercept.
         batch_size: sentences decoded together.
+        early_stopping: beam search only: a sentence stops as soon as it has K
+            finished hypotheses (fairseq's rule, close to CTranslate2's), instead
+            of only once no live beam can still beat its best finished one under
+            the length penalty (exact, the default: with ``length_penalty > 0``
+            it may keep a sentence going many steps longer).
 
     Raises:
         ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, or a negative
@@ -42,6 +47,7 @@ class SearchSettings:
     max_len_a: float = 1.5
     max_len_b: float = 10
     batch_size: int = 64
+    early_stopping: bool = False
 
     def __post_init__(self) -> None:
         for name in ("beam_size", "batch_size"):
