@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.bench_deploy RUN [--quick] [--repeats N]`` measures, on the run's
 test split (test2016 for a Multi30k run), sentences per second for greedy and beam-5
-search on 1 and 2 threads, for attnkit (PyTorch, fp32) and CTranslate2 (float32 and
-int8 exports of the same checkpoint), plus the model's size on disk and each engine's
+search on 1 and 2 threads, for attnkit (PyTorch, fp32; at beam 5 also with
+``decode.early_stopping``, the stopping rule closest to CTranslate2's) and CTranslate2
+(float32 and int8 exports of the same checkpoint), plus the model's size on disk and each engine's
 peak RSS. Every measurement runs in a fresh process (load, warm up on 20 sentences,
 then translate the whole split from text to text), the engines alternate within each
 repeat, and the table gives medians. Equal work: the same sentences, checkpoint, search
@@ -36,21 +37,29 @@ from .report import Result, Table
 WARMUP = 20
 QUICK_LINES = 100
 DEFAULT_RUN = Path("runs/transformer")
-ENGINES = (("attnkit", "fp32"), ("ctranslate2", "float32"), ("ctranslate2", "int8"))
+EARLY = "fp32, early stopping"  # attnkit with decode.early_stopping (beam search only)
+ENGINES = (
+    ("attnkit", "fp32"),
+    ("attnkit", EARLY),
+    ("ctranslate2", "float32"),
+    ("ctranslate2", "int8"),
+)
 
 
 # ------------------------------------------------------------------ workers (fresh processes)
-def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int) -> float:
+def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int, early: bool) -> float:
     import torch
 
+    from attnkit.nmt.decoding.settings import SearchSettings
     from attnkit.nmt.decoding.translate import translate_lines
     from attnkit.nmt.runs.loaded_run import load_run
 
     torch.set_num_threads(threads)
     run = load_run(run_dir)
-    translate_lines(run, lines[:WARMUP], beam_size=beam)
+    settings = SearchSettings.from_config(run.config.decode, beam_size=beam, early_stopping=early)
+    translate_lines(run, lines[:WARMUP], settings)
     start = time.perf_counter()
-    translate_lines(run, lines, beam_size=beam)
+    translate_lines(run, lines, settings)
     return time.perf_counter() - start
 
 
@@ -103,7 +112,7 @@ def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads:
 def _worker(args: argparse.Namespace) -> None:
     lines = json.loads(Path(args.lines).read_text())
     if args.worker == "attnkit":
-        seconds = _attnkit_worker(args.run, lines, args.beam, args.threads)
+        seconds = _attnkit_worker(args.run, lines, args.beam, args.threads, args.early_stopping)
     else:
         seconds = _ct2_worker(args.run, args.export, lines, args.beam, args.threads)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -125,6 +134,11 @@ def _exports(run_dir: Path) -> dict[str, Path]:
     return folders
 
 
+def _engines(beam: int) -> tuple[tuple[str, str], ...]:
+    """The engines to time; early stopping changes nothing without a beam."""
+    return ENGINES if beam > 1 else tuple(e for e in ENGINES if e[1] != EARLY)
+
+
 def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
     cmd = [
         sys.executable, "-m", "benchmarks.bench_deploy", str(run_dir), "--worker", engine,
@@ -132,6 +146,8 @@ def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
     ]  # fmt: skip
     if export is not None:
         cmd += ["--export", str(export)]
+    if quant == EARLY:
+        cmd.append("--early-stopping")
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
@@ -164,6 +180,7 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
     lines_file.write_text(json.dumps(lines))
     sizes = {
         ("attnkit", "fp32"): _model_mb(run_dir),
+        ("attnkit", EARLY): _model_mb(run_dir),
         **{("ctranslate2", q): _folder_mb(f) for q, f in exports.items()},
     }
     settings = [(beam, threads) for beam in (1, 5) for threads in (1, 2)]
@@ -171,7 +188,7 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
     try:
         for _ in range(1 if quick else repeats):
             for beam, threads in settings:
-                for engine, quant in ENGINES:  # alternated within each repeat
+                for engine, quant in _engines(beam):  # alternated within each repeat
                     export = exports.get(quant) if engine == "ctranslate2" else None
                     found = _measure(engine, quant, run_dir, export, lines_file, beam, threads)
                     samples.setdefault((engine, quant, beam, threads), []).append(found)
@@ -188,7 +205,7 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
         base = statistics.median(
             s["sentences_per_s"] for s in samples[("attnkit", "fp32", beam, threads)]
         )
-        for engine, quant in ENGINES:
+        for engine, quant in _engines(beam):
             found = samples[(engine, quant, beam, threads)]
             rate = statistics.median(s["sentences_per_s"] for s in found)
             rss = statistics.median(s["rss_mb"] for s in found)
@@ -196,6 +213,8 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
                       round(rss), round(sizes[(engine, quant)], 1))  # fmt: skip
             if engine == "ctranslate2":
                 ratios[f"deploy_{quant}_vs_attnkit_beam{beam}_t{threads}"] = rate / base
+            if quant == EARLY:
+                ratios[f"deploy_attnkit_early_stopping_vs_fp32_beam{beam}_t{threads}"] = rate / base
     return Result([table], ratios)
 
 
@@ -230,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--early-stopping", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         _worker(args)
