@@ -2,7 +2,8 @@
 
 From the root of a clone (one thread)::
 
-    OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN [--beam 5] [--sentences 200]
+    OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN [--beam 5] [--sentences 200] \
+        [--early-stopping]
     OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN --int8
 
 The first form translates the first ``--sentences`` sentences of the run's test
@@ -40,14 +41,18 @@ def _setup(run_dir: str, sentences: int):
     return run, test.src[:sentences], test.tgt[:sentences]
 
 
-def profile_search(run_dir: str, beam: int, sentences: int) -> str:
+def profile_search(run_dir: str, beam: int, sentences: int, early_stopping: bool = False) -> str:
     """The operator table of one search over the sentences."""
+    from attnkit.nmt.decoding.settings import SearchSettings
     from attnkit.nmt.decoding.translate import translate_lines
 
     run, lines, _ = _setup(run_dir, sentences)
-    translate_lines(run, lines[:WARMUP], beam_size=beam)
+    settings = SearchSettings.from_config(
+        run.config.decode, beam_size=beam, early_stopping=early_stopping
+    )
+    translate_lines(run, lines[:WARMUP], settings)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        translate_lines(run, lines, beam_size=beam)
+        translate_lines(run, lines, settings)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
 
 
@@ -95,11 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--int8", action="store_true", help="fp32 against feed-forward int8")
+    parser.add_argument("--early-stopping", action="store_true", help="decode.early_stopping")
     args = parser.parse_args(argv)
     if args.int8:
         print(compare_int8(args.run, args.beam, args.sentences))
     else:
-        print(profile_search(args.run, args.beam, args.sentences))
+        print(profile_search(args.run, args.beam, args.sentences, args.early_stopping))
     return 0
 
 

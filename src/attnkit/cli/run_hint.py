@@ -16,19 +16,20 @@ from .errors import UsageError
 
 __all__ = ["CHECKPOINTS", "check_run_folder", "checkpoint_option", "preset_for"]
 
-CHECKPOINTS = ("best", "last", "averaged")  # the names a run folder's checkpoints may have
+CHECKPOINTS = ("auto", "best", "last", "averaged")  # auto: averaged if it validated better
 
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def checkpoint_option(p: argparse.ArgumentParser) -> None:
-    """Add ``--checkpoint best|last|averaged`` (default ``best``)."""
+    """Add ``--checkpoint auto|best|last|averaged`` (default ``auto``)."""
     p.add_argument(
         "--checkpoint",
-        default="best",
+        default="auto",
         choices=CHECKPOINTS,
-        help="the run's checkpoint: best (highest valid BLEU; default), last, or averaged (the "
-        "mean of the last snapshots: train.average_last, 'attnkit average RUN_DIR')",
+        help="the run's checkpoint: best (highest valid BLEU), last, averaged (the mean of "
+        "the last snapshots: train.average_last, 'attnkit average RUN_DIR'), or auto "
+        "(default): averaged where it validated at least as well as best, else best",
     )
 
 

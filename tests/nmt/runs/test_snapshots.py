@@ -103,3 +103,20 @@ def test_overwrite_clears_the_snapshots_and_the_averaged_checkpoint(tmp_path):
     folder.clear()
     assert folder.snapshots.steps() == [] and not folder.averaged.exists()
     assert list(tmp_path.rglob("*.safetensors")) == []
+
+
+@pytest.mark.parametrize(
+    ("averaged_bleu", "expected"), [(31.0, "averaged"), (30.0, "averaged"), (29.5, "best")]
+)
+def test_auto_picks_averaged_only_where_it_validated_at_least_as_well_as_best(
+    tmp_path, averaged_bleu, expected
+):
+    folder = RunFolder(tmp_path)
+    assert folder.resolve_checkpoint("auto") == "best"  # no averaged checkpoint at all
+    state = {"valid_bleu": averaged_bleu, "best_bleu": 30.0, "step": 20}
+    save_checkpoint(tmp_path, "averaged", _weights(1.0), state)
+    assert folder.resolve_checkpoint("auto") == expected
+    for name in ("best", "last", "averaged"):
+        assert folder.resolve_checkpoint(name) == name
+    folder.averaged.write_text("{not json")
+    assert folder.resolve_checkpoint("auto") == "best"

@@ -49,6 +49,7 @@ from typing import Any
 
 from ...atomic import replace_folder
 from ..runs.loaded_run import LoadedRun, load_run
+from ..runs.run_folder import RunFolder
 from ..vocab_ids import SPECIAL_TOKENS
 from . import model_card
 from .model_card import FORMAT
@@ -128,7 +129,8 @@ def export_run(
             one is replaced whole.
         quantization: the weights' type: ``None`` or ``"float32"`` (exact),
             ``"int8"`` or ``"int8_float32"`` (8-bit weights, about 4x smaller).
-        checkpoint: ``best``, ``last`` or ``averaged``.
+        checkpoint: ``best``, ``last``, ``averaged`` or ``auto`` (averaged where it
+            validated at least as well as best, else best).
 
     Returns:
         an :class:`ExportInfo`.
@@ -146,6 +148,7 @@ def export_run(
             f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}"
         )
     ct2 = import_ctranslate2()
+    checkpoint = RunFolder(Path(run_dir)).resolve_checkpoint(checkpoint)
     run = load_run(run_dir, checkpoint=checkpoint)
     arch = run.config.model.arch
     if arch != "transformer":

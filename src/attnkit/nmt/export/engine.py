@@ -51,6 +51,7 @@ from ..decoding.search import Hypothesis
 from ..decoding.settings import SearchSettings
 from ..decoding.steps import max_lengths
 from ..runs.loaded_run import LoadedRun
+from ..runs.run_folder import RunFolder
 from ..vocab_ids import BOS, EOS, PAD, SPECIAL_TOKENS
 from .ctranslate2 import default_export_dir, import_ctranslate2, read_manifest
 from .model_card import checkpoint_sha256
@@ -92,6 +93,7 @@ def open_engine(
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
     folder = Path(export_dir) if export_dir is not None else default_export_dir(run.folder)
     manifest = read_manifest(folder)
+    checkpoint = RunFolder(run.folder).resolve_checkpoint(checkpoint)
     current = checkpoint_sha256(run.folder, checkpoint)
     if manifest.get("checkpoint_sha256") != current:
         raise ValueError(

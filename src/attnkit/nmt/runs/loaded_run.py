@@ -49,7 +49,8 @@ def load_run(
     option: str = "precision",
 ) -> LoadedRun:
     """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``,
-    ``last`` or ``averaged``: the mean of the last snapshots, ``train.average_last``).
+    ``last``, ``averaged``: the mean of the last snapshots, ``train.average_last``, or
+    ``auto``: averaged where it validated at least as well as best, else best).
 
     The checkpoint is float32 whatever precision the run trained in; ``precision``
     (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,
@@ -69,7 +70,7 @@ def load_run(
     config = RunConfig.load(run.config)
     src_tok, tgt_tok = load_tokenizers(run.path)
     model = build_translator(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
-    path = _checkpoint_path(run, checkpoint)
+    path = _checkpoint_path(run, run.resolve_checkpoint(checkpoint))
     ckpt = load_checkpoint(path)
     try:
         model.load_state_dict(ckpt.model)

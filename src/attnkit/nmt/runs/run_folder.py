@@ -28,10 +28,11 @@ from .checkpoint import checkpoint_exists, delete_checkpoint, record_path
 from .runlock import LOCK_NAME
 from .snapshots import Snapshots
 
-__all__ = ["AVERAGED", "RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
+__all__ = ["AUTO", "AVERAGED", "RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
 
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 AVERAGED = "averaged"  # the checkpoint averaging the last snapshots (train.average_last)
+AUTO = "auto"  # averaged where it validated at least as well as best, else best
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
 # its label, and the machine it runs on (threads, device and precision change the order or
@@ -129,6 +130,18 @@ class RunFolder:
     def averaged(self) -> Path:
         """The record of the ``averaged`` checkpoint (the mean of the snapshots)."""
         return self.checkpoint(AVERAGED)
+
+    def resolve_checkpoint(self, name: str) -> str:
+        """``name``, or for ``auto``: ``averaged`` when the run has one whose valid BLEU
+        was at least the ``best`` checkpoint's when it was written, else ``best``."""
+        if name != AUTO:
+            return name
+        try:
+            state = json.loads(self.averaged.read_text(encoding="utf-8"))["state"]
+            wins = state["valid_bleu"] >= state["best_bleu"]
+        except (OSError, ValueError, KeyError, TypeError):
+            wins = False  # no averaged checkpoint, or no scores to compare
+        return AVERAGED if wins else "best"
 
     @property
     def snapshots(self) -> Snapshots:
