@@ -97,6 +97,24 @@ def test_summary_leaves_eos_out_of_coverage_and_keeps_it_in_entropy():
     assert summary.mean_entropy == 0.0 and summary.padding_mass == 0.0
     assert summary.length_ratio == 1.0 and summary.monotonicity_sentences == 0
     assert summary.last_word_share == 0.0  # y0 attends w0, not the last word w1
+    assert summary.eos_share == 0.0 and summary.first_word_on_eos == 0.0
+
+
+def test_summary_counts_word_steps_and_first_words_that_look_at_eos():
+    # sentence 0: source "a b </s>", output "y0 y1 </s>": y0 looks at </s>, y1 at b;
+    # sentence 1: source "a </s>" + pad, output "y0 y1 </s>": y0 at a, y1 at </s>
+    weights = torch.tensor(
+        [
+            [[0.1, 0.2, 0.7], [0.0, 0.9, 0.1], [0.0, 0.0, 1.0]],
+            [[0.6, 0.4, 0.0], [0.3, 0.7, 0.0], [0.0, 1.0, 0.0]],
+        ]
+    )
+    lengths = (torch.tensor([3, 2]), torch.tensor([3, 3]))
+    summary, _ = summarize([(weights, *lengths)], ["y0 y1", "y0 y1"], ["y0 y1", "y0 y1"])
+    assert summary.eos_share == 0.5  # 2 of the 4 word steps (the </s> outputs left out)
+    assert summary.first_word_on_eos == 0.5  # sentence 0's first word
+    no_eos, _ = summarize([(weights, *lengths)], ["y0 y1"] * 2, ["y0 y1"] * 2, ends_with_eos=False)
+    assert math.isnan(no_eos.eos_share) and math.isnan(no_eos.first_word_on_eos)
 
 
 def test_last_word_share_counts_steps_stuck_on_the_final_source_word():

@@ -22,6 +22,10 @@ their own loop; :func:`summarize` gathers the corpus figures that
   last source word (usually the final ``.``) -- the signature of a saturated
   softmax (unscaled dot-product scores) that summarises the sentence in one
   state; in a healthy model it is near ``1 / S``.
+* ``</s>`` shares: of the output words' steps (the ``</s>`` output left out),
+  the share whose largest weight is on the source's ``</s>``, and the same for
+  each sentence's first output word alone (an RNN whose first state is
+  bridged from the encoder can predict it without looking).
 """
 
 from __future__ import annotations
@@ -248,11 +252,17 @@ class Summary:
     monotonicity: float
     monotonicity_sentences: int
     last_word_share: float
+    eos_share: float
+    first_word_on_eos: float
     repeated_3gram_rate: float
     length_ratio: float
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _share(hits: int, counted: int) -> float:
+    return hits / counted if counted else 0.0
 
 
 def _length_mask(lengths: Tensor, size: int) -> Tensor:
@@ -289,6 +299,7 @@ def summarize(
     """
     entropy_sum = steps = mass = 0.0
     covers, monotone, on_last, word_steps = [], [], 0, 0
+    on_eos = [0, 0, 0, 0]  # word steps on </s>, word steps, first steps on </s>, first steps
     for weights, src_lengths, tgt_lengths in batches:
         src_mask = _length_mask(src_lengths, weights.shape[2])  # (B, S)
         tgt_mask = _length_mask(tgt_lengths, weights.shape[1])  # (B, T)
@@ -302,6 +313,11 @@ def summarize(
         monotone.append(monotonicity(weights, src_words, tgt_words))
         hits, counted = last_word_share(weights, src_words, tgt_words)
         on_last, word_steps = on_last + hits, word_steps + counted
+        if ends_with_eos:  # the last real source position is </s>
+            first = tgt_words & (torch.arange(weights.shape[1], device=weights.device) == 0)
+            found = (*last_word_share(weights, src_mask, tgt_words),
+                     *last_word_share(weights, src_mask, first))  # fmt: skip
+            on_eos = [a + b for a, b in zip(on_eos, found, strict=True)]
     cover = torch.cat(covers) if covers else torch.zeros(0)
     rho = torch.cat(monotone) if monotone else torch.zeros(0)
     defined = rho[~rho.isnan()]
@@ -316,6 +332,8 @@ def summarize(
         monotonicity=float(defined.mean()) if defined.numel() else math.nan,
         monotonicity_sentences=int(defined.numel()),
         last_word_share=on_last / word_steps if word_steps else 0.0,
+        eos_share=_share(*on_eos[:2]) if ends_with_eos else math.nan,
+        first_word_on_eos=_share(*on_eos[2:]) if ends_with_eos else math.nan,
         repeated_3gram_rate=repeated_ngram_rate(hypotheses, references, 3),
         length_ratio=length_ratio(hypotheses, references),
     )
