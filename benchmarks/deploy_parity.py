@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coverage-penalty", type=float, help="instead of the run's")
     parser.add_argument("--length-penalty", type=float, help="GNMT alpha, instead of the run's")
     parser.add_argument("--no-repeat-ngram", type=int, help="instead of the run's")
+    parser.add_argument(
+        "--early-stopping", action="store_true", default=None, help="decode.early_stopping"
+    )
     args = parser.parse_args(argv)
     found = parity(
         args.run,
@@ -110,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         coverage_penalty=args.coverage_penalty,
         length_penalty=args.length_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
+        early_stopping=args.early_stopping,
     )
     sys.stdout.write(report(found))
     if args.json:
