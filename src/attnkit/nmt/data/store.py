@@ -29,10 +29,15 @@ tokenizer, the length limits) decides whether a store can be reused. One
 build at a time per store: a lock file beside it makes a second builder wait
 and then reuse the first one's result.
 
-Building: the caller's thread reads the pairs; chunks of them are encoded,
-length-filtered and flattened (:class:`ChunkPacker`) in worker processes
-(:func:`~.worker_pool.ordered_map`) and written back in order, so a store
-built on several workers is byte for byte the one built on one.
+Building: chunks of the corpus are encoded, length-filtered and flattened
+(:mod:`.chunk_packing`) in worker processes (:func:`~.worker_pool.ordered_map`)
+and written back in order, so a store built on several workers is byte for
+byte the one built on one. :func:`build_store` takes the pairs from a reader
+in this process (any stream of pairs: a toy task, a holdout);
+:func:`build_store_from_lines` reads the files itself and only cuts them into
+chunks of raw lines (:mod:`.line_chunks`), leaving the decoding and cleaning
+of each line to the workers too, which is what keeps up with sentencepiece on
+few cores.
 
 Disk: ``2`` (``uint16``) or ``4`` bytes per token plus 16 bytes per pair.
 """
@@ -42,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import itertools
 import json
 import shutil
 import tempfile
@@ -53,6 +57,8 @@ from pathlib import Path
 import numpy as np
 
 from ...atomic import atomic_write_bytes, replace_folder
+from .chunk_packing import ChunkPacker, Encoded, LinePacker, PackedChunk, PairEncoder
+from .line_chunks import LineFiles, read_chunks
 from .worker_pool import ordered_map
 
 __all__ = [
@@ -62,6 +68,7 @@ __all__ = [
     "PairEncoder",
     "TokenStore",
     "build_store",
+    "build_store_from_lines",
     "fingerprint",
     "open_or_build",
 ]
@@ -70,11 +77,7 @@ FORMAT = "attnkit-token-store"
 VERSION = 1
 META = "meta.json"
 SIDES = ("src", "tgt")
-CHUNK_PAIRS = 20_000  # pairs encoded per call to the tokenizer's batch encoder
-LINK_DTYPE = np.dtype(np.int32)
-
-Ids = list[list[int]]
-Encoded = tuple[Ids, Ids, Ids | None]  # source ids, target ids, links (or None)
+CHUNK_PAIRS = 20_000  # pairs (or lines) encoded per call to the tokenizer's batch encoder
 
 
 def fingerprint(parts: dict) -> str:
@@ -225,80 +228,6 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield chunk
 
 
-@dataclass(frozen=True)
-class PairEncoder:
-    """A chunk encoder for plain pairs: ``[(source, target), ...]`` -> (source ids,
-    target ids, None). Picklable when its two batch encoders are (bound methods of
-    attnkit tokenizers are)."""
-
-    encode_src: Callable[[list[str]], Ids]
-    encode_tgt: Callable[[list[str]], Ids]
-
-    def __call__(self, chunk: list[tuple]) -> Encoded:
-        return (
-            self.encode_src([pair[0] for pair in chunk]),
-            self.encode_tgt([pair[1] for pair in chunk]),
-            None,
-        )
-
-
-@dataclass(frozen=True)
-class PackedChunk:
-    """A chunk ready to append: ``read`` pairs came in; per column (``src``, ``tgt``
-    and ``links`` when present) the kept pairs' ids back to back and their lengths."""
-
-    read: int
-    columns: dict[str, tuple[np.ndarray, np.ndarray]]
-
-
-@dataclass(frozen=True)
-class ChunkPacker:
-    """Encode a chunk of pairs, drop those over the length limits, flatten each column.
-
-    The unit of work of a worker process (:func:`build_store`); picklable when
-    ``encode_chunk`` is.
-
-    Attributes:
-        encode_chunk: pairs -> (source ids, target ids, links or None).
-        dtype: the ids' dtype (:func:`id_dtype`); links are int32.
-        max_src_len, max_tgt_len: longest kept sides, in tokens (None: no limit).
-    """
-
-    encode_chunk: Callable[[list[tuple]], Encoded]
-    dtype: np.dtype
-    max_src_len: int | None = None
-    max_tgt_len: int | None = None
-
-    def __call__(self, chunk: list[tuple]) -> PackedChunk:
-        src, tgt, links = self.encode_chunk(chunk)
-        keep = [
-            i
-            for i in range(len(chunk))
-            if (self.max_src_len is None or len(src[i]) <= self.max_src_len)
-            and (self.max_tgt_len is None or len(tgt[i]) <= self.max_tgt_len)
-        ]
-        columns = {"src": (src, self.dtype), "tgt": (tgt, self.dtype)}
-        if links is not None:
-            columns["links"] = (links, LINK_DTYPE)
-        return PackedChunk(
-            len(chunk),
-            {name: _flatten(seqs, dtype, keep) for name, (seqs, dtype) in columns.items()},
-        )
-
-
-def _flatten(
-    sequences: Sequence[Sequence[int]], dtype: np.dtype, keep: list[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The kept sequences back to back (``dtype``) and their lengths (int64)."""
-    if len(keep) < len(sequences):
-        sequences = [sequences[i] for i in keep]
-    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-    flat = np.fromiter(
-        itertools.chain.from_iterable(sequences), dtype=dtype, count=int(lengths.sum())
-    )
-    return flat, lengths
-
-
 class _Writer:
     """Appends one column's flat ids to ``NAME.ids``; collects the lengths."""
 
@@ -362,29 +291,80 @@ def build_store(
         errors, with file and line); nothing is left behind then but the
         untouched old store, if any.
     """
+    packer = ChunkPacker(encode_chunk, id_dtype(vocab_size), max_src_len, max_tgt_len)
+    packed = ordered_map(packer, _chunks(pairs, CHUNK_PAIRS), workers)
+    return _write_store(folder, packed, packer.dtype, fingerprint, skipped, progress, links)
+
+
+def build_store_from_lines(
+    folder: str | Path,
+    files: LineFiles,
+    encode_chunk: Callable[[list[tuple]], Encoded],
+    *,
+    vocab_size: int,
+    fingerprint: str,
+    max_src_len: int | None = None,
+    max_tgt_len: int | None = None,
+    max_pairs: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    workers: int = 1,
+) -> TokenStore:
+    """:func:`build_store` reading ``files`` itself: the same store, the work in the workers.
+
+    This process only cuts the files into chunks of raw lines
+    (:func:`~.line_chunks.read_chunks`) and appends what comes back; the
+    workers decode, clean, count and encode the lines (:class:`LinePacker`), so
+    that on few cores the reading does not compete with the encoding. The
+    pairs, counts, errors (file and line) and bytes are those of
+    :func:`build_store` over :func:`~.corpus.stream_split` of the same files.
+
+    Args:
+        folder, encode_chunk, vocab_size, fingerprint, max_src_len, max_tgt_len,
+            progress, workers: as for :func:`build_store` (links are stored when
+            ``files`` has alignments; each pair then comes to ``encode_chunk``
+            as ``(source, target, (alignment line, number))``).
+        files: the corpus files (and alignments).
+        max_pairs: read only the first ``max_pairs`` pairs that have no blank
+            side (``data.max_train_pairs``); nothing after them is read.
+
+    Raises:
+        FileNotFoundError, ValueError: the files' own errors (file and line),
+            after the lines before the bad one were read; nothing is left behind
+            but the untouched old store, if any.
+    """
+    packer = ChunkPacker(encode_chunk, id_dtype(vocab_size), max_src_len, max_tgt_len)
+    packed = ordered_map(LinePacker(files, packer), read_chunks(files, CHUNK_PAIRS), workers)
+    links = files.alignments is not None
+    return _write_store(folder, packed, packer.dtype, fingerprint, 0, progress, links, max_pairs)
+
+
+def _write_store(
+    folder: str | Path,
+    chunks: Iterator[PackedChunk],
+    dtype: np.dtype,
+    fingerprint: str,
+    skipped: int | Callable[[], int],
+    progress: Callable[[int], None] | None,
+    links: bool,
+    max_pairs: int | None = None,
+) -> TokenStore:
+    """Append ``chunks`` to a new store built beside ``folder``, then put it in place."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
         shutil.rmtree(stale, ignore_errors=True)
-    dtype = id_dtype(vocab_size)
-    packer = ChunkPacker(encode_chunk, dtype, max_src_len, max_tgt_len)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    writers: dict[str, _Writer] = {}
     try:
-        names = (*SIDES, "links") if links else SIDES
-        writers = {name: _Writer(tmp / f"{name}.ids") for name in names}
-        read = 0
-        for packed in ordered_map(packer, _chunks(pairs, CHUNK_PAIRS), workers):
-            for name, writer in writers.items():
-                writer.write(*packed.columns[name])
-            read += packed.read
-            if progress is not None:
-                progress(read)
+        for name in (*SIDES, "links") if links else SIDES:
+            writers[name] = _Writer(tmp / f"{name}.ids")
+        with contextlib.closing(chunks):
+            tally = _append(writers, chunks, progress, max_pairs)
         tokens = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
-        kept = writers["src"].sequences
         counts = StoreCounts(
-            pairs=kept,
-            skipped=skipped() if callable(skipped) else skipped,
-            dropped=read - kept,
+            pairs=writers["src"].sequences,
+            skipped=tally.skipped + (skipped() if callable(skipped) else skipped),
+            dropped=tally.dropped,
             src_tokens=tokens["src"],
             tgt_tokens=tokens["tgt"],
         )
@@ -396,11 +376,45 @@ def build_store(
         replace_folder(tmp, folder)
     except BaseException:
         with contextlib.suppress(OSError):
-            for writer in locals().get("writers", {}).values():
+            for writer in writers.values():
                 writer.handle.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore.open(folder)
+
+
+@dataclass
+class _Tally:
+    read: int = 0
+    skipped: int = 0
+    dropped: int = 0
+
+
+def _append(
+    writers: dict[str, _Writer],
+    chunks: Iterator[PackedChunk],
+    progress: Callable[[int], None] | None,
+    max_pairs: int | None,
+) -> _Tally:
+    """Write each chunk's columns, in order, until the chunks end, one carries an error
+    (raised after its lines), or ``max_pairs`` pairs were read."""
+    tally = _Tally()
+    for packed in chunks:
+        last = max_pairs is not None and tally.read + packed.read >= max_pairs
+        if last:
+            packed = packed.head(max_pairs - tally.read)
+        for name, writer in writers.items():
+            writer.write(*packed.columns[name])
+        tally.read += packed.read
+        tally.skipped += packed.skipped
+        tally.dropped += packed.dropped
+        if progress is not None:
+            progress(tally.read)
+        if packed.error is not None:
+            raise packed.error
+        if last:
+            break
+    return tally
 
 
 @contextlib.contextmanager
