@@ -5,7 +5,11 @@ A corpus of millions of pairs does not fit in memory as Python lists of ids
 back to back in one flat array of the smallest unsigned dtype that holds the
 vocabulary (``uint16`` up to 65,536 pieces, else ``uint32``) and an
 ``int64`` offsets array with one entry more than there are pairs: sentence
-``i`` is ``ids[offsets[i]:offsets[i + 1]]``. This is the layout of fairseq's
+``i`` is ``ids[offsets[i]:offsets[i + 1]]``. Beside them, the sentences'
+lengths (``uint16``, or ``uint32`` when a sentence has more than 65,535
+tokens), which batching reads for every pair each epoch: mapped, they cost
+2 bytes a sentence of page cache, where computing them from the offsets would
+read 8 and hold 4 more per sentence in the process. This is the layout of fairseq's
 and Megatron's indexed datasets, written with numpy so that it needs nothing
 beyond numpy and reads back with ``numpy.memmap``: the operating system pages
 in what a batch touches, and processes on one machine (torchrun ranks) share
@@ -14,9 +18,10 @@ through Arrow, at the cost of a large dependency for two arrays per side.)
 
 A store is a folder::
 
-    meta.json       format, version, fingerprint, pair and token counts, dtype
+    meta.json       format, version, fingerprint, pair and token counts, dtypes
     src.ids         flat source ids           tgt.ids       flat target ids
     src.offsets     int64, pairs + 1          tgt.offsets   int64, pairs + 1
+    src.lengths     tokens per sentence       tgt.lengths   (length_dtype), pairs
     links.ids       optional: piece-level alignment links of each pair, flat int32
                     ``s0 t0 s1 t1 ...`` (guided alignment, :mod:`.word_links`)
     links.offsets   int64, pairs + 1 (present with links.ids)
@@ -39,7 +44,7 @@ chunks of raw lines (:mod:`.line_chunks`), leaving the decoding and cleaning
 of each line to the workers too, which is what keeps up with sentencepiece on
 few cores.
 
-Disk: ``2`` (``uint16``) or ``4`` bytes per token plus 16 bytes per pair.
+Disk: ``2`` (``uint16``) or ``4`` bytes per token plus 20 bytes per pair.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from .line_chunks import LineFiles, read_chunks
 from .worker_pool import ordered_map
 
 __all__ = [
+    "OutdatedStore",
     "RaggedIds",
     "StoreCounts",
     "ChunkPacker",
@@ -74,7 +80,7 @@ __all__ = [
 ]
 
 FORMAT = "attnkit-token-store"
-VERSION = 1
+VERSION = 2  # 2: the lengths files
 META = "meta.json"
 SIDES = ("src", "tgt")
 CHUNK_PAIRS = 20_000  # pairs (or lines) encoded per call to the tokenizer's batch encoder
@@ -101,13 +107,16 @@ class RaggedIds(Sequence):
     """Sentences of ids stored back to back: sentence ``i`` is ``flat[offsets[i]:offsets[i+1]]``.
 
     Indexing gives a list of ints, as a list of lists would, so batching code
-    treats both alike; :meth:`lengths` reads the lengths from the offsets alone.
+    treats both alike; :meth:`lengths` gives the lengths without reading the ids
+    (the store's mapped lengths, or else computed from the offsets).
     """
 
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+    def __init__(
+        self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray | None = None
+    ) -> None:
         self.flat = flat
         self.offsets = offsets
-        self._lengths: np.ndarray | None = None
+        self._lengths = lengths
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -119,7 +128,7 @@ class RaggedIds(Sequence):
         return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
 
     def lengths(self) -> np.ndarray:
-        """Tokens per sentence, ``(N,)`` int32, computed once."""
+        """Tokens per sentence, ``(N,)`` unsigned or int32 integers (computed once if not given)."""
         if self._lengths is None:
             self._lengths = np.diff(self.offsets).astype(np.int32)
         return self._lengths
@@ -176,7 +185,10 @@ class TokenStore:
             flat = _map(folder / f"{side}.ids", dtype, meta[f"{side}_tokens"])
             if offsets[0] != 0 or offsets[-1] != len(flat):
                 raise ValueError(f"{folder / (side + '.offsets')}: does not index {side}.ids")
-            arrays[side] = RaggedIds(flat, offsets)
+            lengths = _map(folder / f"{side}.lengths", meta["length_dtype"], meta["pairs"])
+            if int(lengths.sum(dtype=np.int64)) != len(flat):
+                raise ValueError(f"{folder / (side + '.lengths')}: does not add up to {side}.ids")
+            arrays[side] = RaggedIds(flat, offsets, lengths)
         links = None
         if meta.get("link_values") is not None:
             offsets = _map(folder / "links.offsets", np.int64, meta["pairs"] + 1)
@@ -198,8 +210,13 @@ def _read_meta(folder: Path) -> dict:
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a token store record ({err!r})") from None
     if not ok:
-        raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')!r}")
+        cls = OutdatedStore if meta.get("format") == FORMAT else ValueError
+        raise cls(f"{path}: format {meta.get('format')!r} v{meta.get('version')!r}")
     return meta
+
+
+class OutdatedStore(ValueError):
+    """A store written by another version of attnkit in an older (or newer) layout."""
 
 
 def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
@@ -229,7 +246,8 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
 
 
 class _Writer:
-    """Appends one column's flat ids to ``NAME.ids``; collects the lengths."""
+    """Appends one column's flat ids to ``NAME.ids``; collects the lengths (int64, 8 bytes a
+    sentence while the store is built)."""
 
     def __init__(self, path: Path) -> None:
         self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
@@ -241,13 +259,18 @@ class _Writer:
         self.lengths.append(lengths)
         self.sequences += len(lengths)
 
-    def finish(self, offsets_path: Path) -> int:
-        """Close the ids file, write the offsets; return the token count."""
+    def finish(self, offsets_path: Path) -> np.ndarray:
+        """Close the ids file, write the offsets; return the lengths (int64)."""
         self.handle.close()
-        lengths = np.concatenate([np.zeros(1, np.int64), *self.lengths])
-        offsets = np.cumsum(lengths)
+        lengths = np.concatenate([np.zeros(0, np.int64), *self.lengths])
+        offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
         offsets.tofile(offsets_path)
-        return int(offsets[-1])
+        return lengths
+
+
+def length_dtype(longest: int) -> np.dtype:
+    """The smallest unsigned integer dtype that holds lengths ``0 .. longest``."""
+    return np.dtype(np.uint16 if longest < 1 << 16 else np.uint32)
 
 
 def build_store(
@@ -360,7 +383,11 @@ def _write_store(
             writers[name] = _Writer(tmp / f"{name}.ids")
         with contextlib.closing(chunks):
             tally = _append(writers, chunks, progress, max_pairs)
-        tokens = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
+        lengths = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
+        tokens = {name: int(column.sum()) for name, column in lengths.items()}
+        lengths_as = length_dtype(max(int(lengths[side].max(initial=0)) for side in SIDES))
+        for side in SIDES:
+            lengths[side].astype(lengths_as).tofile(tmp / f"{side}.lengths")
         counts = StoreCounts(
             pairs=writers["src"].sequences,
             skipped=tally.skipped + (skipped() if callable(skipped) else skipped),
@@ -369,7 +396,7 @@ def _write_store(
             tgt_tokens=tokens["tgt"],
         )
         meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
-        meta |= {"dtype": dtype.name, **counts.__dict__}
+        meta |= {"dtype": dtype.name, "length_dtype": lengths_as.name, **counts.__dict__}
         if "links" in tokens:
             meta["link_values"] = tokens["links"]
         atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
@@ -437,8 +464,8 @@ def open_or_build(
 ) -> TokenStore:
     """The store at ``folder`` if it is complete and its fingerprint matches, else ``build()``.
 
-    ``echo`` hears why a store is rebuilt (none yet, a different fingerprint,
-    a build cut short or damaged).
+    ``echo`` hears why a store is rebuilt (a different fingerprint, a build cut
+    short or damaged, a store of another layout version; nothing for a first build).
     """
     folder = Path(folder)
     with _build_lock(folder):
@@ -446,6 +473,8 @@ def open_or_build(
             store = TokenStore.open(folder)
         except FileNotFoundError:
             why = None if not folder.exists() else "an earlier build was cut short"
+        except OutdatedStore as err:
+            why = f"it was written in another layout ({err}; this attnkit writes v{VERSION})"
         except ValueError as err:
             why = f"it is damaged ({err})"
         else:
