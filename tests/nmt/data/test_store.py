@@ -94,6 +94,19 @@ def test_a_store_of_the_first_layout_is_rebuilt_saying_so(tmp_path):
     assert store.src.lengths().tolist() == [1]
 
 
+def test_sentences_are_read_from_the_files_and_a_file_cut_since_is_named(tmp_path, corpus, spm):
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    store = _build(tmp_path / "store", pairs, spm)
+    for i in (0, 17, len(pairs) - 1):  # read with pread, as the map would give them
+        assert (
+            store.tgt[i] == store.tgt.flat[store.tgt.offsets[i] : store.tgt.offsets[i + 1]].tolist()
+        )
+    ids = tmp_path / "store" / "tgt.ids"
+    ids.write_bytes(ids.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"tgt\.ids: 0 bytes at byte \d+, expected \d+"):
+        store.tgt[len(pairs) - 1]
+
+
 def test_length_limits_drop_pairs_and_count_them(tmp_path):
     tok = WordTokenizer.train(["a b c d e"])
     pairs = [("a b", "c"), ("a b c d", "e"), ("a", "b c d e"), ("e", "d")]

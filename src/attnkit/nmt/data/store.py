@@ -53,8 +53,10 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,7 @@ from .worker_pool import ordered_map
 __all__ = [
     "OutdatedStore",
     "RaggedIds",
+    "SentenceReader",
     "StoreCounts",
     "ChunkPacker",
     "PairEncoder",
@@ -107,16 +110,22 @@ class RaggedIds(Sequence):
     """Sentences of ids stored back to back: sentence ``i`` is ``flat[offsets[i]:offsets[i+1]]``.
 
     Indexing gives a list of ints, as a list of lists would, so batching code
-    treats both alike; :meth:`lengths` gives the lengths without reading the ids
-    (the store's mapped lengths, or else computed from the offsets).
+    treats both alike (through ``read``, a :class:`SentenceReader`, when given);
+    :meth:`lengths` gives the lengths without reading the ids (the store's
+    mapped lengths, or else computed from the offsets).
     """
 
     def __init__(
-        self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray | None = None
+        self,
+        flat: np.ndarray,
+        offsets: np.ndarray,
+        lengths: np.ndarray | None = None,
+        read: Callable[[int], list[int]] | None = None,
     ) -> None:
         self.flat = flat
         self.offsets = offsets
         self._lengths = lengths
+        self._read = read
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -124,7 +133,9 @@ class RaggedIds(Sequence):
     def __getitem__(self, i: int) -> list[int]:  # type: ignore[override]
         if not -len(self) <= i < len(self):
             raise IndexError(f"sentence {i} out of range for {len(self)} sentences")
-        i %= len(self)
+        i = int(i) % len(self)
+        if self._read is not None:
+            return self._read(i)
         return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
 
     def lengths(self) -> np.ndarray:
@@ -132,6 +143,50 @@ class RaggedIds(Sequence):
         if self._lengths is None:
             self._lengths = np.diff(self.offsets).astype(np.int32)
         return self._lengths
+
+
+class SentenceReader:
+    """Sentence ``i`` of a stored column read with two ``pread`` calls: its two offsets, then
+    its ids.
+
+    Training reads its batches this way, not through the memory map: every
+    page a mapping touches counts in the process's resident memory, and the
+    kernel maps whole (large) page-cache folios around it, so 50 random batches
+    of 64 mapped nearly all of a 5M-pair store (750 MB of RSS). Read with
+    ``pread``, the pages stay in the page cache, shared by every process on the
+    machine (the torchrun ranks) as before, and out of each one's RSS. The
+    speed is the same (about 10 us a sentence either way).
+
+    Raises (when called):
+        ValueError: a file is shorter than its offsets say (changed since it was opened).
+    """
+
+    def __init__(self, ids: Path, offsets: Path, dtype: np.dtype) -> None:
+        self.ids_path, self.offsets_path, self.dtype = ids, offsets, np.dtype(dtype)
+        self.ids_fd = os.open(ids, os.O_RDONLY)
+        self.offsets_fd = os.open(offsets, os.O_RDONLY)
+        weakref.finalize(self, _close, self.ids_fd, self.offsets_fd)
+
+    def __call__(self, i: int) -> list[int]:
+        start, end = np.frombuffer(
+            self._read(self.offsets_fd, 16, 8 * i, self.offsets_path), np.int64
+        )
+        size = self.dtype.itemsize
+        raw = self._read(self.ids_fd, int(end - start) * size, int(start) * size, self.ids_path)
+        return np.frombuffer(raw, self.dtype).tolist()
+
+    @staticmethod
+    def _read(fd: int, count: int, at: int, path: Path) -> bytes:
+        raw = os.pread(fd, count, at)
+        if len(raw) != count:
+            raise ValueError(f"{path}: {len(raw)} bytes at byte {at}, expected {count}")
+        return raw
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -188,14 +243,16 @@ class TokenStore:
             lengths = _map(folder / f"{side}.lengths", meta["length_dtype"], meta["pairs"])
             if int(lengths.sum(dtype=np.int64)) != len(flat):
                 raise ValueError(f"{folder / (side + '.lengths')}: does not add up to {side}.ids")
-            arrays[side] = RaggedIds(flat, offsets, lengths)
+            read = SentenceReader(folder / f"{side}.ids", folder / f"{side}.offsets", dtype)
+            arrays[side] = RaggedIds(flat, offsets, lengths, read)
         links = None
         if meta.get("link_values") is not None:
             offsets = _map(folder / "links.offsets", np.int64, meta["pairs"] + 1)
             flat = _map(folder / "links.ids", np.dtype(np.int32), meta["link_values"])
             if offsets[0] != 0 or offsets[-1] != len(flat):
                 raise ValueError(f"{folder / 'links.offsets'}: does not index links.ids")
-            links = RaggedIds(flat, offsets)
+            read = SentenceReader(folder / "links.ids", folder / "links.offsets", np.int32)
+            links = RaggedIds(flat, offsets, read=read)
         counts = StoreCounts(**{k: meta[k] for k in StoreCounts.__dataclass_fields__})
         return cls(folder, meta["fingerprint"], counts, arrays["src"], arrays["tgt"], links)
 
