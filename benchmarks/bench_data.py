@@ -21,6 +21,13 @@ process:
 
 The model is deliberately small (the corpus is the subject): an RNN with
 64-wide embeddings and 128 hidden units, batch 64, joint sentencepiece 8k.
+
+``--rate PAIRS [--repeats N]`` measures the build rate alone, for a machine
+whose other users' load changes from minute to minute: after one untimed
+``attnkit prepare`` (a tokenizer trained on a 100k-pair sample), it deletes
+the store and runs ``attnkit prepare`` again (tokenizers reused: only the
+store is built) alternately with sentencepiece's own batch encode, ``N`` times
+each (default 3), and reports the medians (``data_prepare_vs_spm_alternated``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -154,6 +162,29 @@ def measure(pairs: int, threads: int) -> dict[str, float]:
     }
 
 
+def rate_alternated(pairs: int, threads: int, repeats: int) -> dict[str, list[float]]:
+    """Store builds (``attnkit prepare`` on a prepared folder without its store) and
+    sentencepiece's batch encode, alternated: pairs/s of each, ``repeats`` times."""
+    folder = corpus_dir(pairs)
+    run = Path(tempfile.mkdtemp(prefix="attnkit-bench-rate-")) / "run"
+    config = folder / "bench.yaml"
+    config.write_text(CONFIG.format(steps=50))
+    prepare = ("prepare", str(config), "--out", str(run), "--train.threads", str(threads),
+               "--tokenizer.sample_sentences", "100000")  # fmt: skip
+    _attnkit(*prepare)  # the tokenizer, once
+    rates: dict[str, list[float]] = {"store": [], "spm": []}
+    for repeat in range(repeats):
+        for side in ("store", "spm") if repeat % 2 == 0 else ("spm", "store"):
+            if side == "spm":
+                rates["spm"].append(spm_pairs_per_second(folder, run, threads))
+                continue
+            shutil.rmtree(run / "store")
+            err, _, _ = _attnkit(*prepare)
+            rates["store"].append(float(_RATE.search(err).group(1).replace(",", "")))
+    shutil.rmtree(run.parent)
+    return rates
+
+
 def run(quick: bool) -> Result:
     threads = len(os.sched_getaffinity(0))
     sizes = QUICK_SIZES if quick else SIZES
@@ -180,7 +211,22 @@ def run(quick: bool) -> Result:
     return Result([table], ratios)
 
 
+def _main_rate(args: list[str]) -> None:
+    pairs = int(args[args.index("--rate") + 1])
+    repeats = int(args[args.index("--repeats") + 1]) if "--repeats" in args else 3
+    threads = len(os.sched_getaffinity(0))
+    rates = rate_alternated(pairs, threads, repeats)
+    store, spm = statistics.median(rates["store"]), statistics.median(rates["spm"])
+    print(f"{pairs:,} pairs, {threads} threads, alternated {repeats} times (pairs/s):")
+    print(f"store builds: {[round(r) for r in rates['store']]}, median {store:,.0f}")
+    print(f"sentencepiece: {[round(r) for r in rates['spm']]}, median {spm:,.0f}")
+    print(f"data_prepare_vs_spm_alternated_{pairs}: {store / spm:.3f}")
+
+
 if __name__ == "__main__":
+    if "--rate" in sys.argv:
+        _main_rate(sys.argv)
+        sys.exit()
     sizes = [int(a) for a in sys.argv[1:] if a.isdigit()]
     if sizes:
         SIZES = tuple(sizes)  # e.g. python -m benchmarks.bench_data 1000000 5000000
