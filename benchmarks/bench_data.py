@@ -28,6 +28,9 @@ whose other users' load changes from minute to minute: after one untimed
 the store and runs ``attnkit prepare`` again (tokenizers reused: only the
 store is built) alternately with sentencepiece's own batch encode, ``N`` times
 each (default 3), and reports the medians (``data_prepare_vs_spm_alternated``).
+``--baseline PATH`` adds, in the same rotation, the builds of the attnkit whose
+package lies in ``PATH`` (e.g. ``git worktree add /tmp/old <commit>``, then
+``/tmp/old/src``): an A/B of two versions under the same load.
 """
 
 from __future__ import annotations
@@ -91,18 +94,23 @@ def _write_corpus(folder: Path, pairs: int) -> None:
     (folder / "valid.en").write_text("\n".join(valid.tgt[:100]) + "\n")
 
 
-def _attnkit(*args: str, mark: str | None = None) -> tuple[str, float, float]:
+def _attnkit(
+    *args: str, mark: str | None = None, package: str | None = None
+) -> tuple[str, float, float]:
     """Run the CLI in a fresh process: (stderr, seconds, peak RSS in MB).
 
     The seconds run from launch to exit, or to the first stderr line that
-    starts with ``mark`` when one is given.
+    starts with ``mark`` when one is given. ``package``: the folder that holds
+    the attnkit to run (its ``PYTHONPATH``), else this one.
     """
+    env = None if package is None else {**os.environ, "PYTHONPATH": package}
     start = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "attnkit", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     lines, marked = [], None
     for line in process.stderr:
@@ -162,9 +170,12 @@ def measure(pairs: int, threads: int) -> dict[str, float]:
     }
 
 
-def rate_alternated(pairs: int, threads: int, repeats: int) -> dict[str, list[float]]:
+def rate_alternated(
+    pairs: int, threads: int, repeats: int, baseline: str | None = None
+) -> dict[str, list[float]]:
     """Store builds (``attnkit prepare`` on a prepared folder without its store) and
-    sentencepiece's batch encode, alternated: pairs/s of each, ``repeats`` times."""
+    sentencepiece's batch encode, in rotation: pairs/s of each, ``repeats`` times;
+    with ``baseline`` (a folder holding another attnkit), its builds too."""
     folder = corpus_dir(pairs)
     run = Path(tempfile.mkdtemp(prefix="attnkit-bench-rate-")) / "run"
     config = folder / "bench.yaml"
@@ -172,15 +183,16 @@ def rate_alternated(pairs: int, threads: int, repeats: int) -> dict[str, list[fl
     prepare = ("prepare", str(config), "--out", str(run), "--train.threads", str(threads),
                "--tokenizer.sample_sentences", "100000")  # fmt: skip
     _attnkit(*prepare)  # the tokenizer, once
-    rates: dict[str, list[float]] = {"store": [], "spm": []}
+    sides = ["store", "spm"] if baseline is None else ["store", "spm", "baseline"]
+    rates: dict[str, list[float]] = {side: [] for side in sides}
     for repeat in range(repeats):
-        for side in ("store", "spm") if repeat % 2 == 0 else ("spm", "store"):
+        for side in sides[repeat % len(sides) :] + sides[: repeat % len(sides)]:
             if side == "spm":
                 rates["spm"].append(spm_pairs_per_second(folder, run, threads))
                 continue
             shutil.rmtree(run / "store")
-            err, _, _ = _attnkit(*prepare)
-            rates["store"].append(float(_RATE.search(err).group(1).replace(",", "")))
+            err, _, _ = _attnkit(*prepare, package=baseline if side == "baseline" else None)
+            rates[side].append(float(_RATE.search(err).group(1).replace(",", "")))
     shutil.rmtree(run.parent)
     return rates
 
@@ -214,13 +226,17 @@ def run(quick: bool) -> Result:
 def _main_rate(args: list[str]) -> None:
     pairs = int(args[args.index("--rate") + 1])
     repeats = int(args[args.index("--repeats") + 1]) if "--repeats" in args else 3
+    baseline = args[args.index("--baseline") + 1] if "--baseline" in args else None
     threads = len(os.sched_getaffinity(0))
-    rates = rate_alternated(pairs, threads, repeats)
-    store, spm = statistics.median(rates["store"]), statistics.median(rates["spm"])
-    print(f"{pairs:,} pairs, {threads} threads, alternated {repeats} times (pairs/s):")
-    print(f"store builds: {[round(r) for r in rates['store']]}, median {store:,.0f}")
-    print(f"sentencepiece: {[round(r) for r in rates['spm']]}, median {spm:,.0f}")
-    print(f"data_prepare_vs_spm_alternated_{pairs}: {store / spm:.3f}")
+    rates = rate_alternated(pairs, threads, repeats, baseline)
+    median = {side: statistics.median(values) for side, values in rates.items()}
+    print(f"{pairs:,} pairs, {threads} threads, in rotation {repeats} times (pairs/s):")
+    for side, values in rates.items():
+        print(f"{side}: {[round(r) for r in values]}, median {median[side]:,.0f}")
+    print(f"data_prepare_vs_spm_alternated_{pairs}: {median['store'] / median['spm']:.3f}")
+    if baseline is not None:
+        print(f"baseline_vs_spm: {median['baseline'] / median['spm']:.3f}")
+        print(f"store_vs_baseline: {median['store'] / median['baseline']:.3f}")
 
 
 if __name__ == "__main__":
