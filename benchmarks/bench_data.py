@@ -29,7 +29,7 @@ the store and runs ``attnkit prepare`` again (tokenizers reused: only the
 store is built) alternately with sentencepiece's own batch encode, ``N`` times
 each (default 3), and reports the medians (``data_prepare_vs_spm_alternated``).
 ``--baseline PATH`` adds, in the same rotation, the builds of the attnkit whose
-package lies in ``PATH`` (e.g. ``git worktree add /tmp/old <commit>``, then
+package lies in ``PATH`` (e.g. ``git archive COMMIT | tar -x -C /tmp/old``, then
 ``/tmp/old/src``): an A/B of two versions under the same load.
 """
 
