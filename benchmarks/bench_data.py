@@ -21,6 +21,16 @@ process:
 
 The model is deliberately small (the corpus is the subject): an RNN with
 64-wide embeddings and 128 hidden units, batch 64, joint sentencepiece 8k.
+
+``--rate PAIRS [--repeats N]`` measures the build rate alone, for a machine
+whose other users' load changes from minute to minute: after one untimed
+``attnkit prepare`` (a tokenizer trained on a 100k-pair sample), it deletes
+the store and runs ``attnkit prepare`` again (tokenizers reused: only the
+store is built) alternately with sentencepiece's own batch encode, ``N`` times
+each (default 3), and reports the medians (``data_prepare_vs_spm_alternated``).
+``--baseline PATH`` adds, in the same rotation, the builds of the attnkit whose
+package lies in ``PATH`` (e.g. ``git archive COMMIT | tar -x -C /tmp/old``, then
+``/tmp/old/src``): an A/B of two versions under the same load.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,18 +94,23 @@ def _write_corpus(folder: Path, pairs: int) -> None:
     (folder / "valid.en").write_text("\n".join(valid.tgt[:100]) + "\n")
 
 
-def _attnkit(*args: str, mark: str | None = None) -> tuple[str, float, float]:
+def _attnkit(
+    *args: str, mark: str | None = None, package: str | None = None
+) -> tuple[str, float, float]:
     """Run the CLI in a fresh process: (stderr, seconds, peak RSS in MB).
 
     The seconds run from launch to exit, or to the first stderr line that
-    starts with ``mark`` when one is given.
+    starts with ``mark`` when one is given. ``package``: the folder that holds
+    the attnkit to run (its ``PYTHONPATH``), else this one.
     """
+    env = None if package is None else {**os.environ, "PYTHONPATH": package}
     start = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "attnkit", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     lines, marked = [], None
     for line in process.stderr:
@@ -154,6 +170,33 @@ def measure(pairs: int, threads: int) -> dict[str, float]:
     }
 
 
+def rate_alternated(
+    pairs: int, threads: int, repeats: int, baseline: str | None = None
+) -> dict[str, list[float]]:
+    """Store builds (``attnkit prepare`` on a prepared folder without its store) and
+    sentencepiece's batch encode, in rotation: pairs/s of each, ``repeats`` times;
+    with ``baseline`` (a folder holding another attnkit), its builds too."""
+    folder = corpus_dir(pairs)
+    run = Path(tempfile.mkdtemp(prefix="attnkit-bench-rate-")) / "run"
+    config = folder / "bench.yaml"
+    config.write_text(CONFIG.format(steps=50))
+    prepare = ("prepare", str(config), "--out", str(run), "--train.threads", str(threads),
+               "--tokenizer.sample_sentences", "100000")  # fmt: skip
+    _attnkit(*prepare)  # the tokenizer, once
+    sides = ["store", "spm"] if baseline is None else ["store", "spm", "baseline"]
+    rates: dict[str, list[float]] = {side: [] for side in sides}
+    for repeat in range(repeats):
+        for side in sides[repeat % len(sides) :] + sides[: repeat % len(sides)]:
+            if side == "spm":
+                rates["spm"].append(spm_pairs_per_second(folder, run, threads))
+                continue
+            shutil.rmtree(run / "store")
+            err, _, _ = _attnkit(*prepare, package=baseline if side == "baseline" else None)
+            rates[side].append(float(_RATE.search(err).group(1).replace(",", "")))
+    shutil.rmtree(run.parent)
+    return rates
+
+
 def run(quick: bool) -> Result:
     threads = len(os.sched_getaffinity(0))
     sizes = QUICK_SIZES if quick else SIZES
@@ -180,7 +223,26 @@ def run(quick: bool) -> Result:
     return Result([table], ratios)
 
 
+def _main_rate(args: list[str]) -> None:
+    pairs = int(args[args.index("--rate") + 1])
+    repeats = int(args[args.index("--repeats") + 1]) if "--repeats" in args else 3
+    baseline = args[args.index("--baseline") + 1] if "--baseline" in args else None
+    threads = len(os.sched_getaffinity(0))
+    rates = rate_alternated(pairs, threads, repeats, baseline)
+    median = {side: statistics.median(values) for side, values in rates.items()}
+    print(f"{pairs:,} pairs, {threads} threads, in rotation {repeats} times (pairs/s):")
+    for side, values in rates.items():
+        print(f"{side}: {[round(r) for r in values]}, median {median[side]:,.0f}")
+    print(f"data_prepare_vs_spm_alternated_{pairs}: {median['store'] / median['spm']:.3f}")
+    if baseline is not None:
+        print(f"baseline_vs_spm: {median['baseline'] / median['spm']:.3f}")
+        print(f"store_vs_baseline: {median['store'] / median['baseline']:.3f}")
+
+
 if __name__ == "__main__":
+    if "--rate" in sys.argv:
+        _main_rate(sys.argv)
+        sys.exit()
     sizes = [int(a) for a in sys.argv[1:] if a.isdigit()]
     if sizes:
         SIZES = tuple(sizes)  # e.g. python -m benchmarks.bench_data 1000000 5000000

@@ -1,5 +1,7 @@
 """Length-bucketed batching: coverage, sorting, determinism, padding and masks."""
 
+import numpy as np
+import pytest
 import torch
 
 from attnkit.nmt.data.batching import (
@@ -66,6 +68,47 @@ def test_bucketing_cuts_padding_compared_with_random_batches():
     order = torch.randperm(len(examples), generator=g).tolist()
     random_batches = [order[j : j + 16] for j in range(0, len(order), 16)]
     assert padding(epoch(examples, seed=0)) < 0.8 * padding(random_batches)
+
+
+def _reference_epoch(examples, batch_size, pool_batches, generator):
+    """The epoch drawn as before the int32 arrays: an int64 permutation as a list, pools
+    sorted by Python's stable sort, a list of batch lists shuffled."""
+    src = [len(s) for s in examples.src]
+    tgt = [len(t) for t in examples.tgt]
+    order = torch.randperm(len(src), generator=generator).tolist()
+    pool = batch_size * pool_batches
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start : start + pool], key=lambda i: (-src[i], -tgt[i]))
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    shuffle = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in shuffle]
+
+
+@pytest.mark.parametrize(
+    ("n", "batch_size", "pool_batches"), [(537, 16, 4), (1000, 7, 3), (5, 8, 50)]
+)
+def test_epochs_are_the_batches_of_the_list_algorithm_so_resumed_runs_keep_their_order(
+    n, batch_size, pool_batches
+):
+    examples = random_examples(n)
+    mine, theirs = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    for _ in range(2):  # two epochs from one generator: the draws stay in step
+        got = bucket_batches(examples, batch_size, generator=mine, pool_batches=pool_batches)
+        expected = _reference_epoch(examples, batch_size, pool_batches, theirs)
+        assert [b.tolist() for b in got] == expected
+        assert [b.tolist() for b in got[3:]] == expected[3:]  # a resumed epoch's rest
+    assert torch.equal(mine.get_state(), theirs.get_state())
+
+
+def test_an_epoch_is_one_int32_array_and_its_batches_are_views_of_it():
+    examples = random_examples()
+    batches = bucket_batches(examples, 16, generator=torch.Generator().manual_seed(0))
+    assert batches.order.dtype == np.int32 and batches.order.shape == (len(examples),)
+    assert all(np.shares_memory(b, batches.order) for b in batches)
+    assert (
+        len(batches[2:]) == len(batches) - 2 and batches[-1].tolist() == list(batches)[-1].tolist()
+    )
 
 
 def test_make_batch_layout():

@@ -59,6 +59,54 @@ def test_ids_from_the_store_equal_direct_tokenization(tmp_path, corpus, spm):
     assert store.counts.src_tokens == sum(lengths)
 
 
+def test_the_lengths_are_stored_and_mapped_beside_the_offsets(tmp_path, corpus, spm):
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    store = _build(tmp_path / "store", pairs, spm)
+    for side in (store.src, store.tgt):
+        lengths = side.lengths()
+        assert isinstance(lengths, np.memmap) and lengths.dtype == np.uint16
+        assert lengths.tolist() == np.diff(side.offsets).tolist()
+    tok = WordTokenizer.train(["a b"])
+    long = _build(tmp_path / "long", [("a " * 70_000, "b"), ("a", "b b")], tok)
+    assert long.src.lengths().dtype == np.uint32 and long.src.lengths().tolist() == [70_000, 1]
+    assert long.tgt.lengths().tolist() == [1, 2]
+
+
+def test_damaged_lengths_are_detected_and_the_store_rebuilt(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _rebuild_reason(tmp_path, tok)
+    lengths = tmp_path / "s" / "src.lengths"
+    lengths.write_bytes(np.array([7], np.uint16).tobytes())  # right size, wrong sum
+    with pytest.raises(ValueError, match=r"src\.lengths: does not add up to src\.ids"):
+        TokenStore.open(tmp_path / "s")
+    store, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and "damaged" in heard[0] and store.src.lengths().tolist() == [1]
+
+
+def test_a_store_of_the_first_layout_is_rebuilt_saying_so(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _rebuild_reason(tmp_path, tok)
+    meta = tmp_path / "s" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "version": 1}))
+    (tmp_path / "s" / "src.lengths").unlink()
+    store, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and "another layout" in heard[0] and "v1" in heard[0]
+    assert store.src.lengths().tolist() == [1]
+
+
+def test_sentences_are_read_from_the_files_and_a_file_cut_since_is_named(tmp_path, corpus, spm):
+    pairs = list(zip(corpus.src, corpus.tgt, strict=True))
+    store = _build(tmp_path / "store", pairs, spm)
+    for i in (0, 17, len(pairs) - 1):  # read with pread, as the map would give them
+        assert (
+            store.tgt[i] == store.tgt.flat[store.tgt.offsets[i] : store.tgt.offsets[i + 1]].tolist()
+        )
+    ids = tmp_path / "store" / "tgt.ids"
+    ids.write_bytes(ids.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"tgt\.ids: 0 bytes at byte \d+, expected \d+"):
+        store.tgt[len(pairs) - 1]
+
+
 def test_length_limits_drop_pairs_and_count_them(tmp_path):
     tok = WordTokenizer.train(["a b c d e"])
     pairs = [("a b", "c"), ("a b c d", "e"), ("a", "b c d e"), ("e", "d")]

@@ -10,12 +10,14 @@ Bucketing (as in Sennrich et al. 2017's Nematus / torchtext's BucketIterator):
 shuffle all examples, cut the shuffled list into pools of ``pool_batches``
 batches, sort each pool by length and cut it into batches, then shuffle the
 batch order. Each example appears exactly once per epoch, padding is small,
-and the order depends only on the ``torch.Generator`` passed in.
+and the order depends only on the ``torch.Generator`` passed in. An epoch is
+one int32 array of example indices (4 bytes an example) and the shuffled
+batch order (:class:`EpochBatches`); a batch is a view into it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +26,15 @@ from torch import Tensor
 
 from ..vocab_ids import BOS, EOS, PAD
 
-__all__ = ["Batch", "Examples", "bucket_batches", "encode_examples", "make_batch", "sorted_batches"]
+__all__ = [
+    "Batch",
+    "EpochBatches",
+    "Examples",
+    "bucket_batches",
+    "encode_examples",
+    "make_batch",
+    "sorted_batches",
+]
 
 
 @dataclass
@@ -134,20 +144,53 @@ def make_batch(examples: Examples, indices: Sequence[int]) -> Batch:
 def _by_length(lengths: tuple[np.ndarray, np.ndarray | None], indices: np.ndarray) -> np.ndarray:
     """``indices`` sorted by decreasing source, then target, length; ties keep their order."""
     src, tgt = lengths
-    keys = (-src[indices],) if tgt is None else (-tgt[indices], -src[indices])
+
+    def negated(side: np.ndarray) -> np.ndarray:  # lengths may be unsigned (a store's uint16)
+        return -side[indices].astype(np.int64)
+
+    keys = (negated(src),) if tgt is None else (negated(tgt), negated(src))
     return indices[np.lexsort(keys)]  # lexsort is stable; its last key is the primary one
+
+
+class EpochBatches(Sequence):
+    """One epoch's batches: batch ``k`` is ``order[j * size : (j + 1) * size]`` for
+    ``j = shuffle[k]``, a view (int32 or int64 example indices), not a copy.
+
+    Slicing gives the batches from there on, as another :class:`EpochBatches`
+    (a resumed epoch skips the batches it trained).
+    """
+
+    def __init__(self, order: np.ndarray, size: int, shuffle: np.ndarray) -> None:
+        self.order = order
+        self.size = size
+        self.shuffle = shuffle
+
+    def __len__(self) -> int:
+        return len(self.shuffle)
+
+    def __getitem__(self, k: int | slice) -> np.ndarray | EpochBatches:  # type: ignore[override]
+        if isinstance(k, slice):
+            return EpochBatches(self.order, self.size, self.shuffle[k])
+        start = int(self.shuffle[k]) * self.size
+        return self.order[start : start + self.size]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for j in self.shuffle.tolist():
+            yield self.order[j * self.size : (j + 1) * self.size]
 
 
 def bucket_batches(
     examples: Examples, batch_size: int, *, generator: torch.Generator, pool_batches: int = 50
-) -> list[np.ndarray]:
+) -> EpochBatches:
     """One epoch of index batches: shuffled, sorted by length within pools, batch order shuffled.
 
     Each batch is sorted by decreasing source (then target) length. Every
     index in ``range(len(examples))`` appears in exactly one batch. Only the
-    lengths are read, and the batches are int64 arrays (8 bytes an example,
-    not a Python int's 36), so a corpus of millions of pairs is never
-    materialised.
+    lengths are read, and the whole epoch is one array of int32 indices (int64
+    from 2**31 examples on), sorted pool by pool in place: 4 bytes an example,
+    so a corpus of millions of pairs is never materialised. The draws from
+    ``generator`` (a permutation of the examples, then one of the batches) and
+    so the batches are those of the earlier int64 lists, batch for batch.
 
     Raises:
         ValueError: ``batch_size`` or ``pool_batches`` is not positive.
@@ -157,14 +200,14 @@ def bucket_batches(
             f"batch_size and pool_batches must be > 0, got {batch_size} and {pool_batches}"
         )
     lengths = examples.lengths()
-    order = torch.randperm(len(examples), generator=generator).numpy()
-    pool = batch_size * pool_batches
-    batches: list[np.ndarray] = []
-    for start in range(0, len(order), pool):
-        chunk = _by_length(lengths, order[start : start + pool])
-        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
-    shuffle = torch.randperm(len(batches), generator=generator).tolist()
-    return [batches[i] for i in shuffle]
+    n = len(examples)
+    dtype = torch.int32 if n < 2**31 else torch.int64  # the same draws either way
+    order = torch.randperm(n, generator=generator, dtype=dtype).numpy()  # (N,)
+    pool = batch_size * pool_batches  # a multiple of batch_size: batches never span pools
+    for start in range(0, n, pool):
+        order[start : start + pool] = _by_length(lengths, order[start : start + pool])
+    shuffle = torch.randperm(-(-n // batch_size), generator=generator).numpy()  # (batches,)
+    return EpochBatches(order, batch_size, shuffle)
 
 
 def sorted_batches(examples: Examples, batch_size: int) -> list[list[int]]:

@@ -12,7 +12,6 @@ line-aligned with its files.
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import logging
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import DataConfig, SplitFiles
+from .line_chunks import decode_line, open_bytes, read_error
 from .text import is_blank
 
 __all__ = [
@@ -71,12 +71,6 @@ class ParallelCorpus:
         return ParallelCorpus(self.src[:n], self.tgt[:n], self.skipped)
 
 
-def _open_bytes(path: Path):
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-
-
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (gzipped or not), without line endings.
 
@@ -100,19 +94,14 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         raise FileNotFoundError(f"corpus file not found: {path}")
     number = 0
     try:
-        with _open_bytes(path) as handle:
+        with open_bytes(path) as handle:
             for number, raw in enumerate(handle, start=1):  # noqa: B007 (read in except)
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise ValueError(
-                        f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason})"
-                    ) from None
+                text = decode_line(raw, path, number)
                 if number == 1:
                     text = text.removeprefix("\ufeff")  # byte order mark of some editors
                 yield text.rstrip("\r\n")
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
-        raise ValueError(f"{path}: cannot read after line {number}: {err}") from None
+    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+        raise read_error(path, number, err) from None
 
 
 class PairStream:

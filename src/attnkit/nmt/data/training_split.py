@@ -17,10 +17,12 @@ from pathlib import Path
 
 from ..config import DataConfig, TokenizerConfig
 from .corpus import multi30k_path, stream_split
+from .line_chunks import LineFiles
 from .store import (
     PairEncoder,
     TokenStore,
     build_store,
+    build_store_from_lines,
     file_identity,
     fingerprint,
     open_or_build,
@@ -33,6 +35,7 @@ __all__ = [
     "open_training_store",
     "sample_pairs",
     "store_fingerprint",
+    "train_line_files",
     "train_on_sample",
     "train_split_files",
 ]
@@ -105,6 +108,22 @@ def train_split_files(data: DataConfig) -> list[Path]:
     return [Path(files.tsv)] if files.tsv is not None else [Path(files.src), Path(files.tgt)]
 
 
+def train_line_files(data: DataConfig, alignments: str | Path | None = None) -> LineFiles | None:
+    """The training split's files, to be read as raw lines (:mod:`.line_chunks`); None when
+    the split is not read straight from files (a toy task; a holdout for validation, which
+    needs a first pass to count the pairs)."""
+    if data.toy is not None or (data.bundled is None and data.valid_holdout is not None):
+        return None
+    if data.bundled == "multi30k":
+        corpus = (multi30k_path("train", data.src_lang), multi30k_path("train", data.tgt_lang))
+        return LineFiles(corpus, alignments=alignments)
+    files = data.train
+    if files.tsv is not None:
+        columns = (files.src_column, files.tgt_column)
+        return LineFiles((files.tsv,), columns, alignments)
+    return LineFiles((files.src, files.tgt), alignments=alignments)
+
+
 def store_fingerprint(
     data: DataConfig,
     src_tok: Tokenizer,
@@ -161,21 +180,29 @@ def open_training_store(
         raise FileNotFoundError(f"alignment file not found: {alignments}")
     key = store_fingerprint(data, src_tok, tgt_tok, alignments)
 
+    encoders = (src_tok.encode_batch, tgt_tok.encode_batch)
+    encoder = (
+        PairEncoder(*encoders) if alignments is None else AlignedEncoder(*encoders, alignments)
+    )
+    common = {
+        "vocab_size": max(src_tok.vocab_size, tgt_tok.vocab_size),
+        "fingerprint": key,
+        "max_src_len": data.max_src_len,
+        "max_tgt_len": data.max_tgt_len,
+        "progress": progress,
+        "workers": threads,
+    }
+
     def build() -> TokenStore:
+        files = train_line_files(data, alignments)
+        if files is not None:
+            return build_store_from_lines(
+                folder, files, encoder, max_pairs=data.max_train_pairs, **common
+            )
         pairs = stream_split(data, "train", alignments=alignments)
-        encoders = (src_tok.encode_batch, tgt_tok.encode_batch)
+        links = alignments is not None
         return build_store(
-            folder,
-            pairs,
-            PairEncoder(*encoders) if alignments is None else AlignedEncoder(*encoders, alignments),
-            vocab_size=max(src_tok.vocab_size, tgt_tok.vocab_size),
-            fingerprint=key,
-            max_src_len=data.max_src_len,
-            max_tgt_len=data.max_tgt_len,
-            skipped=lambda: pairs.skipped,
-            progress=progress,
-            links=alignments is not None,
-            workers=threads,
+            folder, pairs, encoder, skipped=lambda: pairs.skipped, links=links, **common
         )
 
     return open_or_build(folder, key, build, echo)

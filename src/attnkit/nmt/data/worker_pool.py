@@ -1,11 +1,13 @@
 """A function mapped over a stream in worker processes, results in input order.
 
-Building a token store is two kinds of work: reading and cleaning lines
-(Python, in the process that owns the files) and encoding them
-(sentencepiece, which holds the interpreter lock while it runs, so threads do
-not overlap the two). :func:`ordered_map` hands the encoding to worker
-processes, while the caller keeps reading: with ``workers`` processes the
-stream moves at about the speed of its slower half, not their sum.
+Building a token store is two kinds of work: reading the files (in the
+process that owns them) and turning lines into ids (decoding, cleaning and
+sentencepiece's encoding, which holds the interpreter lock while it runs, so
+threads do not overlap the two). :func:`ordered_map` hands the second to
+worker processes while the caller keeps reading: with ``workers`` processes
+the stream moves at about the speed of its slower half, not their sum, and
+the less the reading half does per line (:mod:`.line_chunks`), the more of
+the cores the workers get.
 
 Workers are started by ``forkserver`` (never ``fork``: the parent may run
 PyTorch's thread pool) and get the function once, at start-up, not with every

@@ -8,13 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ...atomic import atomic_write_bytes
 from ..config import DataConfig, RunConfig, TrainConfig
-from ..data.batching import Examples, bucket_batches, encode_examples
+from ..data.batching import EpochBatches, Examples, bucket_batches, encode_examples
 from ..data.corpus import ParallelCorpus, load_split, stream_split
 from ..data.store import TokenStore, file_identity, fingerprint
 from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
@@ -310,7 +309,7 @@ class EpochOrder:
         self.generator = torch.Generator().manual_seed(seed)
         self.state = self.generator.get_state()
 
-    def batches(self, examples: Examples, config: TrainConfig) -> list[np.ndarray]:
+    def batches(self, examples: Examples, config: TrainConfig) -> EpochBatches:
         """The current epoch's batches (arrays of example indices), by :func:`bucket_batches`."""
         self.generator.set_state(self.state)
         return bucket_batches(

@@ -1,0 +1,257 @@
+"""Corpus files cut into chunks of raw lines: the reading half of building a token store.
+
+Building a store of millions of pairs is reading and encoding; the encoding
+runs on worker processes (:mod:`.worker_pool`), and on a machine with few
+cores whatever the reading process does per line competes with them. So the
+reader does no per-line work in Python: it takes the next ``size`` lines of
+each file (two line-aligned files, or one TSV, and the guided-alignment file
+beside them when there is one) as bytes, joins them into one block per file
+and hands the blocks on (:class:`RawChunk`). The workers decode, clean, encode
+and flatten them (:class:`~.chunk_packing.LinePacker`).
+
+What only the reader can see it checks, with the messages of the line
+reader (:func:`attnkit.nmt.data.corpus.iter_lines`): files of different line
+counts, an alignment file with fewer or more lines than the corpus, a file
+that cannot be read (a corrupt gzip stream). The error travels in the chunk
+that ends at it (:attr:`RawChunk.error`) and is raised after the lines
+before it, as the line-by-line reader would have; on that path only (an
+error), the rest of the longer file is decoded, as the line reader did while
+counting it, so that an invalid line there is named instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = [
+    "LineFiles",
+    "RawChunk",
+    "decode_line",
+    "open_bytes",
+    "read_chunks",
+    "read_error",
+    "utf8_error",
+]
+
+
+def open_bytes(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes, through gzip when it starts with gzip's magic."""
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # noqa: SIM115
+
+
+def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueError:
+    """The error for line ``number`` of ``path`` that is not UTF-8 (``err``: from its bytes)."""
+    return ValueError(f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason})")
+
+
+def decode_line(raw: bytes, path: str | Path, number: int) -> str:
+    """Line ``number`` of ``path`` (its bytes, ending included) as text.
+
+    Raises:
+        ValueError: the bytes are not UTF-8 (:func:`utf8_error`).
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise utf8_error(path, number, err) from None
+
+
+def read_error(path: str | Path, lines: int, err: Exception) -> ValueError:
+    """The error for ``path`` that cannot be read after its first ``lines`` lines."""
+    return ValueError(f"{path}: cannot read after line {lines}: {err}")
+
+
+@dataclass(frozen=True)
+class LineFiles:
+    """The files of a training split, read as lines.
+
+    Paths are named in messages as given, as the line readers name them.
+
+    Attributes:
+        corpus: ``(source file, target file)``, line-aligned, or ``(tsv file,)``.
+        columns: ``(source column, target column)`` of the TSV; None for two files.
+        alignments: a Pharaoh file line-aligned with the corpus (guided alignment), or None.
+    """
+
+    corpus: tuple[str | Path, ...]
+    columns: tuple[int, int] | None = None
+    alignments: str | Path | None = None
+
+    @property
+    def where(self) -> str:
+        """The corpus as messages name it: ``SRC / TGT`` or the TSV."""
+        return " / ".join(str(p) for p in self.corpus)
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every file, in the order of :attr:`RawChunk.blocks`: corpus, then alignments."""
+        files = self.corpus if self.alignments is None else (*self.corpus, self.alignments)
+        return tuple(Path(p) for p in files)
+
+
+@dataclass(frozen=True)
+class RawChunk:
+    """``count`` consecutive lines of each file, as bytes.
+
+    Attributes:
+        first: the 1-based number of the first line.
+        count: lines in each block.
+        blocks: per file of :attr:`LineFiles.paths`, its ``count`` lines joined,
+            endings included (the file's last line may lack one).
+        error: what the reader met right after these lines (a short or
+            unreadable file), to be raised once they are processed; or None.
+    """
+
+    first: int
+    count: int
+    blocks: tuple[bytes, ...]
+    error: ValueError | None = None
+
+
+class _RawFile:
+    """One file read in runs of lines, counting them; read errors kept, not raised."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.handle = open_bytes(path)
+        self.read = 0
+
+    def __enter__(self) -> _RawFile:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.handle.close()
+
+    def take(self, n: int) -> tuple[list[bytes], ValueError | None]:
+        """The next (up to) ``n`` lines, and the error that stopped the reading, if any."""
+        lines: list[bytes] = []
+        error = None
+        try:
+            lines.extend(islice(self.handle, n))  # keeps the lines read before an error
+        except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+            error = read_error(self.path, self.read + len(lines), err)
+        self.read += len(lines)
+        return lines, error
+
+    def count_rest(self, taken: list[bytes], error: ValueError | None, number: int) -> int:
+        """Lines from ``number`` on: ``taken`` (already read), then the unread ones.
+
+        Each is decoded, as the line reader did while counting them.
+
+        Raises:
+            ValueError: a line is not UTF-8, or the file cannot be read on.
+        """
+        count = 0
+        while True:
+            for raw in taken:
+                decode_line(raw, self.path, number + count)
+                count += 1
+            if error is not None:
+                raise error
+            taken, error = self.take(10_000)
+            if not taken and error is None:
+                return count
+
+
+def read_chunks(files: LineFiles, size: int) -> Iterator[RawChunk]:
+    """The files in chunks of ``size`` lines each (the last chunk may be shorter).
+
+    Raises:
+        FileNotFoundError: a file is missing (at the first ``next``), named as
+            the line readers name it.
+    """
+    if files.alignments is not None and not Path(files.alignments).is_file():
+        raise FileNotFoundError(f"alignment file not found: {files.alignments}")
+    for path in files.corpus:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"corpus file not found: {path}")
+    with contextlib.ExitStack() as stack:
+        raws = [stack.enter_context(_RawFile(path)) for path in files.paths]
+        corpus = raws[: len(files.corpus)]
+        align = raws[-1] if files.alignments is not None else None
+        first = 1
+        while True:
+            chunk, ended = _next_chunk(files, corpus, align, first, size)
+            if chunk.count or chunk.error is not None:
+                yield chunk
+            if ended:
+                return
+            first += chunk.count
+
+
+def _next_chunk(
+    files: LineFiles, corpus: list[_RawFile], align: _RawFile | None, first: int, size: int
+) -> tuple[RawChunk, bool]:
+    """The chunk from line ``first``, and whether it is the last one."""
+    taken = [raw.take(size) for raw in corpus]
+    count = min(len(lines) for lines, _ in taken)
+    error = _corpus_error(files, corpus, taken, count, first)
+    ended = error is not None or count < size
+    if align is not None:
+        lines, align_error = align.take(count)
+        if len(lines) < count:  # the alignments end (or break) first
+            count, ended = len(lines), True
+            error = align_error or _short_alignment(files, first + count)
+        elif ended and error is None:
+            error = _extra_alignment(files, align, first + count)
+        taken.append((lines, None))
+    blocks = tuple(b"".join(lines[:count]) for lines, _ in taken)
+    return RawChunk(first, count, blocks, error), ended
+
+
+def _corpus_error(
+    files: LineFiles, corpus: list[_RawFile], taken: list, count: int, first: int
+) -> ValueError | None:
+    """What ends the corpus files at line ``first + count``: a read error, or files of
+    different lengths (None: both go on, or both end there)."""
+    for _, error in (t for t in taken if len(t[0]) == count):
+        if error is not None:  # the first file that fails at the line after ``count``
+            return error
+    if all(len(lines) == count for lines, _ in taken) or len(corpus) == 1:
+        return None
+    longer = 0 if len(taken[0][0]) > count else 1
+    number = first + count  # the first line without a partner
+    lines, error = taken[longer]
+    try:
+        rest = corpus[longer].count_rest(lines[count:], error, number)
+    except ValueError as err:  # the line reader met it while counting
+        return err
+    src_path, tgt_path = files.corpus
+    longer_n, shorter_n = number - 1 + rest, number - 1
+    src_n, tgt_n = (longer_n, shorter_n) if longer == 0 else (shorter_n, longer_n)
+    return ValueError(
+        f"line counts differ: {src_path} has {src_n} lines but {tgt_path} has "
+        f"{tgt_n} ({files.corpus[longer]}, line {number} has no partner); "
+        "parallel files must be line-aligned"
+    )
+
+
+def _short_alignment(files: LineFiles, number: int) -> ValueError:
+    return ValueError(
+        f"{files.alignments} has {number - 1} lines but the corpus {files.where} has more "
+        f"(line {number} has no alignment); the alignment file must be "
+        "line-aligned with the training corpus file"
+    )
+
+
+def _extra_alignment(files: LineFiles, align: _RawFile, number: int) -> ValueError | None:
+    """The error for alignment lines past the corpus's ``number - 1`` lines (None: none)."""
+    try:
+        extra = align.count_rest([], None, number)
+    except ValueError as err:
+        return err
+    if not extra:
+        return None
+    return ValueError(
+        f"{files.alignments} has {number - 1 + extra} lines but the corpus {files.where} "
+        f"has {number - 1}; the alignment file must be line-aligned with the training "
+        "corpus file"
+    )

@@ -1,0 +1,54 @@
+"""Cutting corpus files into chunks of raw lines: every line once, in order, as bytes; what
+only the reader sees (files of different lengths, alignments too short or too long)
+travels in the chunk that ends at it."""
+
+import pytest
+
+from attnkit.nmt.data.line_chunks import LineFiles, read_chunks
+
+
+def _write(path, text):
+    path.write_bytes(text)
+    return path
+
+
+def test_chunks_hold_every_line_once_in_order_as_bytes(tmp_path):
+    src = _write(tmp_path / "s", b"a\nb\r\n\xffc\nd\ne\nf")  # bad UTF-8 is the workers' to see
+    tgt = _write(tmp_path / "t", b"1\n2\n3\n4\n5\n6\n")
+    chunks = list(read_chunks(LineFiles((src, tgt)), 4))
+    assert [(c.first, c.count, c.error) for c in chunks] == [(1, 4, None), (5, 2, None)]
+    assert b"".join(c.blocks[0] for c in chunks) == src.read_bytes()
+    assert b"".join(c.blocks[1] for c in chunks) == tgt.read_bytes()
+
+
+def test_files_of_different_lengths_end_the_last_chunk_with_the_error(tmp_path):
+    src = _write(tmp_path / "s", b"a\nb\nc\nd\ne\n")
+    tgt = _write(tmp_path / "t", b"1\n2\n3\n")
+    *_, last = read_chunks(LineFiles((src, tgt)), 2)
+    assert (last.first, last.count) == (3, 1)
+    assert str(last.error) == (
+        f"line counts differ: {src} has 5 lines but {tgt} has 3 ({src}, line 4 has no "
+        "partner); parallel files must be line-aligned"
+    )
+
+
+@pytest.mark.parametrize(
+    ("align", "count", "message"),
+    [
+        (b"0-0\n0-0\n", 2, "has 2 lines but the corpus {where} has more (line 3 has no"),
+        (b"0-0\n\n0-0\n\n0-0\n", 4, "has 5 lines but the corpus {where} has 4;"),
+    ],
+    ids=["short", "long"],
+)
+def test_an_alignment_file_of_another_length_is_named(tmp_path, align, count, message):
+    tsv = _write(tmp_path / "c.tsv", b"a\t1\nb\t2\nc\t3\nd\t4\n")
+    files = LineFiles((tsv,), (0, 1), _write(tmp_path / "c.align", align))
+    chunks = list(read_chunks(files, 3))
+    assert sum(c.count for c in chunks) == count and chunks[-1].blocks[1].count(b"\n") <= 3
+    assert message.format(where=tsv) in str(chunks[-1].error)
+    assert all(c.error is None for c in chunks[:-1])
+
+
+def test_a_missing_file_is_named_at_the_first_chunk(tmp_path):
+    with pytest.raises(FileNotFoundError, match="corpus file not found: .*nope"):
+        next(read_chunks(LineFiles((tmp_path / "nope",), (0, 1)), 3))
