@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .line_chunks import LineFiles, RawChunk, utf8_error
+from .line_chunks import LineFiles, RawChunk, tsv_cells, utf8_error
 from .text import is_blank
 
 __all__ = [
@@ -229,24 +229,15 @@ class LinePacker:
     ) -> tuple[list[str], list[str], int, Exception | None]:
         """The source and target cells of TSV lines (a blank line: two blank cells); a line
         with too few columns ends them."""
-        src_column, tgt_column = self.files.columns
-        needed = max(src_column, tgt_column) + 1
+        path, columns = self.files.corpus[0], self.files.columns
         src, tgt = [], []
         for k in range(count):
-            line = lines[k].rstrip("\r\n")
-            if is_blank(line):
-                src.append("")
-                tgt.append("")
-                continue
-            cells = line.split("\t")
-            if len(cells) < needed:
-                error = ValueError(
-                    f"{self.files.corpus[0]}, line {first + k}: expected at least {needed} "
-                    f"tab-separated columns, got {len(cells)}"
-                )
-                return src, tgt, k, error
-            src.append(cells[src_column])
-            tgt.append(cells[tgt_column])
+            try:
+                s, t = tsv_cells(lines[k].rstrip("\r\n"), path, first + k, *columns)
+            except ValueError as err:
+                return src, tgt, k, err
+            src.append(s)
+            tgt.append(t)
         return src, tgt, count, error
 
 

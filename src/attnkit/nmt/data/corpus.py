@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import DataConfig, SplitFiles
-from .line_chunks import decode_line, open_bytes, read_error
+from .line_chunks import decode_line, open_bytes, read_error, tsv_cells
 from .text import is_blank
 
 __all__ = [
@@ -209,18 +209,8 @@ def read_parallel(
 
 def _tsv_cells(path: str | Path, src_column: int, tgt_column: int) -> Iterator[tuple[str, str]]:
     _require(path)
-    needed = max(src_column, tgt_column) + 1
     for number, line in enumerate(iter_lines(path), start=1):
-        if is_blank(line):
-            yield "", ""
-            continue
-        cells = line.split("\t")
-        if len(cells) < needed:
-            raise ValueError(
-                f"{path}, line {number}: expected at least {needed} tab-separated columns, "
-                f"got {len(cells)}"
-            )
-        yield cells[src_column], cells[tgt_column]
+        yield tsv_cells(line, path, number, src_column, tgt_column)
 
 
 def stream_tsv(

@@ -29,6 +29,8 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
+from .text import is_blank
+
 __all__ = [
     "LineFiles",
     "RawChunk",
@@ -36,6 +38,7 @@ __all__ = [
     "open_bytes",
     "read_chunks",
     "read_error",
+    "tsv_cells",
     "utf8_error",
 ]
 
@@ -62,6 +65,27 @@ def decode_line(raw: bytes, path: str | Path, number: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise utf8_error(path, number, err) from None
+
+
+def tsv_cells(
+    line: str, path: str | Path, number: int, src_column: int, tgt_column: int
+) -> tuple[str, str]:
+    """The source and target cells of TSV line ``number`` of ``path`` (no line ending);
+    a blank line gives two blank cells.
+
+    Raises:
+        ValueError: the line has fewer than ``max(src_column, tgt_column) + 1`` cells.
+    """
+    if is_blank(line):
+        return "", ""
+    cells = line.split("\t")
+    needed = max(src_column, tgt_column) + 1
+    if len(cells) < needed:
+        raise ValueError(
+            f"{path}, line {number}: expected at least {needed} tab-separated columns, "
+            f"got {len(cells)}"
+        )
+    return cells[src_column], cells[tgt_column]
 
 
 def read_error(path: str | Path, lines: int, err: Exception) -> ValueError:
