@@ -136,10 +136,10 @@ class RunFolder:
         was at least the ``best`` checkpoint's when it was written, else ``best``."""
         if name != AUTO:
             return name
+        state = _averaged_state(self.averaged)
         try:
-            state = json.loads(self.averaged.read_text(encoding="utf-8"))["state"]
             wins = state["valid_bleu"] >= state["best_bleu"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             wins = False  # no averaged checkpoint, or no scores to compare
         return AVERAGED if wins else "best"
 
@@ -157,7 +157,9 @@ class RunFolder:
         averaged any of them (a run resumed at ``step`` redoes those steps); returns the steps
         of the snapshots deleted."""
         dropped = self.snapshots.drop_after(step)
-        if max(_averaged_steps(self.averaged), default=0) > step:
+        steps = _averaged_state(self.averaged).get("averaged_steps")
+        steps = [s for s in steps if isinstance(s, int)] if isinstance(steps, list) else []
+        if max(steps, default=0) > step:
             delete_checkpoint(self.path, AVERAGED)
         return dropped
 
@@ -349,13 +351,14 @@ def _salvage(line: str) -> dict:
     return row
 
 
-def _averaged_steps(record: Path) -> list[int]:
-    """The steps the ``averaged`` record says it averaged (``[]``: none, or unreadable)."""
+def _averaged_state(record: Path) -> dict:
+    """The state the ``averaged`` record holds (its steps and scores); ``{}`` when there is
+    none or it cannot be read."""
     try:
-        steps = json.loads(record.read_text(encoding="utf-8"))["state"]["averaged_steps"]
+        state = json.loads(record.read_text(encoding="utf-8"))["state"]
     except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return [s for s in steps if isinstance(s, int)] if isinstance(steps, list) else []
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def _ignore(_line: str) -> None:
