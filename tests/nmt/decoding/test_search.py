@@ -110,6 +110,20 @@ def test_hypothesis_scores_and_weights_match_the_teacher_forced_pass(variant) ->
         assert g.score == g.log_prob
 
 
+def test_transformer_beams_sharing_one_source_row_search_as_with_repeated_rows() -> None:
+    model = _model({"arch": "transformer"})
+    assert model.beams_share_memory
+    src, src_lengths = pad(_sources(6, seed=3))
+    shared = beam_search_n_best(model, src, src_lengths, beam_size=4, length_penalty=1.0)
+    model.beams_share_memory = False  # the instance now repeats its memory per beam
+    repeated = beam_search_n_best(model, src, src_lengths, beam_size=4, length_penalty=1.0)
+    for mine, theirs in zip(shared, repeated, strict=True):
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine, theirs, strict=True):
+            _assert_same(a, b)
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
 def test_wide_beam_finds_the_exhaustive_optimum() -> None:
     # Target vocab of 6: symbols 4, 5 and EOS can be emitted; with a limit of
     # 3 steps there are 15 possible outputs, and K = 12 keeps all of them.

@@ -100,6 +100,29 @@ def test_cached_step_by_step_decoding_equals_the_teacher_forced_pass(variant):
     assert all(cache.length == tgt_in.shape[1] for cache in state.caches)
 
 
+def test_k_rows_per_sentence_read_one_memory_row_as_if_it_were_repeated():
+    # Beam search hands the Transformer one memory row per sentence for its k
+    # beams (rows r read sentence r // k); each row must decode exactly as it
+    # would against its own copy of the memory.
+    model, k = tiny_transformer(), 3
+    src, src_lengths, tgt_in, _ = _batch()
+    rows = torch.arange(src.shape[0]).repeat_interleave(k)
+    beam = (torch.arange(rows.numel()) % k)[:, None]
+    tgt_rows = torch.where(beam > 0, (tgt_in[rows] + beam) % TOY_VOCAB, tgt_in[rows])  # beams differ
+    with torch.no_grad():
+        memory = model.encode(src, src_lengths)
+        shared, repeated = model.initial_state(memory), model.initial_state(memory)
+        for t in range(tgt_rows.shape[1]):
+            logits, weights, shared = model.step(tgt_rows[:, t], shared, memory)
+            want_logits, want_weights, repeated = model.step(
+                tgt_rows[:, t], repeated, memory.index_select(rows)
+            )
+            torch.testing.assert_close(logits, want_logits, atol=1e-5, rtol=0)
+            torch.testing.assert_close(weights, want_weights, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"prev_tokens .*B=5 or a multiple of it"):
+        model.step(tgt_rows[:7, 0], model.initial_state(memory), memory)
+
+
 def test_each_step_attends_over_the_cache_and_projects_one_new_position(monkeypatch):
     model = tiny_transformer()
     src, src_lengths, tgt_in, _ = _batch()

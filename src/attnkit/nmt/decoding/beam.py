@@ -31,7 +31,9 @@ off). Since ``cp <= 0``, the stopping
 bound below stays valid. ``no_repeat_ngram = n`` rules out any token that
 would repeat an n-gram the hypothesis already holds (greedy search too), so
 no output repeats an n-gram. Finished sentences leave the batch
-(``index_select`` on the source memory and the decoder state).
+(``index_select`` on the source memory and the decoder state). A model with
+``beams_share_memory`` (the Transformer) keeps one memory row per sentence
+for its K beams; otherwise the memory is repeated K times.
 
 Notation: ``B`` sentences, ``K`` beam size, ``N = B*K`` rows, ``S`` source
 length, ``t`` steps so far, ``V`` target vocabulary size.
@@ -148,8 +150,10 @@ class _Beams:
     scores: Tensor  # (n, K) cumulative log-probabilities
     tokens: Tensor  # (N, t) long, emitted tokens
     trail: _Trail  # attention weights of every step
-    state: DecoderState  # batch N
-    memory: SourceMemory  # batch N
+    state: DecoderState  # batch N, or the previous step's rows while ``parents`` is set
+    memory: SourceMemory  # batch n when ``shared``, else N
+    shared: bool  # one memory row per sentence, read by its K beams
+    parents: Tensor | None = None  # (N,) the rows of ``state`` the live rows continue
 
     def index_select(self, sentences: Tensor, rows: Tensor) -> _Beams:
         """Keep/reorder sentences ``(n',)`` and rows ``(N',)`` (both long indices)."""
@@ -159,9 +163,21 @@ class _Beams:
             self.scores[sentences],
             self.tokens[rows],
             self.trail,
-            self.state.index_select(rows),
-            self.memory.index_select(rows),
+            self.state,
+            self.memory.index_select(sentences if self.shared else rows),
+            self.shared,
+            rows if self.parents is None else self.parents[rows],
         )
+
+    def gather_state(self) -> None:
+        """Apply the pending reorder of ``state``: one gather per step, whatever was dropped."""
+        if self.parents is not None:
+            self.state, self.parents = self.state.index_select(self.parents), None
+
+    def source_lengths(self, rows: Tensor) -> list[int]:
+        """Real source lengths of ``rows`` ``(P,)``."""
+        k = self.scores.shape[1]
+        return self.memory.lengths[rows // k if self.shared else rows].tolist()
 
 
 def beam_search(
@@ -232,6 +248,7 @@ def beam_search_n_best(
             beams = _advance(beams, candidates, beam_size)
             _finish_at_limit(beams, step, limits, ranking, finished)
             beams = _drop_done(beams, step, limits, ranking, finished)
+            beams.gather_state()
     return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
 
 
@@ -242,11 +259,12 @@ def _initial_beams(model: Translator, memory: SourceMemory, k: int) -> _Beams:
     scores = torch.full((batch, k), -torch.inf, device=device)
     scores[:, 0] = 0.0  # the other K-1 copies would only duplicate beam 0
     tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
-    expanded = memory.index_select(rows)
+    state = model.initial_state(memory).index_select(rows)
+    shared = model.beams_share_memory
+    if not shared:
+        memory = memory.index_select(rows)
     sentences = torch.arange(batch, device=device)
-    return _Beams(
-        sentences, scores, tokens, _Trail([], []), model.initial_state(expanded), expanded
-    )
+    return _Beams(sentences, scores, tokens, _Trail([], []), state, memory, shared)
 
 
 def _top_candidates(scores: Tensor, log_probs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -295,7 +313,7 @@ def _record(
     rows = torch.tensor([row for _, row, _ in picks], device=beams.tokens.device)  # (P,)
     tokens = beams.tokens[rows, 1:].tolist()  # drop BOS; an ending EOS is not stored
     weights = beams.trail.gather(rows).float().cpu()  # (P, t, S)
-    lengths = beams.memory.lengths[rows].tolist()
+    lengths = beams.source_lengths(rows)
     sentences = beams.sentence.tolist()
     for p, (i, _, log_prob) in enumerate(picks):
         own = weights[p, :, : lengths[p]].clone()  # (t, S_i)
@@ -320,8 +338,10 @@ def _advance(beams: _Beams, candidates: tuple[Tensor, Tensor, Tensor], k: int) -
         scores.gather(1, order),  # (n, K)
         beams.tokens[rows],
         beams.trail,
-        beams.state.index_select(rows),
+        beams.state,  # gathered once the done sentences are dropped too
         beams.memory,  # rows of one sentence share its source, no reorder needed
+        beams.shared,
+        rows,
     )
     kept.tokens = torch.cat([kept.tokens, token.gather(1, order).view(-1, 1)], dim=1)  # (N, t+1)
     return kept

@@ -126,6 +126,11 @@ class Translator(nn.Module, ABC):
     and :meth:`_teacher_forced`; the public methods here check their inputs
     first, so every architecture rejects bad input with the same messages.
 
+    A subclass whose :meth:`step` can read one memory row for several decoder
+    rows sets ``beams_share_memory = True``: it then accepts ``prev_tokens`` of
+    ``k * B`` rows for a memory of ``B`` sentences, row ``r`` reading sentence
+    ``r // k``, and beam search keeps one copy of each source instead of ``k``.
+
     Args:
         src_vocab_size: source vocabulary size, including the special tokens.
         tgt_vocab_size: V, target vocabulary size, including the special tokens.
@@ -133,6 +138,8 @@ class Translator(nn.Module, ABC):
     Raises:
         ValueError: a vocabulary smaller than the special tokens plus one symbol.
     """
+
+    beams_share_memory: bool = False
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
@@ -181,7 +188,8 @@ class Translator(nn.Module, ABC):
         Args:
             prev_tokens: ``y_{t-1}`` ``(B,)`` long; BOS at the first step.
             state: :meth:`initial_state` at the first step, then the returned state.
-            memory: from :meth:`encode` (possibly reordered with ``index_select``).
+            memory: from :meth:`encode` (possibly reordered with ``index_select``);
+                with ``beams_share_memory``, ``B / k`` sentences for ``k`` rows each.
 
         Returns:
             ``(logits (B, V), weights (B, S), new_state)``: unnormalised scores
@@ -189,17 +197,21 @@ class Translator(nn.Module, ABC):
             weights over the source (the architecture's alignment view).
 
         Raises:
-            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of ``memory``.
+            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of
+                ``memory`` (or, with ``beams_share_memory``, a multiple of it).
         """
         batch = memory.lengths.shape[0]
+        rows = prev_tokens.shape[0] if isinstance(prev_tokens, Tensor) and prev_tokens.dim() else 0
+        shared = self.beams_share_memory and rows > 0 and batch > 0 and rows % batch == 0
         if (
             not isinstance(prev_tokens, Tensor)
-            or prev_tokens.shape != (batch,)
+            or prev_tokens.shape != ((rows,) if shared else (batch,))
             or prev_tokens.is_floating_point()
         ):
+            multiple = " or a multiple of it" if self.beams_share_memory else ""
             raise ValueError(
-                f"prev_tokens must be a 1-D integer tensor (B={batch},) matching memory, "
-                f"got {describe_tensor(prev_tokens)}"
+                f"prev_tokens must be a 1-D integer tensor (B={batch}{multiple},) matching "
+                f"memory, got {describe_tensor(prev_tokens)}"
             )
         return self._step(prev_tokens, state, memory)
 

@@ -159,7 +159,9 @@ class DecoderLayer(_Layer):
             y: the target positions of this call, ``(B, Tq, D)``: the whole
                 target when teacher forcing, one step (``Tq = 1``) with caches.
             memory: encoder states ``(B, S, D)``; not read when ``cross_cache``
-                already holds the projected keys/values.
+                already holds the projected keys/values. It may hold ``B / k``
+                sentences for ``k`` consecutive rows of ``y`` each (the beams
+                of beam search), as may ``src_mask`` and ``cross_cache``.
             src_mask: ``(B, S)`` bool, True at real source tokens.
             self_cache: keys/values of the earlier target positions (updated in place).
             cross_cache: the source's projected keys/values.
@@ -185,8 +187,12 @@ class DecoderLayer(_Layer):
             )
 
         def attend_source(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            # k rows per source sentence (beam search) become k queries of one row:
+            # cross-attention has no mask between queries, so nothing else changes.
+            sentences, tq = src_mask.shape[0], h.shape[1]
+            grouped = h.reshape(sentences, -1, h.shape[-1])  # (B/k, k*Tq, D)
             out, weights = self.multihead_attn(
-                h,
+                grouped,
                 memory,
                 key_padding_mask=src_mask,
                 cache=cross_cache,
@@ -194,8 +200,10 @@ class DecoderLayer(_Layer):
                 average_weights=False,
             )
             if alignment_weights:
-                weights = alignment_probabilities(self.multihead_attn, h, memory, src_mask)
-            return out, weights
+                weights = alignment_probabilities(self.multihead_attn, grouped, memory, src_mask)
+            if weights is not None:  # (B/k, H, k*Tq, S) -> (B, H, Tq, S)
+                weights = weights.unflatten(2, (-1, tq)).transpose(1, 2).flatten(0, 1)
+            return out.reshape(h.shape), weights
 
         y, self_weights = _residual(y, attend_self, self.norm1, self.dropout, self.norm_first)
         y, cross_weights = _residual(y, attend_source, self.norm2, self.dropout, self.norm_first)

@@ -115,6 +115,8 @@ class TransformerTranslator(Translator):
             or ``share_embeddings`` with vocabularies of different sizes.
     """
 
+    beams_share_memory = True  # cross-attention reads one memory row for k decoder rows
+
     def __init__(self, config: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__(src_vocab_size, tgt_vocab_size)
         if config.share_embeddings and src_vocab_size != tgt_vocab_size:
