@@ -22,22 +22,29 @@ sampling misses). About once a second it also reads the ranks' full
 ``smaps`` for the mappings of the token store's files.
 
 It prints one JSON object, in MB: per launch, each rank's peaks (``rss``,
-``pss``, ``pss_anon``, ``pss_file``, ``anonymous``, ``vm_hwm``, and
-``store_rss``/``store_pss``: the store's mapped pages), the sums of the ranks'
-peaks, the peaks of their sums, and the torchrun agent's own peaks (``agent``:
-one per launch whatever N, **not** in the sums or the ratios). Ratios, the
-2-rank launch's sum of its ranks' peaks over the 1-rank launch's rank:
+``pss``, ``pss_anon``, ``pss_file``, ``anonymous``, ``vm_hwm``,
+``store_rss``/``store_pss``: the token store's mapped pages, and
+``pss_at_hwm``/``anonymous_at_hwm``: see below), the sums of the ranks' peaks,
+the peaks of their sums, and the torchrun agent's own peaks (``agent``: one
+per launch whatever N, **not** in the sums or the ratios). Ratios, the 2-rank
+launch's sum of its ranks' peaks over the 1-rank launch's rank:
 
-- ``rank_memory_2_vs_1_rss`` (issue #26: target <= 1.3), sampled, and
-  ``rank_memory_2_vs_1_hwm``, the same from ``VmHWM``. RSS counts a page
-  that both ranks map (library text, the store's mapped lengths) in each;
-- ``rank_memory_2_vs_1_pss``: PSS counts a page shared by k processes 1/k
-  in each, so the ranks' PSS adds up to what they cost the machine; but a
-  shared *file* page is also divided with any other process mapping it (the
-  agent, which imports torch too; any other torch process on the machine),
-  so the file part of PSS depends on what else runs;
-- ``rank_memory_2_vs_1_anon``: anonymous memory (heap, tensors, Python
-  objects), each process's own and unaffected by the others.
+- ``rank_memory_2_vs_1_hwm``: peak RSS, exact (``VmHWM``); issue #26's figure
+  (target <= 1.3). RSS counts a page that both ranks map (library text, the
+  store's mapped lengths) in each;
+- ``rank_memory_2_vs_1_pss_at_hwm``: PSS at that peak, which counts a page
+  shared by k processes 1/k in each, so the ranks' PSS adds up to what they
+  cost the machine. Estimated as the peak less the shared share (RSS - PSS) of
+  the sample nearest it: what a step adds at its peak is private anonymous
+  memory, which PSS counts in full. A shared *file* page is also divided with
+  any other process that maps it (the agent, which imports torch too; any
+  other torch process on the machine), so this part of PSS depends on what
+  else runs;
+- ``rank_memory_2_vs_1_anon_at_hwm``: anonymous memory (heap, tensors, Python
+  objects) at that peak, likewise; each process's own, whatever else runs;
+- ``rank_memory_2_vs_1_rss``, ``_pss``, ``_anon``: the same from the sampled
+  peaks alone. A step's peak lasts a fraction of a second that a sample every
+  ``INTERVAL_S`` may miss, so these move by several percent between runs.
 
 ``python -m benchmarks.rank_memory --stages [PAIRS]``: where a rank's memory
 goes. The same launches (1, then 2 ranks) of this module's stage worker,
@@ -132,17 +139,30 @@ def _sample(pid: int) -> dict[str, float]:
 
 
 class _Peaks:
-    """Running maxima of named figures."""
+    """Running maxima of named figures, and the sample in which ``rss`` peaked."""
 
     def __init__(self) -> None:
         self.peak: dict[str, float] = {}
+        self.at_rss_peak: dict[str, float] = {}
 
     def add(self, figures: dict[str, float]) -> None:
+        if figures.get("rss", 0.0) > self.peak.get("rss", 0.0):
+            self.at_rss_peak = figures
         for key, value in figures.items():
             self.peak[key] = max(self.peak.get(key, 0.0), value)
 
     def rounded(self) -> dict[str, float]:
         return {key: round(value, 1) for key, value in self.peak.items()}
+
+    def at_hwm(self) -> dict[str, float]:
+        """PSS and anonymous memory at the exact peak RSS (``VmHWM``), estimated: the
+        peak less what the sample nearest it had of shared (RSS - PSS) and of file-backed
+        (RSS - anonymous) pages, which a training step does not change."""
+        hwm, near = self.peak["vm_hwm"], self.at_rss_peak
+        return {
+            "pss_at_hwm": round(hwm - (near["rss"] - near["pss"]), 1),
+            "anonymous_at_hwm": round(hwm - (near["rss"] - near["anonymous"]), 1),
+        }
 
 
 def launch(config: Path, run: Path, nproc: int) -> dict:
@@ -184,12 +204,12 @@ def launch(config: Path, run: Path, nproc: int) -> dict:
             time.sleep(INTERVAL_S)
     if agent_process.returncode != 0:
         raise RuntimeError(f"torchrun failed ({agent_process.returncode}):\n{log.read_text()}")
-    per_rank = {rank: ranks[rank].rounded() for rank in sorted(ranks)}
+    per_rank = {rank: ranks[rank].rounded() | ranks[rank].at_hwm() for rank in sorted(ranks)}
     return {
         "ranks": per_rank,
         "sum_of_peaks": {
             key: round(sum(r[key] for r in per_rank.values()), 1)
-            for key in [*FIELDS.values(), "vm_hwm"]
+            for key in [*FIELDS.values(), "vm_hwm", "pss_at_hwm", "anonymous_at_hwm"]
         },
         "peak_of_sums": sums.rounded(),
         "agent": agent.rounded(),
@@ -226,7 +246,8 @@ def measure(pairs: int) -> dict:
             report["launches"][str(nproc)] = launch(config, run, nproc)
     one = report["launches"]["1"]["ranks"]["0"]
     two = report["launches"]["2"]["sum_of_peaks"]
-    for key, name in (("rss", "rss"), ("vm_hwm", "hwm"), ("pss", "pss"), ("anonymous", "anon")):
+    for key in ("vm_hwm", "pss_at_hwm", "anonymous_at_hwm", "rss", "pss", "anonymous"):
+        name = key.replace("vm_hwm", "hwm").replace("anonymous", "anon")
         report[f"rank_memory_2_vs_1_{name}"] = round(two[key] / one[key], 3)
     return report
 
