@@ -75,3 +75,89 @@ def test_feed_forward_int8_quantizes_exactly_the_feed_forward_layers():
     assert len(int8) == 2 * (2 + 2)  # linear1 and linear2 of 2 encoder + 2 decoder layers
     assert all(n.endswith(("linear1", "linear2")) for n in int8)
     assert type(model.encoder_layers[0].ff.linear1) is torch.nn.Linear  # the original is kept
+
+
+# /proc/self/smaps_rollup of a shell on the benchmark machine (Linux 6.18), verbatim
+ROLLUP = """\
+5563f9402000-7ffff2070000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1688 kB
+Pss:                 469 kB
+Pss_Dirty:           112 kB
+Pss_Anon:            112 kB
+Pss_File:            357 kB
+Pss_Shmem:             0 kB
+Shared_Clean:       1536 kB
+Shared_Dirty:          0 kB
+Private_Clean:        40 kB
+Private_Dirty:       112 kB
+Referenced:         1688 kB
+Anonymous:           112 kB
+KSM:                   0 kB
+LazyFree:              0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:       0 kB
+Swap:                  0 kB
+SwapPss:               0 kB
+Locked:                0 kB
+"""
+
+
+def test_smaps_rollup_fields_are_read_in_kb_and_pss_adds_up():
+    from benchmarks.rank_memory import parse_smaps_rollup
+
+    found = parse_smaps_rollup(ROLLUP)
+    assert found["Rss"] == 1688 and found["Pss"] == 469 and found["Anonymous"] == 112
+    assert found["Pss"] == found["Pss_Anon"] + found["Pss_File"] + found["Pss_Shmem"]
+    assert found["Rss"] == found["Shared_Clean"] + found["Private_Clean"] + found["Private_Dirty"]
+    assert len(found) == 22  # every field but the address range
+
+
+def test_mapped_under_counts_the_touched_pages_of_a_mapped_file(tmp_path):
+    import numpy as np
+
+    from benchmarks.rank_memory import mapped_under, parse_smaps_rollup
+
+    path = tmp_path / "ids"
+    np.arange(2**20, dtype=np.int64).tofile(path)  # 8 MiB
+    mapped = np.memmap(path, dtype=np.int64, mode="r")
+    assert int(mapped[::512].sum()) > 0  # one int64 of each 4 KiB page
+    with open("/proc/self/smaps") as smaps:
+        text = smaps.read()
+    found = mapped_under(text, f"{tmp_path}/")
+    assert 8 * 1024 <= found["Rss"] <= 8 * 1024 + 64 and 0 < found["Pss"] <= found["Rss"]
+    assert mapped_under(text, f"{tmp_path}-elsewhere/") == {"Rss": 0, "Pss": 0}
+    with open("/proc/self/smaps_rollup") as rollup_file:
+        rollup = parse_smaps_rollup(rollup_file.read())
+    assert rollup["Rss"] >= found["Rss"]
+    del mapped
+
+
+def test_descendants_finds_children_and_grandchildren():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks.rank_memory import descendants
+
+    code = "import subprocess; subprocess.run(['sleep', '30'])"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    below = {}
+    try:
+        for _ in range(100):  # until the grandchild exists
+            below = descendants(child.pid)
+            if below:
+                break
+            time.sleep(0.05)
+        assert len(below) == 1 and list(below.values()) == [child.pid]  # the sleep, its parent
+        assert descendants(os.getpid())[child.pid] == os.getpid()
+        assert set(below) < set(descendants(os.getpid()))
+    finally:
+        for grandchild in below:
+            os.kill(grandchild, signal.SIGKILL)
+        child.kill()
+        child.wait()

@@ -187,12 +187,35 @@ def test_two_nodes_on_loopback_train_one_model_and_stop_cleanly(runs, tmp_path):
     assert losses == [r["train_loss"] for r in rows(two)][:4]  # the same 2-rank computation
 
 
-def plain_ranks(*args, world=2):
-    """``WORLD_SIZE`` processes of ``attnkit train`` joined by environment variables alone."""
+def plain_ranks(*args, world=2, program=("-m", "attnkit")):
+    """``WORLD_SIZE`` processes of ``attnkit train`` joined by environment variables alone
+    (``program``: what ``python`` runs with ``train ARGS`` as its arguments)."""
     port = str(free_port())
     ranks = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world)}
-    command = [sys.executable, "-m", "attnkit", "train", *args]
+    command = [sys.executable, *program, "train", *args]
     return [launch(command, **ranks, RANK=str(r), LOCAL_RANK=str(r)) for r in range(world)]
+
+
+# attnkit's CLI on sys.argv, then the libraries only rank 0 needs that this process loaded
+LOADED = """
+import json, sys
+from attnkit.cli import main
+code = main(sys.argv[1:])
+only_rank_0 = ("matplotlib", "sacrebleu")  # the learning curve; validation BLEU
+print("loaded:", json.dumps([m for m in only_rank_0 if m in sys.modules]), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+def test_only_rank_0_loads_the_plotting_and_bleu_libraries(tmp_path):
+    """Rank 0 validates and draws the learning curve; the other ranks never load
+    matplotlib or sacreBLEU (about 35 and 5 MB of resident memory a process)."""
+    args = [REVERSE, *SMALL, "--train.max_steps", "4", "--out", str(tmp_path / "run")]
+    logs = [ok(p) for p in plain_ranks(*args, program=("-c", LOADED))]
+    loaded = [json.loads(log.rsplit("loaded: ", 1)[1]) for log in logs]
+    assert loaded == [["matplotlib", "sacrebleu"], []]
+    assert (tmp_path / "run" / "learning_curve.png").is_file()
 
 
 @pytest.mark.slow

@@ -13,6 +13,10 @@ sacreBLEU scores them (an empty hypothesis matches nothing).
 
 ``alignment_error_rate`` scores word alignments against sure and possible
 gold links (Och & Ney 2003).
+
+sacreBLEU is imported when a score is first computed, so a process that
+never scores (a torchrun rank other than 0, which leaves validation to rank
+0) never loads it.
 """
 
 from __future__ import annotations
@@ -20,8 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-
-from sacrebleu.metrics import BLEU, CHRF
 
 __all__ = [
     "AlignmentScore",
@@ -64,6 +66,8 @@ def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
     Raises:
         ValueError: the lists differ in length or are empty (true of every scorer here).
     """
+    from sacrebleu.metrics import BLEU
+
     _check(hypotheses, references)
     metric = BLEU()
     result = metric.corpus_score(list(hypotheses), [list(references)])
@@ -72,6 +76,8 @@ def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
 
 def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
     """Corpus BLEU after lowercasing and 13a tokenization (for comparison with tutorials)."""
+    from sacrebleu.metrics import BLEU
+
     _check(hypotheses, references)
     metric = BLEU(lowercase=True, tokenize="13a")
     result = metric.corpus_score(list(hypotheses), [list(references)])
@@ -80,6 +86,8 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Scor
 
 def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
     """Corpus chrF (character n-gram F-score, beta = 2)."""
+    from sacrebleu.metrics import CHRF
+
     _check(hypotheses, references)
     metric = CHRF()
     result = metric.corpus_score(list(hypotheses), [list(references)])

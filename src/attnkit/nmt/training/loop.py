@@ -47,7 +47,6 @@ from pathlib import Path
 import torch
 
 from ...atomic import WriteError, writing
-from ...plot import learning_curve
 from ..config import RunConfig
 from ..data.batching import Batch, make_batch
 from ..device import resolve_device
@@ -173,6 +172,9 @@ class _Trainer:
         if main and self.config.train.average_last:
             self.folder.snapshots.keep_last(self.config.train.average_last)
         if main:
+            # matplotlib (about 35 MB a process) is loaded by rank 0 alone, which draws
+            from ...plot import learning_curve
+
             with writing(self.folder.learning_curve):
                 learning_curve(_plottable(self.history), path=self.folder.learning_curve)
         self.echo(messages.validation_line(row, improved))
