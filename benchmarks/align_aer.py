@@ -23,8 +23,10 @@ runs eflomal on every line of the config's training corpus file plus the 447
 test pairs as plain text (as unsupervised aligners are used), and writes
 grow-diag-final-and links for the training file's lines only (``OUT``, line-aligned
 with it; blank lines for blank pairs) and the same turned round (``OUT.reverse``,
-for a French->English run). Its words are the lines' whitespace words,
-lowercased, the words ``train.guided_alignment`` indexes.
+for a French->English run). Its words are the lines' punctuation-split words
+(:mod:`attnkit.nmt.data.word_split`: punctuation and French elisions split,
+as the gold set is tokenized), lowercased: train on them with
+``train.guided_alignment.words: punctuation``.
 
 The per-setting sweep of one run (as before)::
 
@@ -54,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -73,18 +74,19 @@ from attnkit.nmt.analysis.metrics import Link, alignment_error_rate
 from attnkit.nmt.analysis.symmetrize import symmetrize, symmetrize_all
 from attnkit.nmt.config import RunConfig
 from attnkit.nmt.data.corpus import load_split, stream_parallel, stream_tsv
+from attnkit.nmt.data.word_split import split_words
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.runs.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.5)
-_TOKEN = re.compile(r"\w+'|'\w+|\w+(?:[-.]\w+)*|[^\w\s]")
 
 
 def tokenize(text: str) -> str:
-    """Lowercased words and punctuation, elisions split (``l'homme`` -> ``l' homme``)."""
-    return " ".join(_TOKEN.findall(text.replace("\u00a0", " ").replace("\u202f", " ").lower()))
+    """Lowercased words and punctuation, elisions split (``l'homme`` -> ``l' homme``): the
+    ``punctuation`` rule of :mod:`attnkit.nmt.data.word_split`, then lowercased."""
+    return " ".join(w.lower() for w in split_words(text, "punctuation"))
 
 
 def attention_rows(run_dir: Path, src, tgt, gold) -> list[dict]:
@@ -129,7 +131,8 @@ def _eflomal(venv: Path, lines: list[str]) -> tuple[list[set[Link]], list[set[Li
 
 
 def write_labels(config_path: Path, out: Path, venv: Path, src, tgt) -> None:
-    """Guided-alignment labels from eflomal for every line of the training corpus file."""
+    """Guided-alignment labels from eflomal for every line of the training corpus file, over
+    its punctuation-split words (``train.guided_alignment.words: punctuation``)."""
     data = RunConfig.load(config_path).data
     files = data.train
     if files is None:
@@ -138,7 +141,7 @@ def write_labels(config_path: Path, out: Path, venv: Path, src, tgt) -> None:
         pairs = stream_tsv(files.tsv, files.src_column, files.tgt_column, keep_empty=True)
     else:
         pairs = stream_parallel(files.src, files.tgt, keep_empty=True)
-    words = [(s.lower().split(), t.lower().split()) for s, t in pairs]
+    words = [(tokenize(s).split(), tokenize(t).split()) for s, t in pairs]
     used = [k for k, (s, t) in enumerate(words) if s and t]
     lines = [f"{' '.join(words[k][0])} ||| {' '.join(words[k][1])}" for k in used]
     lines += [
@@ -154,6 +157,10 @@ def write_labels(config_path: Path, out: Path, venv: Path, src, tgt) -> None:
     out.write_text("\n".join(labels) + "\n", encoding="utf-8")
     Path(f"{out}.reverse").write_text("\n".join(turned) + "\n", encoding="utf-8")
     print(f"{out}: {len(labels)} lines ({len(used)} aligned pairs) + {out}.reverse")
+    print(
+        "their indices count punctuation-split words (l' homme , dit-il .): train with "
+        "train.guided_alignment.words: punctuation"
+    )
 
 
 def _best_bleu(run_dir: Path) -> float | None:

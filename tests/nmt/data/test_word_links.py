@@ -7,9 +7,15 @@ import pytest
 
 from attnkit.nmt.config import DataConfig
 from attnkit.nmt.data.batching import Examples, make_batch
-from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
 from attnkit.nmt.data.training_split import open_training_store, store_fingerprint
-from attnkit.nmt.data.word_links import encode_words, parse_pharaoh, piece_links
+from attnkit.nmt.data.word_links import (
+    AlignedEncoder,
+    encode_words,
+    parse_pharaoh,
+    piece_links,
+    split_word_pieces,
+)
 from attnkit.nmt.vocab_ids import UNK
 
 
@@ -137,3 +143,133 @@ def test_a_missing_alignment_file_is_named(tmp_path, aligned_data):
     data, _, tok = aligned_data
     with pytest.raises(FileNotFoundError, match="alignment file not found: .*nope"):
         open_training_store(data, tmp_path / "store", tok, tok, alignments=tmp_path / "nope")
+
+
+# ---------------------------------------------------------------- punctuation-split words
+
+
+@pytest.mark.parametrize(
+    ("token", "pieces", "ranges"),
+    [
+        ("chat.", ["\u2581chat", "."], [range(0, 1), range(1, 2)]),
+        # "t." is a tie (1 character each): the earlier word owns it; "." shares it
+        ("chat.", ["\u2581cha", "t."], [range(0, 2), range(1, 2)]),
+        # "at." is mostly "chat": "." has no piece of its own and shares it
+        ("chat.", ["\u2581ch", "at."], [range(0, 2), range(1, 2)]),
+        # a lone word-start marker covers no character: the word at its position
+        ("«Oui»", ["\u2581", "«", "Oui", "»"], [range(0, 2), range(2, 3), range(3, 4)]),
+        ("l'homme", ["\u2581l", "'", "hom", "me"], [range(0, 2), range(2, 4)]),
+        # a word tokenizer's one piece: both words share it
+        ("chat.", ["chat."], [range(0, 1), range(0, 1)]),
+        # pieces that do not spell the token (<unk>): every word shares all of them
+        ("ﬁn.", ["\u2581fin", "."], [range(0, 2), range(0, 2)]),
+        ("chat.", ["<unk>"], [range(0, 1), range(0, 1)]),
+    ],
+)
+def test_each_piece_belongs_to_the_split_word_covering_most_of_it(token, pieces, ranges):
+    got = split_word_pieces(token, pieces)
+    assert got == ranges
+    owners = [w for w, r in enumerate(got) for _ in r]
+    assert all(len(r) > 0 for r in got)
+    assert sorted(set(p for r in got for p in r)) == list(range(len(pieces)))
+    assert owners == sorted(owners)  # non-decreasing
+
+
+@pytest.fixture(scope="module")
+def french_english():
+    """A tiny sentencepiece model that keeps ``.`` and ``,`` as pieces of their own."""
+    lines = ["Le chat.", "The cat.", "Le chien, le chat.", "The dog, the cat.", "Oui."] * 20
+    return SentencePieceTokenizer.train(lines, vocab_size=40)
+
+
+def _encode_one(tok, src, tgt, line, words):
+    encoder = AlignedEncoder(
+        tok.encode_batch, tok.encode_batch, "al.txt", words, tok.pieces, tok.pieces
+    )
+    (s_ids,), (t_ids,), (flat,) = encoder([(src, tgt, (line, 3))])
+    links = list(zip(flat[::2], flat[1::2], strict=True))
+    return tok.pieces(s_ids), tok.pieces(t_ids), links
+
+
+def test_punctuation_words_link_the_full_stop_to_the_full_stop_only(french_english):
+    tok = french_english
+    src, tgt, links = _encode_one(tok, "Le chat.", "The cat.", "0-0 1-1 2-2", "punctuation")
+    assert src[-1] == "." and tgt[-1] == "."  # "chat." -> ... "."
+    dot_s, dot_t = len(src) - 1, len(tgt) - 1
+    assert [s for s, t in links if t == dot_t] == [dot_s]  # "." attends to "." alone
+    assert all(t < dot_t for s, t in links if s < dot_s)
+    assert "".join(src).replace("\u2581", " ").strip() == "Le chat."
+    # the pieces are the line's own: the same ids as encoding the whole line
+    assert src == tok.pieces(tok.encode("Le chat."))
+    # whitespace words: "cat." is one word, so its "." is linked to both pieces of "chat."
+    _, _, old = _encode_one(tok, "Le chat.", "The cat.", "0-0 1-1", "whitespace")
+    chat = len(tok.encode("chat."))
+    assert [s for s, t in old if t == dot_t] == list(range(len(src) - chat, len(src)))
+
+
+def test_a_link_past_the_split_words_names_file_line_and_rule(french_english):
+    with pytest.raises(ValueError, match=r"al\.txt, line 3: link '3-0' .*3 source words.*punct"):
+        _encode_one(french_english, "Le chat.", "The cat.", "3-0", "punctuation")
+    _encode_one(french_english, "Le chat.", "The cat.", "0-2", "punctuation")
+    with pytest.raises(ValueError, match=r"line 3: link '0-2' .*2 target words.*whitespace"):
+        _encode_one(french_english, "Le chat.", "The cat.", "0-2", "whitespace")
+
+
+def test_punctuation_rule_needs_piece_texts():
+    tok = WordTokenizer.train(["a b"])
+    with pytest.raises(ValueError, match="needs pieces_src and pieces_tgt"):
+        AlignedEncoder(tok.encode_batch, tok.encode_batch, "al.txt", "punctuation")
+
+
+@pytest.fixture
+def punct_data(tmp_path, french_english):
+    lines = ["Le chien, le chat.\tThe dog, the cat.", "Le chat.\tThe cat.", "Oui.\tOui."]
+    path = tmp_path / "train.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    align = tmp_path / "train.align"
+    # le chien , le chat . / the dog , the cat .
+    align.write_text("0-0 1-1 2-2 3-3 4-4 5-5\n0-0 1-1 2-2\n0-0 1-1\n")
+    data = DataConfig(train={"tsv": str(path)}, valid={"tsv": str(path)})
+    return data, align, french_english
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_store_holds_punctuation_word_links_on_one_process_and_in_workers(
+    tmp_path, punct_data, threads, monkeypatch
+):
+    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 1)  # with 2 threads: workers
+    data, align, tok = punct_data
+    store = open_training_store(
+        data, tmp_path / "store", tok, tok, alignments=align, words="punctuation", threads=threads
+    )
+    for k, (src, tgt, line) in enumerate(
+        [
+            ("Le chien, le chat.", "The dog, the cat.", "0-0 1-1 2-2 3-3 4-4 5-5"),
+            ("Le chat.", "The cat.", "0-0 1-1 2-2"),
+            ("Oui.", "Oui.", "0-0 1-1"),
+        ]  # fmt: skip
+    ):
+        *_, links = _encode_one(tok, src, tgt, line, "punctuation")
+        assert store.links[k] == [x for link in links for x in link]
+        assert list(store.src[k]) == tok.encode(src)
+    # every "." / "," target piece is linked to exactly the matching source piece
+    pieces = tok.pieces(list(store.tgt[0]))
+    flat = store.links[0]
+    for t, piece in enumerate(pieces):
+        if piece in (".", ","):
+            linked = [flat[i] for i in range(0, len(flat), 2) if flat[i + 1] == t]
+            assert [tok.pieces(list(store.src[0]))[s] for s in linked] == [piece]
+
+
+def test_the_word_rule_is_part_of_the_store_fingerprint(tmp_path, punct_data):
+    data, align, tok = punct_data
+    plain = store_fingerprint(data, tok, tok, align)
+    assert plain == store_fingerprint(data, tok, tok, align, "whitespace")
+    assert store_fingerprint(data, tok, tok, align, "punctuation") != plain
+    heard = []
+    kwargs = {"alignments": align, "echo": heard.append}
+    open_training_store(data, tmp_path / "store", tok, tok, words="punctuation", **kwargs)
+    assert heard == []
+    with pytest.raises(ValueError, match=r"train\.align, line 1: link '4-4' .*whitespace"):
+        open_training_store(data, tmp_path / "store", tok, tok, words="whitespace", **kwargs)
+    assert heard and "rebuilding" in heard[0]

@@ -25,6 +25,14 @@ class GuidedAlignmentConfig(_Section):
             lines: before holdout, blank-pair skipping and ``max_train_pairs``);
             an empty line means no alignment for that pair. Relative paths are
             relative to the config file.
+        words: what the file's word indices count (:mod:`attnkit.nmt.data.word_split`):
+            ``whitespace`` (default), the line's whitespace-separated tokens
+            (``"chat."`` is one word); ``punctuation``, those tokens split at
+            punctuation and French elisions (``"chat ."``, ``"l' homme"``), as the
+            Hansards gold sets and ``benchmarks/align_aer.py --write-labels`` split
+            them. Pick the rule the aligner's input was tokenized with; with
+            ``punctuation`` each subword piece belongs to the split word covering most
+            of its characters (:func:`attnkit.nmt.data.word_links.split_word_pieces`).
         weight: lambda, the alignment loss's weight (Garg et al.: 0.05).
         layer: the supervised decoder layer (0-based, negative counts from the
             last); None: the penultimate layer (Garg et al.), or the only one.
@@ -38,6 +46,7 @@ class GuidedAlignmentConfig(_Section):
     """
 
     file: str
+    words: Literal["whitespace", "punctuation"] = "whitespace"
     weight: float = Field(0.05, gt=0)
     layer: int | None = None
     heads: list[int] | Literal["all"] = Field(default_factory=lambda: [0], min_length=1)

@@ -29,6 +29,7 @@ from .store import (
 )
 from .tokenizer import Tokenizer, train_tokenizers
 from .word_links import AlignedEncoder
+from .word_split import WordRule
 
 __all__ = [
     "Sample",
@@ -129,9 +130,12 @@ def store_fingerprint(
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     alignments: str | Path | None = None,
+    words: WordRule = "whitespace",
 ) -> str:
     """What the training store depends on, hashed: data section, training files, tokenizers,
-    and the guided-alignment file when there is one (its path, size and modification time)."""
+    and the guided-alignment file when there is one (its path, size and modification time)
+    with the word rule its indices count (left out for ``whitespace``, so stores built
+    before the rule existed keep their fingerprint)."""
     parts = {
         "data": data.model_dump(mode="json"),
         "files": [file_identity(path) for path in train_split_files(data)],
@@ -140,6 +144,8 @@ def store_fingerprint(
     }
     if alignments is not None:
         parts["alignments"] = file_identity(alignments)
+        if words != "whitespace":
+            parts["alignment_words"] = words
     return fingerprint(parts)
 
 
@@ -153,6 +159,7 @@ def open_training_store(
     echo: Callable[[str], None] | None = None,
     progress: Callable[[int], None] | None = None,
     alignments: str | Path | None = None,
+    words: WordRule = "whitespace",
 ) -> TokenStore:
     """The training split as a token store in ``folder``: reused if current, else built.
 
@@ -171,6 +178,7 @@ def open_training_store(
             (guided alignment): its links, mapped onto pieces, are stored with
             the pairs that pass the same filters (``store.links``); the pairs'
             words are then encoded one by one (:mod:`.word_links`).
+        words: what the alignment file's indices count (:mod:`.word_split`).
 
     Raises:
         FileNotFoundError, ValueError: the corpus files' own errors (file and line),
@@ -178,11 +186,13 @@ def open_training_store(
     """
     if alignments is not None and not Path(alignments).is_file():
         raise FileNotFoundError(f"alignment file not found: {alignments}")
-    key = store_fingerprint(data, src_tok, tgt_tok, alignments)
+    key = store_fingerprint(data, src_tok, tgt_tok, alignments, words)
 
     encoders = (src_tok.encode_batch, tgt_tok.encode_batch)
     encoder = (
-        PairEncoder(*encoders) if alignments is None else AlignedEncoder(*encoders, alignments)
+        PairEncoder(*encoders)
+        if alignments is None
+        else AlignedEncoder(*encoders, alignments, words, src_tok.pieces, tgt_tok.pieces)
     )
     common = {
         "vocab_size": max(src_tok.vocab_size, tgt_tok.vocab_size),

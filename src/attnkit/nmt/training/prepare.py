@@ -226,6 +226,7 @@ def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_ba
         echo=echo,
         progress=meter.update,
         alignments=guided.file if (guided := config.train.guided_alignment) else None,
+        words=guided.words if guided else "whitespace",
     )
     meter.close(store)
     return store
