@@ -108,7 +108,8 @@ def test_k_rows_per_sentence_read_one_memory_row_as_if_it_were_repeated():
     src, src_lengths, tgt_in, _ = _batch()
     rows = torch.arange(src.shape[0]).repeat_interleave(k)
     beam = (torch.arange(rows.numel()) % k)[:, None]
-    tgt_rows = torch.where(beam > 0, (tgt_in[rows] + beam) % TOY_VOCAB, tgt_in[rows])  # beams differ
+    # the beams of one sentence feed different tokens
+    tgt_rows = torch.where(beam > 0, (tgt_in[rows] + beam) % TOY_VOCAB, tgt_in[rows])
     with torch.no_grad():
         memory = model.encode(src, src_lengths)
         shared, repeated = model.initial_state(memory), model.initial_state(memory)
