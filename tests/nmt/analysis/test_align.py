@@ -58,6 +58,9 @@ class _Pieces:
     def encode(self, text):
         return [4 + "abcdefgh".index(c) for c in text if c != "~"]
 
+    def encode_batch(self, texts, threads=1):
+        return [self.encode(text) for text in texts]
+
 
 def test_encode_words_maps_every_piece_to_its_word_and_empty_words_to_unk():
     ids, word_of = encode_words(_Pieces(), ["ab", "~", "c"])

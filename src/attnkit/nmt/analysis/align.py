@@ -40,13 +40,13 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from ..data import word_links
 from ..data.batching import Examples, make_batch, sorted_batches
 from ..data.corpus import read_lines
 from ..data.tokenizer import Tokenizer
 from ..decoding.inference import inference
 from ..decoding.selection import HeadSelection
 from ..models.translator import Translator
-from ..vocab_ids import UNK
 from .metrics import Link
 
 __all__ = [
@@ -196,15 +196,11 @@ def format_pharaoh(links: set[Link]) -> str:
 def encode_words(tokenizer: Tokenizer, words: Sequence[str]) -> tuple[list[int], list[int]]:
     """Piece ids of ``words`` (each encoded on its own) and the word index of every piece.
 
-    A word the tokenizer maps to no piece at all becomes one ``<unk>``, so
-    every word keeps a column or row.
+    The rule guided-alignment labels are mapped by (:func:`.word_links.encode_words`):
+    a word the tokenizer maps to no piece at all becomes one ``<unk>``, so every
+    word keeps a column or row.
     """
-    ids, word_of = [], []
-    for w, word in enumerate(words):
-        pieces = tokenizer.encode(word) or [UNK]
-        ids += pieces
-        word_of += [w] * len(pieces)
-    return ids, word_of
+    return word_links.encode_words(tokenizer.encode_batch, words)
 
 
 def merge_pieces(
