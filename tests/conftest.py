@@ -11,3 +11,8 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# ``precision: auto`` is bf16 on a CPU with avx512_bf16/amx_bf16; the suite's
+# reference numbers and messages are float32 ones, so auto means fp32 here, in
+# this process and in the commands it launches. bf16 is tested by asking for it.
+os.environ["ATTNKIT_PRECISION"] = "fp32"

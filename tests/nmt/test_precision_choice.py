@@ -12,6 +12,12 @@ ZEN4 = "flags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16 avx512_vbmi2"
 SAPPHIRE = "flags\t\t: avx512f avx512_bf16 amx_bf16 amx_tile amx_int8"
 
 
+@pytest.fixture(autouse=True)
+def auto_from_the_cpu(monkeypatch):
+    """The suite sets ATTNKIT_PRECISION=fp32 (tests/conftest.py); here auto decides."""
+    monkeypatch.delenv(precision_module.AUTO_ENV, raising=False)
+
+
 @pytest.mark.parametrize(
     ("flags", "found"),
     [(ICE_LAKE, None), (ZEN4, "avx512_bf16"), (SAPPHIRE, "amx_bf16"), ("", None)],
@@ -42,6 +48,19 @@ def test_auto_is_bf16_on_a_cpu_with_fast_bf16(flags, flag):
     chosen = resolve_precision("auto", CPU, cpu_flags=flags)
     assert (chosen.name, chosen.dtype) == ("bf16", torch.bfloat16)
     assert chosen.reason == f"bf16: this CPU has {flag}"
+
+
+@pytest.mark.parametrize("forced", ["fp32", "bf16"])
+def test_the_environment_decides_for_auto_only(monkeypatch, forced):
+    monkeypatch.setenv("ATTNKIT_PRECISION", forced)
+    chosen = resolve_precision("auto", CPU, cpu_flags=ZEN4 if forced == "fp32" else ICE_LAKE)
+    assert (chosen.name, chosen.setting) == (forced, "auto")
+    assert chosen.reason.startswith(f"{forced}: ATTNKIT_PRECISION is {forced}")
+    other = "bf16" if forced == "fp32" else "fp32"
+    assert resolve_precision(other, CPU, cpu_flags=ZEN4).name == other  # explicit wins
+    monkeypatch.setenv("ATTNKIT_PRECISION", "fp16")
+    with pytest.raises(ValueError, match="ATTNKIT_PRECISION must be one of auto, fp32, bf16"):
+        resolve_precision("auto", CPU)
 
 
 def test_explicit_settings_win_and_name_their_option():

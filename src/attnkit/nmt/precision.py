@@ -18,20 +18,34 @@ but its matrix products are slower than float32 (3.2x slower on an Ice Lake
 Xeon, see benchmarks/RESULTS.md), so ``auto`` stays fp32 there. Note that
 ``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` answers True on such CPUs too:
 it says bf16 works, not that it is fast, so it is not the test used here.
+
+The environment variable ``ATTNKIT_PRECISION`` (``fp32`` or ``bf16``) decides
+for ``auto`` instead, on every command at once: ``ATTNKIT_PRECISION=fp32``
+gives float32 everywhere, e.g. to compare runs across machines. The test suite
+sets it to ``fp32``, since its reference numbers are float32 ones.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-__all__ = ["BF16_CPU_FLAGS", "PRECISIONS", "Precision", "cpu_bf16_flag", "resolve_precision"]
+__all__ = [
+    "AUTO_ENV",
+    "BF16_CPU_FLAGS",
+    "PRECISIONS",
+    "Precision",
+    "cpu_bf16_flag",
+    "resolve_precision",
+]
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # either gives oneDNN fast bf16 matrix products
+AUTO_ENV = "ATTNKIT_PRECISION"  # fp32 or bf16: what auto means, if set
 _CPUINFO = Path("/proc/cpuinfo")
 _SLOW_CPU = "this CPU lacks avx512_bf16/amx_bf16 (bf16 matrix products would be slower than fp32)"
 
@@ -98,12 +112,18 @@ def resolve_precision(
         option: how the user gave it (``train.precision``, ``--precision``), for messages.
         cpu_flags: ``/proc/cpuinfo`` text for a CPU device (read when None; for tests).
 
+    ``auto`` follows ``$ATTNKIT_PRECISION`` where it is set (and not ``auto``).
+
     Raises:
-        ValueError: an unknown setting, or ``bf16`` on a device that cannot run it
-            (a CUDA GPU without bf16, or MPS).
+        ValueError: an unknown setting (or ``$ATTNKIT_PRECISION``), or ``bf16`` on a
+            device that cannot run it (a CUDA GPU without bf16, or MPS).
     """
     if setting not in PRECISIONS:
         raise ValueError(f"{option} must be one of {', '.join(PRECISIONS)}, got {setting!r}")
+    forced = os.environ.get(AUTO_ENV, "auto") if setting == "auto" else "auto"
+    if forced != "auto":
+        chosen = resolve_precision(forced, device, option=AUTO_ENV, cpu_flags=cpu_flags)
+        return replace(chosen, setting="auto")
     kind = device.type
     fast, why = _fast_bf16(device, cpu_flags)
     if setting == "fp32":

@@ -149,6 +149,7 @@ def test_auto_follows_the_cpu_flags(tmp_path, monkeypatch, flags, chosen, reason
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(flags)
     monkeypatch.setattr(precision_module, "_CPUINFO", cpuinfo)
+    monkeypatch.delenv(precision_module.AUTO_ENV)  # set to fp32 for the suite (conftest.py)
     train_quietly(tmp_path / "run", "train.max_steps=1", "train.device=cpu")
     (session,) = sessions(tmp_path / "run")
     assert (session["setting"], session["precision"]) == ("auto", chosen)
