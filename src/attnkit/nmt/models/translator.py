@@ -15,7 +15,9 @@ into work done once per source sentence and work done once per output step:
   attention weights over the source.
 * ``logits, weights = model(src, src_lengths, tgt_in)`` is the teacher-forced
   pass used for training; it equals running :meth:`Translator.step` over
-  ``tgt_in`` one token at a time.
+  ``tgt_in`` one token at a time. With ``logits=False`` it stops before the
+  output layer (``model.output_layer``), so the loss can apply that layer
+  itself, a block of rows at a time (:mod:`attnkit.nmt.training.vocab_loss`).
 * ``model.attention_maps(src, src_lengths, tgt_in)`` is the same forced pass
   returning every attention weight, per layer and head (:class:`AttentionMaps`):
   cross-attention for every architecture, self-attention where there is some.
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..vocab_ids import NUM_SPECIAL
@@ -176,6 +179,17 @@ class Translator(nn.Module, ABC):
     def attention_layout(self) -> AttentionLayout:
         """The layer and head counts of :meth:`attention_maps` (read from the architecture)."""
 
+    @property
+    @abstractmethod
+    def output_layer(self) -> tuple[Tensor, Tensor | None]:
+        """The output layer's ``(weight (V, Do), bias (V,) or None)``: the logits of
+        output vectors ``o`` ``(..., Do)`` are ``o W^T + b`` (see :meth:`project`)."""
+
+    def project(self, vectors: Tensor) -> Tensor:
+        """Logits ``(..., V)`` of output vectors ``(..., Do)`` (``forward(logits=False)``)."""
+        weight, bias = self.output_layer
+        return F.linear(vectors, weight, bias)
+
     @abstractmethod
     def initial_state(self, memory: SourceMemory) -> DecoderState:
         """The decoder state before the first output token, for ``memory``'s batch."""
@@ -224,6 +238,7 @@ class Translator(nn.Module, ABC):
         teacher_forcing: float = 1.0,
         need_weights: bool = True,
         supervised_layer: int | None = None,
+        logits: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced decoding of the target: logits and attention weights.
 
@@ -241,6 +256,9 @@ class Translator(nn.Module, ABC):
                 ``(B, H, T, S)``, as the softmax made it (before attention
                 dropout), with gradient; only that layer computes explicit
                 weights. Needs ``teacher_forcing`` 1.
+            logits: with False, return the output vectors ``(B, T, Do)`` that
+                :meth:`project` (the output layer) turns into the logits.
+                Needs ``teacher_forcing`` 1.
 
         Returns:
             ``(logits (B, T, V), weights (B, T, S) or None)``, float: the same
@@ -250,10 +268,13 @@ class Translator(nn.Module, ABC):
 
         Raises:
             ValueError: bad shapes or dtypes, mismatched batch sizes, token ids
-                outside the vocabularies, or ``teacher_forcing`` outside [0, 1].
+                outside the vocabularies, ``teacher_forcing`` outside [0, 1], or
+                below 1 with ``supervised_layer`` or ``logits=False``.
         """
         if not 0.0 <= teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
+        if not logits and teacher_forcing < 1.0:
+            raise ValueError("logits=False needs teacher_forcing 1.0")
         memory = self.encode(src, src_lengths)  # checks src and src_lengths first
         self._check_target(tgt_in, src)
         if supervised_layer is not None:
@@ -264,15 +285,18 @@ class Translator(nn.Module, ABC):
                     f"supervised_layer={supervised_layer} is not a decoder layer "
                     f"(layers={self.attention_layout.layers})"
                 )
-            return self._supervised(tgt_in, memory, supervised_layer)
-        if teacher_forcing < 1.0:
+            vectors, weights = self._supervised(tgt_in, memory, supervised_layer)
+        elif teacher_forcing < 1.0:
             return self._free_running(tgt_in, memory, teacher_forcing)
-        return self._teacher_forced(tgt_in, memory, need_weights)
+        else:
+            vectors, weights = self._teacher_forced(tgt_in, memory, need_weights)
+        return (self.project(vectors) if logits else vectors), weights
 
     def _supervised(
         self, tgt_in: Tensor, memory: SourceMemory, layer: int
     ) -> tuple[Tensor, Tensor]:
-        """Logits and layer ``layer``'s per-head cross-attention ``(B, H, T, S)`` (see forward)."""
+        """Output vectors ``(B, T, Do)`` and layer ``layer``'s per-head cross-attention
+        ``(B, H, T, S)`` (see forward)."""
         raise NotImplementedError(f"{type(self).__name__} does not support guided alignment")
 
     def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
@@ -337,7 +361,8 @@ class Translator(nn.Module, ABC):
     def _teacher_forced(
         self, tgt_in: Tensor, memory: SourceMemory, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """:meth:`forward` with full teacher forcing, on checked input."""
+        """:meth:`forward` with full teacher forcing, on checked input, stopping before
+        the output layer: output vectors ``(B, T, Do)`` and the weights (or None)."""
 
     @abstractmethod
     def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:

@@ -140,8 +140,10 @@ def guided_loss(
         raise ValueError(
             f"train.guided_alignment.heads={config.heads} names a head outside 0..{heads - 1}"
         )
-    logits, weights = model(batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer)
-    ce = objective.target_cross_entropy(logits, batch, smoothing, reduction)
+    vectors, weights = model(
+        batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer, logits=False
+    )
+    ce = objective.output_cross_entropy(model, vectors, batch, smoothing, reduction)
     if batch.align is None:
         return ce
     attention = weights[:, picked].mean(dim=1)  # (B, T, S)

@@ -23,8 +23,15 @@ from ..decoding.inference import inference
 from ..decoding.search import decode_examples
 from ..models.translator import Translator
 from ..vocab_ids import PAD
+from .vocab_loss import linear_cross_entropy
 
-__all__ = ["target_cross_entropy", "target_tokens", "token_loss", "validate"]
+__all__ = [
+    "output_cross_entropy",
+    "target_cross_entropy",
+    "target_tokens",
+    "token_loss",
+    "validate",
+]
 
 
 def token_loss(
@@ -38,17 +45,51 @@ def token_loss(
 
     ``reduction`` is ``F.cross_entropy``'s: ``"mean"`` over the batch's target
     tokens, or ``"sum"``. ``teacher_forcing`` is the share of decoder inputs
-    taken from the reference (1.0: all). The loss is computed in float32 even
-    when the logits come from a bf16 autocast forward pass.
+    taken from the reference (1.0: all). ``model`` may be the translator's DDP
+    wrapper. The loss is computed in float32 even when the forward pass runs
+    under a bf16 autocast; with full teacher forcing the output layer and the
+    loss are fused (:func:`output_cross_entropy`), so the ``(B, T, V)`` logits
+    are never built.
     """
-    logits, _ = model(
-        batch.src,
-        batch.src_lengths,
-        batch.tgt_in,
-        teacher_forcing=teacher_forcing,
-        need_weights=False,
-    )  # (B, T, V)
-    return target_cross_entropy(logits, batch, smoothing, reduction)
+    if teacher_forcing < 1.0:
+        logits, _ = model(
+            batch.src,
+            batch.src_lengths,
+            batch.tgt_in,
+            teacher_forcing=teacher_forcing,
+            need_weights=False,
+        )  # (B, T, V)
+        return target_cross_entropy(logits, batch, smoothing, reduction)
+    vectors, _ = model(
+        batch.src, batch.src_lengths, batch.tgt_in, need_weights=False, logits=False
+    )  # (B, T, Do)
+    return output_cross_entropy(model, vectors, batch, smoothing, reduction)
+
+
+def output_cross_entropy(
+    model: Translator,
+    vectors: torch.Tensor,
+    batch: Batch,
+    smoothing: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """:func:`target_cross_entropy` of the logits ``model.project(vectors)``, without
+    building them: :func:`~attnkit.nmt.training.vocab_loss.linear_cross_entropy`.
+
+    Args:
+        model: the translator or its DDP wrapper (whose ``module`` is the translator).
+        vectors: ``forward(..., logits=False)``'s output vectors ``(B, T, Do)``.
+    """
+    weight, bias = getattr(model, "module", model).output_layer
+    return linear_cross_entropy(
+        vectors,
+        weight,
+        bias,
+        batch.tgt_out,
+        ignore_index=PAD,
+        smoothing=smoothing,
+        reduction=reduction,
+    )
 
 
 def target_cross_entropy(

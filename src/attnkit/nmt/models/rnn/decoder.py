@@ -248,7 +248,8 @@ class AttentionDecoder(nn.Module):
 
     # ----------------------------------------------------------- decoding
     def forward(self, tgt_in: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
-        """Teacher-forced decoding of a whole target: logits ``(B, T, V)``, weights ``(B, T, S)``.
+        """Teacher-forced decoding of a whole target: the output layer's input (dropout
+        applied) ``(B, T, Do)`` -- :meth:`logits` of it are the logits -- and weights ``(B, T, S)``.
 
         Args:
             tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
@@ -259,7 +260,7 @@ class AttentionDecoder(nn.Module):
             out, weights = self._parallel(embedded, memory)
         else:
             out, weights = self._loop(embedded, memory)
-        return self._logits(out), weights
+        return self.dropout(out), weights
 
     def step(
         self, prev_tokens: Tensor, state: RNNState, memory: RNNMemory
@@ -274,7 +275,7 @@ class AttentionDecoder(nn.Module):
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         out, context, weights, state = self._recur(embedded, state, memory)
         vector = state.feed if self.input_feeding else self._combine(out, context, embedded)
-        return self._logits(vector), weights, state
+        return self.logits(self.dropout(vector)), weights, state
 
     def _parallel(self, embedded: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Current timing, no input feeding: all target positions at once (Luong eq. 5)."""
@@ -349,9 +350,13 @@ class AttentionDecoder(nn.Module):
         parts = [out, context, embedded] if self.query_timing == "previous" else [context, out]
         return torch.tanh(self.combine(torch.cat(parts, dim=-1)))  # (..., Do)
 
-    def _logits(self, vectors: Tensor) -> Tensor:
-        """``W_s o_t + b`` (Luong eq. 6, before the softmax), ``(..., V)``."""
-        vectors = self.dropout(vectors)
+    @property
+    def output_layer(self) -> tuple[Tensor, Tensor]:
+        """``(W_s (V, Do), b (V,))``; ``W_s`` is the embedding table when tied."""
         if self.output is None:
-            return F.linear(vectors, self.embedding.weight, self.output_bias)  # (..., V)
-        return self.output(vectors)  # (..., V)
+            return self.embedding.weight, self.output_bias
+        return self.output.weight, self.output.bias
+
+    def logits(self, vectors: Tensor) -> Tensor:
+        """``W_s o_t + b`` (Luong eq. 6, before the softmax), ``(..., V)``."""
+        return F.linear(vectors, *self.output_layer)  # (..., V)

@@ -71,6 +71,11 @@ class RNNTranslator(Translator):
     def _encode(self, src: Tensor, src_lengths: Tensor) -> RNNMemory:
         return self.decoder.prepare(self.encoder(src, src_lengths), src_lengths)
 
+    @property
+    def output_layer(self) -> tuple[Tensor, Tensor]:
+        """The decoder's ``(W_s (V, Do), b (V,))`` (Luong eq. 6)."""
+        return self.decoder.output_layer
+
     def initial_state(self, memory: RNNMemory) -> RNNState:
         """``s_0``, computed from the encoder's final states in :meth:`encode`."""
         return memory.initial
@@ -91,8 +96,8 @@ class RNNTranslator(Translator):
         return self.decoder(tgt_in, memory)  # the weights come for free
 
     def _supervised(self, tgt_in: Tensor, memory: RNNMemory, layer: int) -> tuple[Tensor, Tensor]:
-        logits, weights = self.decoder(tgt_in, memory)  # (B, T, V), (B, T, S), with gradient
-        return logits, weights[:, None]  # one layer, one head: (B, 1, T, S)
+        vectors, weights = self.decoder(tgt_in, memory)  # (B, T, Do), (B, T, S), with gradient
+        return vectors, weights[:, None]  # one layer, one head: (B, 1, T, S)
 
     def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
         _, weights = self.decoder(tgt_in, self._encode(src, src_lengths))  # (B, T, S)

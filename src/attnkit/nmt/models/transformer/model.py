@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from ....attention import KVCache, padding_mask
 from ....attention.functional import zero_dead_keys
@@ -182,9 +181,10 @@ class TransformerTranslator(Translator):
         where = positions(start, tokens.shape[1]).to(scaled.dtype)  # (T, D)
         return self.embed_dropout(scaled + where)  # (B, T, D)
 
-    def _logits(self, y: Tensor) -> Tensor:
-        """Output layer tied to the target embeddings: ``y E^T + b`` ``(..., V)``."""
-        return F.linear(self.decoder_norm(y), self.tgt_embedding.weight, self.output_bias)
+    @property
+    def output_layer(self) -> tuple[Tensor, Tensor]:
+        """Tied to the target embeddings: ``(E (V, D), b (V,))``, logits ``o E^T + b``."""
+        return self.tgt_embedding.weight, self.output_bias
 
     # ------------------------------------------------------------ encoder
     def _run_encoder(self, src: Tensor, src_lengths: Tensor, need_weights: bool = False):
@@ -264,7 +264,7 @@ class TransformerTranslator(Translator):
         caches = tuple(KVCache(c.key, c.value, c.steps, c.cross) for c in state.caches)
         pairs = tuple(zip(caches, memory.cross_caches(), strict=True))
         y, _, cross = self._run_decoder(prev_tokens[:, None], memory, state.steps, pairs, None)
-        logits = self._logits(y[:, 0])  # (B, V)
+        logits = self.project(self.decoder_norm(y[:, 0]))  # (B, V)
         weights = cross[self.alignment_layer][:, :, 0].mean(dim=1)  # (B, S)
         return logits, weights, TransformerState(caches, state.steps + 1)
 
@@ -274,13 +274,14 @@ class TransformerTranslator(Translator):
         want = None if need_weights else (False, False)
         y, _, cross = self._run_decoder(tgt_in, memory, 0, None, want)
         weights = cross[self.alignment_layer]
-        return self._logits(y), None if weights is None else weights.mean(dim=1)  # (B, T, S)
+        vectors = self.decoder_norm(y)  # (B, T, D)
+        return vectors, None if weights is None else weights.mean(dim=1)  # (B, T, S)
 
     def _supervised(
         self, tgt_in: Tensor, memory: TransformerMemory, layer: int
     ) -> tuple[Tensor, Tensor]:
         y, _, cross = self._run_decoder(tgt_in, memory, 0, None, (False, False), layer)
-        return self._logits(y), cross[layer]  # (B, T, V), (B, H, T, S)
+        return self.decoder_norm(y), cross[layer]  # (B, T, D), (B, H, T, S)
 
     def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
         states, mask, encoder = self._run_encoder(src, src_lengths, need_weights=True)
