@@ -46,6 +46,7 @@ from torch.nn import functional as F
 from ....attention import Attention, make_score, padding_mask
 from ....attention.scores import AdditiveScore
 from ...vocab_ids import PAD
+from ..dropout import Dropout
 from .encoder import RNN_TYPES, EncodedSource
 from .fused_loop import bahdanau_gru_loop
 
@@ -185,7 +186,7 @@ class AttentionDecoder(nn.Module):
         self.output_size = embed_dim if tie_output_embeddings else hidden_size  # Do
 
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         needs_key_proj = score in ("dot", "scaled_dot") and memory_size != hidden_size
         self.key_proj = nn.Linear(memory_size, hidden_size, bias=False) if needs_key_proj else None
         key_size = hidden_size if needs_key_proj else memory_size

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ...vocab_ids import PAD
+from ..dropout import Dropout
 from ..translator import check_source
 
 __all__ = ["EncodedSource", "RNNEncoder"]
@@ -69,7 +70,7 @@ class RNNEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = RNN_TYPES[rnn](
             embed_dim,
             hidden_size,

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ....attention import KVCache, MultiHeadAttention, masked_softmax
+from ..dropout import Dropout
 
 __all__ = ["DecoderLayer", "EncoderLayer", "LayerWeights"]
 
@@ -41,7 +42,7 @@ def _residual(
     x: Tensor,
     sublayer: Callable[[Tensor], tuple[Tensor, Tensor | None]],
     norm: nn.LayerNorm,
-    dropout: nn.Dropout,
+    dropout: Dropout,
     norm_first: bool,
 ) -> tuple[Tensor, Tensor | None]:
     """``x + Dropout(f(LayerNorm(x)))`` (pre-LN) or ``LayerNorm(x + Dropout(f(x)))`` (post-LN).
@@ -62,7 +63,7 @@ class _FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(d_model, ff_dim)
         self.linear2 = nn.Linear(ff_dim, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> tuple[Tensor, None]:
         return self.linear2(self.dropout(F.relu(self.linear1(x)))), None  # (B, T, D)
@@ -95,7 +96,7 @@ class _Layer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         if self.cross_attention:
             self.norm3 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
 

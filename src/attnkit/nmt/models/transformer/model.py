@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from ....attention import KVCache, padding_mask
 from ....attention.functional import zero_dead_keys
 from ...vocab_ids import PAD
+from ..dropout import Dropout
 from ..translator import AttentionLayout, AttentionMaps, Translator
 from .config import TransformerConfig
 from .embedding import Positions
@@ -132,7 +133,7 @@ class TransformerTranslator(Translator):
         )
         self.src_positions = Positions(d, config.max_positions, config.positions)
         self.tgt_positions = Positions(d, config.max_positions, config.positions)
-        self.embed_dropout = nn.Dropout(config.dropout)
+        self.embed_dropout = Dropout(config.dropout)
         sizes = dict(
             d_model=d,
             heads=config.heads,

@@ -1,0 +1,51 @@
+"""The translators' dropout (nmt/models/dropout.py): nn.Dropout's distribution, a cheaper mask."""
+
+import math
+
+import pytest
+import torch
+
+from attnkit.nmt.models.dropout import Dropout, dropout
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_each_element_is_dropped_with_probability_p_and_the_rest_scaled(p):
+    torch.manual_seed(0)
+    x = torch.ones(1000, 1003)  # not a multiple of 4: the last 64-bit word is cut
+    y = dropout(x, p)
+    kept = y != 0
+    share = kept.float().mean().item()
+    sigma = math.sqrt(p * (1 - p) / x.numel())
+    assert abs(share - (1 - p)) < 5 * sigma  # a binomial share, 5 standard deviations
+    dropped = round(p * 65536)
+    assert torch.all(y[kept] == 65536 / (65536 - dropped))  # E[y] = x exactly
+    for lane in range(4):  # each 16-bit lane of the 64-bit words is uniform
+        lane_share = kept.view(-1)[lane:1_000_000:4].float().mean().item()
+        assert abs(lane_share - (1 - p)) < 5 * math.sqrt(p * (1 - p) / 250_000)
+
+
+def test_the_mask_follows_the_seed_and_the_gradient_the_mask():
+    x = torch.randn(7, 9, dtype=torch.bfloat16, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.2)
+    torch.manual_seed(3)
+    assert torch.equal(y, dropout(x, 0.2))
+    assert y.dtype == torch.bfloat16
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.where(y != 0, 65536 / (65536 - 13107), 0.0).bfloat16())
+
+
+def test_the_module_drops_in_training_mode_only():
+    layer = Dropout(0.5)
+    x = torch.ones(64, 64)
+    assert (layer(x) == 0).any()
+    layer.eval()
+    assert layer(x) is x
+    assert Dropout(0.0)(x) is x
+    assert repr(layer) == "Dropout(p=0.5)"
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0])
+def test_a_probability_outside_0_1_is_named(p):
+    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\)"):
+        Dropout(p)
