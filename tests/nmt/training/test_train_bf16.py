@@ -100,7 +100,8 @@ def test_a_bf16_run_translates_in_fp32_and_in_bf16(pair):
     plain = translate_lines(as_fp32, lines)
     with as_bf16.precision.autocast():
         low = translate_lines(as_bf16, lines)
-    assert all(t.text for t in plain) and all(t.text for t in low)
+    # after 10 steps a translation may be empty; it still has the </s> step's weights
+    assert all(len(t.weights) for t in plain) and all(len(t.weights) for t in low)
     for a, b in zip(plain, low, strict=True):
         assert torch.isfinite(b.weights.float()).all()
         torch.testing.assert_close(

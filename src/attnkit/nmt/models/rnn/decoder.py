@@ -47,6 +47,7 @@ from ....attention import Attention, make_score, padding_mask
 from ....attention.scores import AdditiveScore
 from ...vocab_ids import PAD
 from ..dropout import Dropout
+from .autocast_rnn import run_rnn
 from .encoder import RNN_TYPES, EncodedSource
 from .fused_loop import bahdanau_gru_loop
 
@@ -280,7 +281,7 @@ class AttentionDecoder(nn.Module):
 
     def _parallel(self, embedded: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
         """Current timing, no input feeding: all target positions at once (Luong eq. 5)."""
-        out, _ = self.rnn(embedded, memory.initial.rnn_state())  # (B, T, D)
+        out, _ = run_rnn(self.rnn, embedded, memory.initial.rnn_state())  # (B, T, D)
         context, weights = self._attend(out, memory)  # (B, T, Dv), (B, T, S)
         return self._combine(out, context, embedded), weights  # (B, T, Do)
 
@@ -334,7 +335,7 @@ class AttentionDecoder(nn.Module):
         return out, context, weights, state
 
     def _rnn_step(self, rnn_input: Tensor, state: RNNState) -> tuple[Tensor, RNNState]:
-        out, final = self.rnn(rnn_input.unsqueeze(1), state.rnn_state())  # (B, 1, D)
+        out, final = run_rnn(self.rnn, rnn_input.unsqueeze(1), state.rnn_state())  # (B, 1, D)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
         return out.squeeze(1), RNNState(hidden, cell, state.feed)
 

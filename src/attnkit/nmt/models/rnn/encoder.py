@@ -25,6 +25,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ...vocab_ids import PAD
 from ..dropout import Dropout
+from .autocast_rnn import run_rnn
 from ..translator import check_source
 
 __all__ = ["EncodedSource", "RNNEncoder"]
@@ -108,12 +109,12 @@ class RNNEncoder(nn.Module):
         if bool((src_lengths == src_len).all()):
             # nothing to skip: packing would only cost (its backward zero-fills
             # the whole packed input once per time step on the CPU)
-            states, final = self.rnn(embedded)
+            states, final = run_rnn(self.rnn, embedded)
         else:
             packed = pack_padded_sequence(
                 embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False
             )
-            packed_states, final = self.rnn(packed)
+            packed_states, final = run_rnn(self.rnn, packed)
             states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src_len)
         # states: (B, S, 2D), zeros past each length. PyTorch returns the final
         # states (h_n, and c_n for an LSTM) in the original batch order.
