@@ -25,8 +25,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ...vocab_ids import PAD
 from ..dropout import Dropout
-from .autocast_rnn import run_rnn
 from ..translator import check_source
+from .autocast_rnn import run_rnn
 
 __all__ = ["EncodedSource", "RNNEncoder"]
 
