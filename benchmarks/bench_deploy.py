@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.bench_deploy RUN [--quick] [--repeats N]`` measures, on the run's
 test split (test2016 for a Multi30k run), sentences per second for greedy and beam-5
-search on 1 and 2 threads, for attnkit (PyTorch, fp32; at beam 5 also with
-``decode.early_stopping``, the stopping rule closest to CTranslate2's) and CTranslate2
+search on 1 and 2 threads, for attnkit (PyTorch, fp32, and bf16 autocast on a CPU with
+avx512_bf16/amx_bf16; at beam 5 also with ``decode.early_stopping``, the stopping rule
+closest to CTranslate2's) and CTranslate2
 (float32 and int8 exports of the same checkpoint), plus the model's size on disk and each engine's
 peak RSS. Every measurement runs in a fresh process (load, warm up on 20 sentences,
 then translate the whole split from text to text), the engines alternate within each
@@ -37,17 +38,19 @@ from .report import Result, Table
 WARMUP = 20
 QUICK_LINES = 100
 DEFAULT_RUN = Path("runs/transformer")
-EARLY = "fp32, early stopping"  # attnkit with decode.early_stopping (beam search only)
+EARLY = ", early stopping"  # attnkit with decode.early_stopping (beam search only)
 ENGINES = (
     ("attnkit", "fp32"),
-    ("attnkit", EARLY),
+    ("attnkit", "fp32" + EARLY),
+    ("attnkit", "bf16"),  # only where the CPU has fast bf16 (see _engines)
+    ("attnkit", "bf16" + EARLY),
     ("ctranslate2", "float32"),
     ("ctranslate2", "int8"),
 )
 
 
 # ------------------------------------------------------------------ workers (fresh processes)
-def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int, early: bool) -> float:
+def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int, kind: str) -> float:
     import torch
 
     from attnkit.nmt.decoding.settings import SearchSettings
@@ -55,12 +58,15 @@ def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int, ear
     from attnkit.nmt.runs.loaded_run import load_run
 
     torch.set_num_threads(threads)
-    run = load_run(run_dir)
-    settings = SearchSettings.from_config(run.config.decode, beam_size=beam, early_stopping=early)
-    translate_lines(run, lines[:WARMUP], settings)
-    start = time.perf_counter()
-    translate_lines(run, lines, settings)
-    return time.perf_counter() - start
+    run = load_run(run_dir, precision=kind.split(",")[0])
+    settings = SearchSettings.from_config(
+        run.config.decode, beam_size=beam, early_stopping=kind.endswith(EARLY)
+    )
+    with run.precision.autocast():
+        translate_lines(run, lines[:WARMUP], settings)
+        start = time.perf_counter()
+        translate_lines(run, lines, settings)
+        return time.perf_counter() - start
 
 
 def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads: int) -> float:
@@ -112,7 +118,7 @@ def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads:
 def _worker(args: argparse.Namespace) -> None:
     lines = json.loads(Path(args.lines).read_text())
     if args.worker == "attnkit":
-        seconds = _attnkit_worker(args.run, lines, args.beam, args.threads, args.early_stopping)
+        seconds = _attnkit_worker(args.run, lines, args.beam, args.threads, args.kind)
     else:
         seconds = _ct2_worker(args.run, args.export, lines, args.beam, args.threads)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -135,8 +141,16 @@ def _exports(run_dir: Path) -> dict[str, Path]:
 
 
 def _engines(beam: int) -> tuple[tuple[str, str], ...]:
-    """The engines to time; early stopping changes nothing without a beam."""
-    return ENGINES if beam > 1 else tuple(e for e in ENGINES if e[1] != EARLY)
+    """The engines to time: early stopping changes nothing without a beam, and bf16 is
+    timed only on a CPU that has fast bf16 (elsewhere PyTorch emulates it, slowly)."""
+    from attnkit.nmt.precision import cpu_bf16_flag
+
+    bf16 = cpu_bf16_flag() is not None
+    return tuple(
+        (engine, kind)
+        for engine, kind in ENGINES
+        if (beam > 1 or not kind.endswith(EARLY)) and (bf16 or not kind.startswith("bf16"))
+    )
 
 
 def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
@@ -146,8 +160,8 @@ def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
     ]  # fmt: skip
     if export is not None:
         cmd += ["--export", str(export)]
-    if quant == EARLY:
-        cmd.append("--early-stopping")
+    if engine == "attnkit":
+        cmd += ["--kind", quant]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
@@ -178,9 +192,9 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
     exports = _exports(run_dir)
     lines_file = run_dir / ".bench_deploy_lines.json"
     lines_file.write_text(json.dumps(lines))
+    model_mb = _model_mb(run_dir)
     sizes = {
-        ("attnkit", "fp32"): _model_mb(run_dir),
-        ("attnkit", EARLY): _model_mb(run_dir),
+        **{("attnkit", kind): model_mb for engine, kind in ENGINES if engine == "attnkit"},
         **{("ctranslate2", q): _folder_mb(f) for q, f in exports.items()},
     }
     settings = [(beam, threads) for beam in (1, 5) for threads in (1, 2)]
@@ -213,8 +227,9 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
                       round(rss), round(sizes[(engine, quant)], 1))  # fmt: skip
             if engine == "ctranslate2":
                 ratios[f"deploy_{quant}_vs_attnkit_beam{beam}_t{threads}"] = rate / base
-            if quant == EARLY:
-                ratios[f"deploy_attnkit_early_stopping_vs_fp32_beam{beam}_t{threads}"] = rate / base
+            elif quant != "fp32":
+                key = quant.replace(EARLY, "_early_stopping")
+                ratios[f"deploy_attnkit_{key}_vs_fp32_beam{beam}_t{threads}"] = rate / base
     return Result([table], ratios)
 
 
@@ -249,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
-    p.add_argument("--early-stopping", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--kind", default="fp32", help=argparse.SUPPRESS)  # e.g. "bf16, early stopping"
     args = p.parse_args(argv)
     if args.worker:
         _worker(args)

@@ -13,12 +13,19 @@ synthetic batches (16 +- 3 tokens a sentence, like Multi30k). A step is what
 Both sides are one model, so parameters and tokens per batch are equal; they
 are printed beside the ratio, with the CPU's name and its bf16 flags.
 
+``python -m benchmarks.bench_precision --translate RUN [RUN ...]`` adds translation
+speed: each run's test split (test2016 for Multi30k), beam 5, sentences/s of fp32
+and bf16 decoding, alternated in fresh processes (``bench_deploy``'s worker: load,
+warm up on 20 sentences, translate every line), medians of 3.
+
 On a CPU without ``avx512_bf16``/``amx_bf16`` bf16 is emulated and slower;
 ``train.precision: auto`` then picks fp32, and the table says so.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -31,6 +38,7 @@ from attnkit.nmt.precision import cpu_bf16_flag, resolve_precision
 from attnkit.nmt.training.objective import token_loss
 from attnkit.nmt.vocab_ids import NUM_SPECIAL
 
+from .bench_deploy import _measure
 from .report import Result, Table
 from .timing import compare
 
@@ -129,8 +137,42 @@ def run(quick: bool) -> Result:
     return Result([table], ratios)
 
 
+def translate_rates(runs: list[Path], beam: int = 5, repeats: int = 3) -> Table:
+    """Sentences/s of fp32 and bf16 decoding of each run's test split, alternated."""
+    from attnkit.nmt.config import RunConfig
+    from attnkit.nmt.data.corpus import load_split
+    from attnkit.nmt.data.text import is_blank
+
+    threads = torch.get_num_threads()
+    table = Table(
+        f"Translation, beam {beam}, {threads} thread(s), medians of {repeats} alternated "
+        f"fresh processes; {cpu_name()}",
+        ["run", "sentences", "fp32 sentences/s", "bf16 sentences/s", "bf16/fp32 (speed)"],
+    )
+    for run_dir in runs:
+        config = RunConfig.load(run_dir / "config.yaml")
+        lines = [s for s in load_split(config.data, "test").src if not is_blank(s)]
+        lines_file = run_dir / ".bench_precision_lines.json"
+        lines_file.write_text(json.dumps(lines))
+        rates: dict[str, list[float]] = {"fp32": [], "bf16": []}
+        try:
+            for _ in range(repeats):
+                for kind, found in rates.items():
+                    measured = _measure("attnkit", kind, run_dir, None, lines_file, beam, threads)
+                    found.append(measured["sentences_per_s"])
+        finally:
+            lines_file.unlink(missing_ok=True)
+        fp32, bf16 = (statistics.median(rates[k]) for k in ("fp32", "bf16"))
+        table.add(run_dir.name, len(lines), round(fp32, 1), round(bf16, 1), round(bf16 / fp32, 2))
+    return table
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
+    if "--translate" in argv:
+        runs = [Path(a) for a in argv[argv.index("--translate") + 1 :] if not a.startswith("--")]
+        print(translate_rates(runs).to_markdown())
+        return 0
     for table in run(quick).tables:
         print(table.to_markdown())
     return 0
