@@ -27,6 +27,7 @@ from . import (
     bench_deploy,
     bench_distributed,
     bench_precision,
+    bench_step_parts,
     bench_train,
     bench_transformer,
 )
@@ -43,6 +44,7 @@ SUITES = {
     "data": bench_data,
     "deploy": bench_deploy,
     "precision": bench_precision,
+    "step_parts": bench_step_parts,
 }
 
 

@@ -1,0 +1,133 @@
+"""The three parts of a training step that attnkit replaced for bf16, each against PyTorch's own.
+
+``python -m benchmarks.bench_step_parts`` (use ``OMP_NUM_THREADS`` to pin threads).
+Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compare`):
+
+- the output layer and loss: :func:`attnkit.nmt.training.vocab_loss.linear_cross_entropy`
+  against ``F.cross_entropy(F.linear(x, W, b).float(), y)`` for the Transformer preset's
+  batch (2,560 target positions, every seventh PAD, D 256, V 8,000, label smoothing 0.1);
+- dropout: :func:`attnkit.nmt.models.dropout.dropout` against ``F.dropout`` on a
+  feed-forward activation (128 x 20 x 1024, p 0.2);
+- a bidirectional GRU (the multi30k RNN's: 256 -> 384, 96 sentences of 10-20 tokens,
+  packed) in bf16 through :func:`attnkit.nmt.models.rnn.autocast_rnn.run_rnn` against
+  the same call under plain autocast, which leaves it in float32 (bf16 only).
+
+Both sides of each row do the same arithmetic on the same tensors; the ratio is
+attnkit's time over PyTorch's.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from attnkit.nmt.models.dropout import dropout
+from attnkit.nmt.models.rnn.autocast_rnn import run_rnn
+from attnkit.nmt.training.vocab_loss import linear_cross_entropy
+
+from .bench_precision import cpu_name
+from .report import Result, Table
+from .timing import compare
+
+PAD = 0
+
+
+def _backward(fn, *leaves):
+    def step():
+        for t in leaves:
+            t.grad = None
+        out = fn()
+        (out if out.dim() == 0 else out.float().sum()).backward()
+
+    return step
+
+
+def _autocast(fn, bf16: bool):
+    def run():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            return fn()
+
+    return run
+
+
+def loss_pair(bf16: bool):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2560, 256, generator=g, requires_grad=True)
+    w = (torch.randn(8000, 256, generator=g) * 0.05).requires_grad_()
+    b = torch.zeros(8000, requires_grad=True)
+    y = torch.randint(4, 8000, (2560,), generator=g)
+    y[::7] = PAD
+
+    def fused():
+        return linear_cross_entropy(x, w, b, y, ignore_index=PAD, smoothing=0.1)
+
+    def plain():
+        return F.cross_entropy(F.linear(x, w, b).float(), y, ignore_index=PAD, label_smoothing=0.1)
+
+    return _backward(_autocast(fused, bf16), x, w, b), _backward(_autocast(plain, bf16), x, w, b)
+
+
+def dropout_pair(bf16: bool):
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    x = torch.randn(128, 20, 1024).to(dtype).requires_grad_()
+    return (
+        _backward(lambda: dropout(x, 0.2), x),
+        _backward(lambda: F.dropout(x, 0.2, training=True), x),
+    )
+
+
+def gru_pair():
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(256, 384, batch_first=True, bidirectional=True)
+    x = torch.randn(96, 20, 256, requires_grad=True)
+    lengths = torch.randint(10, 21, (96,))
+    lengths[0] = 20
+
+    def packed():
+        return pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+
+    def ours():
+        out, final = run_rnn(gru, packed())
+        return out.data.float().sum() + final.float().sum()
+
+    def plain():
+        out, final = gru(packed())
+        return out.data.float().sum() + final.float().sum()
+
+    leaves = (x, *gru.parameters())
+    return _backward(_autocast(ours, True), *leaves), _backward(_autocast(plain, True), *leaves)
+
+
+def run(quick: bool) -> Result:
+    repeats, warmup = (3, 1) if quick else (7, 2)
+    table = Table(
+        f"Step parts, forward + backward, {torch.get_num_threads()} thread(s); {cpu_name()}",
+        ["part", "precision", "attnkit ms", "PyTorch ms", "attnkit/PyTorch"],
+    )
+    ratios = {}
+    rows = [
+        ("output layer + loss (2560 x 256 -> 8000)", "fp32", loss_pair(False)),
+        ("output layer + loss (2560 x 256 -> 8000)", "bf16", loss_pair(True)),
+        ("dropout (128 x 20 x 1024, p 0.2)", "fp32", dropout_pair(False)),
+        ("dropout (128 x 20 x 1024, p 0.2)", "bf16", dropout_pair(True)),
+        ("bi-GRU 256 -> 384, 96 x 10-20, packed", "bf16", gru_pair()),
+    ]
+    for part, precision, (ours, theirs) in rows:
+        timing = compare(ours, theirs, repeats=repeats, warmup=warmup)
+        table.add(part, precision, timing.candidate_s * 1e3, timing.baseline_s * 1e3,
+                  timing.ratio)  # fmt: skip
+        ratios[f"step_part_{part.split()[0]}_{precision}"] = timing.ratio
+    return Result([table], ratios)
+
+
+def main(argv: list[str]) -> int:
+    for table in run("--quick" in argv).tables:
+        print(table.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
