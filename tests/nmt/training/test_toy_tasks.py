@@ -12,6 +12,9 @@ gets 800 steps, a 50-step warm-up to lr 2e-3 and the same linear decay; its
 alignment view is the decoder's cross-attention averaged over heads. Measured
 over seeds 0-2: exact match >= 97.5% (reverse) and 100% (copy), >= 92.7% of
 the target tokens on the (anti-)diagonal.
+
+In bf16 autocast (training and decoding) the reverse task must clear the same
+thresholds with the same budgets.
 """
 
 from __future__ import annotations
@@ -32,27 +35,33 @@ LR = 0.01
 
 
 def _train(
-    task: str, query_timing: str, seed: int = 0, steps: int = STEPS, **model: object
+    task: str,
+    query_timing: str,
+    seed: int = 0,
+    steps: int = STEPS,
+    bf16: bool = False,
+    **model: object,
 ) -> RNNTranslator:
     torch.manual_seed(seed)
     settings = {"rnn": "lstm", "dropout": 0.3, **model}
     config = RNNConfig(embed_dim=32, hidden_size=64, query_timing=query_timing, **settings)
     model = RNNTranslator(config, TOY_VOCAB, TOY_VOCAB)
-    return _fit(model, task, seed, steps, LR)
+    return _fit(model, task, seed, steps, LR, bf16=bf16)
 
 
-def _train_transformer(task: str, seed: int = 0) -> TransformerTranslator:
+def _train_transformer(task: str, seed: int = 0, bf16: bool = False) -> TransformerTranslator:
     torch.manual_seed(seed)
     config = TransformerConfig(
         d_model=64, heads=4, encoder_layers=2, decoder_layers=1, ff_dim=128, dropout=0.1,
         attention_dropout=0.0, share_embeddings=False,
     )  # fmt: skip
     model = TransformerTranslator(config, TOY_VOCAB, TOY_VOCAB)
-    return _fit(model, task, seed, 800, 2e-3, warmup=50, betas=(0.9, 0.98))
+    return _fit(model, task, seed, 800, 2e-3, warmup=50, betas=(0.9, 0.98), bf16=bf16)
 
 
-def _fit(model, task, seed, steps, lr, warmup=0, betas=(0.9, 0.999)):
-    """Adam with a linear warm-up over ``warmup`` steps and a linear decay to 0."""
+def _fit(model, task, seed, steps, lr, warmup=0, betas=(0.9, 0.999), bf16=False):
+    """Adam with a linear warm-up over ``warmup`` steps and a linear decay to 0; with
+    ``bf16`` the forward pass runs under bf16 autocast (the backward pass outside)."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -61,8 +70,9 @@ def _fit(model, task, seed, steps, lr, warmup=0, betas=(0.9, 0.999)):
     data = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         src, src_lengths, tgt_in, tgt_out = toy_batch(task, BATCH, data)
-        logits, _ = model(src, src_lengths, tgt_in)
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits, _ = model(src, src_lengths, tgt_in)
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -91,6 +101,22 @@ def _on_diagonal(hyps: list[Hypothesis], lengths: list[int], task: str) -> float
 def test_toy_task_is_learned_with_diagonal_attention(task: str, model: str) -> None:
     arch, _, query_timing = model.partition(" ")
     model = _train(task, query_timing) if arch == "rnn" else _train_transformer(task)
+    _assert_learned(model, task)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["rnn current", "transformer"])
+def test_bf16_learns_the_reverse_task_like_fp32(model: str) -> None:
+    arch, _, query_timing = model.partition(" ")
+    if arch == "rnn":
+        trained = _train("reverse", query_timing, bf16=True)
+    else:
+        trained = _train_transformer("reverse", bf16=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # decoding in bf16 too
+        _assert_learned(trained, "reverse")
+
+
+def _assert_learned(model, task: str) -> None:
     src, src_lengths, _, _ = toy_batch(task, 200, torch.Generator().manual_seed(1234))
     lengths = src_lengths.tolist()
     sources = [src[i, :n].tolist() for i, n in enumerate(lengths)]
