@@ -3,12 +3,12 @@
 Inside ``torch.autocast("cpu", dtype=torch.bfloat16)`` PyTorch casts linear
 layers to bf16 but leaves ``nn.GRU`` (and any packed sequence) in float32, so
 the recurrences -- most of an RNN translator's arithmetic -- ran at float32
-speed. oneDNN has bf16 GRU and LSTM kernels: on an AMD EPYC with avx512_bf16 a
-bidirectional GRU's forward and backward pass (256 -> 384, 96 x 20 tokens,
-packed) took 128 ms in bf16 against 238 ms in float32
-(benchmarks/RESULTS.md). :func:`run_rnn` casts copies of the weights, as
-autocast does for a linear layer, so the float32 master weights still receive
-float32 gradients.
+speed. :func:`run_rnn` runs them in the autocast dtype with copies of the
+weights, as autocast does for a linear layer, so the float32 master weights
+still receive float32 gradients. The gain is small on a CPU, where PyTorch's
+GRU is a step-by-step loop of small products (a bidirectional 256 -> 384 GRU,
+forward and backward: 171 against 179 ms on an AMD EPYC with avx512_bf16,
+``python -m benchmarks.bench_step_parts``, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
