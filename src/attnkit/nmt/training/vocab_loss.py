@@ -81,13 +81,12 @@ def linear_cross_entropy(
         ):
             options = (smoothing, scale, compute or weight.dtype, block_rows)
             return _FusedLoss.apply(x, weight, bias, y, *options)
-        loss, _ = _blocks(x, weight, bias, y, smoothing, compute or weight.dtype, block_rows)
-        return loss * scale
+        return _blocks(x, weight, bias, y, smoothing, compute or weight.dtype, block_rows) * scale
 
 
-def _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads=None):
+def _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads=None) -> Tensor:
     """The loss summed over the rows of ``x``, block by block; with ``grads`` a
-    ``(grad_x, grad_weight, grad_bias)`` triple, also add each block's gradients."""
+    ``(grad_x, grad_weight, grad_bias)`` triple, also add each block's gradients into it."""
     w = weight.to(dtype)  # one cast per call, not per block
     b = None if bias is None else bias.to(dtype)
     total = torch.zeros((), dtype=torch.float32, device=x.device)
@@ -110,7 +109,7 @@ def _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads=None):
         grad_w += (low.t() @ xs).to(grad_w.dtype)  # (V, D)
         if grad_b is not None:
             grad_b += dz.sum(dim=0).to(grad_b.dtype)
-    return total, grads
+    return total
 
 
 class _FusedLoss(torch.autograd.Function):
@@ -123,7 +122,7 @@ class _FusedLoss(torch.autograd.Function):
             torch.zeros_like(weight),
             None if bias is None else torch.zeros_like(bias),
         )
-        total, grads = _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads)
+        total = _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads)
         ctx.save_for_backward(*(g for g in grads if g is not None))
         ctx.has_bias, ctx.scale = bias is not None, scale
         return total * scale
