@@ -1,15 +1,16 @@
 """Deploying a trained Transformer: attnkit's own search against its CTranslate2 export.
 
-``python -m benchmarks.bench_deploy RUN [--quick] [--repeats N]`` measures, on the run's
-test split (test2016 for a Multi30k run), sentences per second for greedy and beam-5
-search on 1 and 2 threads, for attnkit (PyTorch, fp32, and bf16 autocast on a CPU with
+``python -m benchmarks.bench_deploy RUN [--quick] [--repeats N] [--beams 1 5]
+[--thread-counts 1 2]`` measures, on the run's test split (test2016 for a Multi30k run),
+sentences per second for greedy and beam-5 search on 1 and 2 threads (or the cells
+chosen), for attnkit (PyTorch, fp32, and bf16 autocast on a CPU with
 avx512_bf16/amx_bf16; at beam 5 also with ``decode.early_stopping``, the stopping rule
-closest to CTranslate2's) and CTranslate2
-(float32 and int8 exports of the same checkpoint), plus the model's size on disk and each engine's
-peak RSS. Every measurement runs in a fresh process (load, warm up on 20 sentences,
-then translate the whole split from text to text), the engines alternate within each
-repeat, and the table gives medians. Equal work: the same sentences, checkpoint, search
-settings (the run's length limit, sentences batched 64 at a time) and threads.
+closest to CTranslate2's) and CTranslate2 (float32 and int8 exports of the same
+checkpoint), plus the model's size on disk and each engine's peak RSS. Every measurement
+runs in a fresh process (load, warm up on 20 sentences, then translate the whole split
+from text to text), the engines alternate within each repeat, and the table gives
+medians. Equal work: the same sentences, checkpoint, search settings (the run's length
+limit, sentences batched 64 at a time) and threads.
 
 The CTranslate2 worker imports only ctranslate2 and sentencepiece, as a deployment
 would (no PyTorch, no attnkit): its peak RSS is what a server would hold. Beam search
@@ -181,7 +182,9 @@ def _folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
 
-def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
+def measure_run(
+    run_dir: Path, quick: bool, repeats: int, beams=(1, 5), thread_counts=(1, 2)
+) -> Result:
     from attnkit.nmt.config import RunConfig
     from attnkit.nmt.data.corpus import load_split
     from attnkit.nmt.data.text import is_blank
@@ -197,7 +200,7 @@ def measure_run(run_dir: Path, quick: bool, repeats: int) -> Result:
         **{("attnkit", kind): model_mb for engine, kind in ENGINES if engine == "attnkit"},
         **{("ctranslate2", q): _folder_mb(f) for q, f in exports.items()},
     }
-    settings = [(beam, threads) for beam in (1, 5) for threads in (1, 2)]
+    settings = [(beam, threads) for beam in beams for threads in thread_counts]
     samples: dict[tuple, list[dict]] = {}
     try:
         for _ in range(1 if quick else repeats):
@@ -259,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run", help="a trained Transformer run folder")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_LINES} sentences, one repeat")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="beam sizes to time")
+    p.add_argument(
+        "--thread-counts", type=int, nargs="+", default=[1, 2], help="thread counts to time"
+    )
     p.add_argument("--worker", choices=("attnkit", "ctranslate2"), help=argparse.SUPPRESS)
     p.add_argument("--export", help=argparse.SUPPRESS)
     p.add_argument("--lines", help=argparse.SUPPRESS)
@@ -269,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(args)
         return 0
-    result = measure_run(Path(args.run), args.quick, args.repeats)
+    result = measure_run(Path(args.run), args.quick, args.repeats, args.beams, args.thread_counts)
     for table in result.tables:
         print(table.to_markdown())
     return 0
