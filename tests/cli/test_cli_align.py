@@ -114,6 +114,31 @@ def test_align_symmetrizes_with_a_reverse_run_in_one_command(run_dir, files, cap
     assert_one_line_error(err, "align", "--symmetrize and --reverse-run go together")
 
 
+def test_align_agreement_keeps_links_whose_two_weights_multiply_past_tau(run_dir, files, capsys):
+    from attnkit.nmt.analysis.align import AlignOptions, align_words, read_bitext
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    (files / "pairs").write_text("s1 s2 s3 ||| s3 s2 s1\ns4 s5 ||| s5 s4\n")
+    src, tgt = read_bitext(files / "pairs")
+    loaded = load_run(run_dir)
+    forward = align_words(loaded.model, loaded.src_tok, loaded.tgt_tok, src, tgt, AlignOptions())
+    backward = align_words(loaded.model, loaded.src_tok, loaded.tgt_tok, tgt, src, AlignOptions())
+    base = ["align", str(run_dir), "--bitext", str(files / "pairs"), "--reverse-run", str(run_dir)]
+    counts = []
+    for tau in ("0.02", "0.1"):
+        status, out, err = run(capsys, *base, "--symmetrize", "agreement", "--threshold", tau)
+        assert status == 0, err
+        for f, b, got in zip(forward, backward, _links(out), strict=True):
+            product = f.weights * b.weights.T  # (target words, source words)
+            want = {(i, j) for j, i in (product >= float(tau)).nonzero().tolist()}
+            assert got == want
+        counts.append(sum(map(len, _links(out))))
+    assert counts[0] > counts[1] > 0  # a lower tau keeps more links
+    status, _, err = run(capsys, *base, "--symmetrize", "agreement", "--threshold", "0")
+    assert status == 2
+    assert_one_line_error(err, "align", "--threshold must be in (0, 1], got 0.0")
+
+
 def test_align_layer_auto_chooses_on_a_development_set(run_dir, files, capsys):
     (files / "dev").write_text("s1 s2 s3 ||| s3 s2 s1\ns4 s5 ||| s5 s4\n")
     base = ["align", str(run_dir), "--bitext", str(files / "dev")]

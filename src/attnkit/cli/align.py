@@ -23,6 +23,13 @@ from .decoding import (
 from .errors import UsageError, warn
 from .run_hint import check_run_folder, checkpoint_option
 
+AGREEMENT = "agreement"
+# attnkit.nmt.analysis.symmetrize.SYMMETRIZATIONS and AGREEMENT, without importing torch here
+SYMMETRIZATIONS = (
+    "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and", AGREEMENT
+)  # fmt: skip
+METHOD_THRESHOLD, AGREEMENT_THRESHOLD = 0.3, 0.1
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the align and inspect commands."""
@@ -67,7 +74,10 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE", help="write the alignments here (default: stdout)")
     p.add_argument("--method", default="argmax", choices=("argmax", "threshold"))
     p.add_argument(
-        "--threshold", type=float, default=0.3, help="tau of --method threshold (default 0.3)"
+        "--threshold",
+        type=float,
+        help="tau of --method threshold (default 0.3), or of --symmetrize agreement, where it "
+        "bounds the product of the two directions' weights (default 0.1)",
     )
     p.add_argument(
         "--shift",
@@ -87,8 +97,10 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dev-gold", metavar="FILE", help="with --layer auto: their gold links")
     p.add_argument(
         "--symmetrize",
-        choices=("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"),
-        help="combine with --reverse-run's target->source alignments (Koehn et al. 2003)",
+        choices=SYMMETRIZATIONS,
+        help="combine with --reverse-run's target->source alignments: links (Koehn et al. "
+        "2003), or 'agreement': the two directions' weights multiplied, a link where the "
+        "product reaches --threshold (Liang et al. 2006; the best in docs/align.md)",
     )
     p.add_argument(
         "--reverse-run", metavar="DIR", help="a run trained target->source, for --symmetrize"
@@ -164,17 +176,10 @@ def run_align(args: argparse.Namespace) -> int:
     dev = _dev_set(args) if args.layer == "auto" else None
     run = _load(args)
     options = _options(args, run)
-    links, options = _run_links(args, run, options, src_words, tgt_words, dev)
+    found, options = _run_alignments(args, run, options, src_words, tgt_words, dev)
+    links = [a.links for a in found]
     if args.symmetrize:
-        from ..nmt.analysis.symmetrize import symmetrize_all
-
-        reverse_run = _load(args, args.reverse_run)
-        flipped = None if dev is None else _flip(*dev)
-        back, _ = _run_links(
-            args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
-        )
-        reverse = [{(i, j) for j, i in pair} for pair in back]  # back to (source, target)
-        links = symmetrize_all(links, reverse, args.symmetrize)
+        links = _symmetrized(args, found, src_words, tgt_words, dev)
     heads = HeadSelection(options.layer, options.head)
     text = "".join(f"{format_pharaoh(pair)}\n" for pair in links)
     if args.out:
@@ -188,8 +193,11 @@ def run_align(args: argparse.Namespace) -> int:
         report = sys.stdout if args.out else sys.stderr
         layers = run.model.attention_layout
         which = heads.caption(layers.layers, layers.alignment_layer)
+        rule = _describe(options)
         both = f", {args.symmetrize} with {args.reverse_run}" if args.symmetrize else ""
-        print(f"{len(links)} sentence pairs, {_describe(options)}, {which}{both}", file=report)
+        if args.symmetrize == AGREEMENT:  # the weights' product is the rule, not --method
+            rule = f"product >= {args.agreement_threshold}, shift {options.shift}"
+        print(f"{len(links)} sentence pairs, {rule}, {which}{both}", file=report)
         print(score, file=report)
     return 0
 
@@ -197,6 +205,12 @@ def run_align(args: argparse.Namespace) -> int:
 def _check_align_options(args: argparse.Namespace) -> None:
     if bool(args.symmetrize) != bool(args.reverse_run):
         raise UsageError("--symmetrize and --reverse-run go together (give both or neither)")
+    tau = args.threshold
+    if tau is not None and not 0.0 < tau <= 1.0:
+        raise UsageError(f"--threshold must be in (0, 1], got {tau}")
+    agreement = args.symmetrize == AGREEMENT
+    args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
+    args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau
     auto = args.layer == "auto"
     if auto != bool(args.dev_bitext and args.dev_gold) or (
         not auto and (args.dev_bitext or args.dev_gold)
@@ -229,8 +243,26 @@ def _flip(src, tgt, gold):
     return tgt, src, GoldAlignment(turn, maybe)
 
 
-def _run_links(args, run, options, src_words, tgt_words, dev):
-    """One run's word links (and the options used: the dev set's choice with --layer auto)."""
+def _symmetrized(args, found, src_words, tgt_words, dev) -> list[set[tuple[int, int]]]:
+    """The links of ``found`` combined with --reverse-run's, by --symmetrize."""
+    from ..nmt.analysis.symmetrize import agreement_links, symmetrize_all
+
+    reverse_run = _load(args, args.reverse_run)
+    flipped = None if dev is None else _flip(*dev)
+    back, _ = _run_alignments(
+        args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
+    )
+    if args.symmetrize == AGREEMENT:
+        return [
+            agreement_links(f.weights, b.weights, args.agreement_threshold)
+            for f, b in zip(found, back, strict=True)
+        ]
+    reverse = [{(i, j) for j, i in a.links} for a in back]  # back to (source, target)
+    return symmetrize_all([a.links for a in found], reverse, args.symmetrize)
+
+
+def _run_alignments(args, run, options, src_words, tgt_words, dev):
+    """One run's word alignments (and the options used: the dev set's choice with --layer auto)."""
     from ..nmt.analysis.align import align_words
 
     with decoding_precision(run):
@@ -240,7 +272,7 @@ def _run_links(args, run, options, src_words, tgt_words, dev):
             run.model, run.src_tok, run.tgt_tok, src_words, tgt_words, options,
             batch_size=args.batch_size, device=run.device,
         )  # fmt: skip
-    return [a.links for a in found], options
+    return found, options
 
 
 def _choose_layer(args, run, options, dev):

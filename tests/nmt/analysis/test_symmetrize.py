@@ -1,8 +1,14 @@
 """Symmetrisation of two directions' links on hand-made sets with known results."""
 
 import pytest
+import torch
 
-from attnkit.nmt.analysis.symmetrize import SYMMETRIZATIONS, symmetrize, symmetrize_all
+from attnkit.nmt.analysis.symmetrize import (
+    SYMMETRIZATIONS,
+    agreement_links,
+    symmetrize,
+    symmetrize_all,
+)
 
 # 4 x 4 pairs. Forward (source->target run): 0-0, 1-1 and a stray 0-3; reverse: 0-0, 3-3.
 FORWARD = {(0, 0), (1, 1), (0, 3)}
@@ -57,3 +63,21 @@ def test_errors():
     with pytest.raises(ValueError, match="forward has 1 sentences but reverse has 2"):
         symmetrize_all([FORWARD], [REVERSE, REVERSE], "union")
     assert symmetrize_all([FORWARD], [REVERSE], "intersection") == [{(0, 0)}]
+
+
+def test_agreement_links_keep_what_both_directions_weigh():
+    # 2 source words x 3 target words. forward rows: target words over source words.
+    forward = torch.tensor([[0.9, 0.1], [0.5, 0.5], [0.2, 0.8]])
+    # reverse rows: source words over target words.
+    reverse = torch.tensor([[0.8, 0.2, 0.0], [0.1, 0.3, 0.6]])
+    # products (i, j): (0,0) .72, (0,1) .10, (0,2) 0, (1,0) .01, (1,1) .15, (1,2) .48
+    assert agreement_links(forward, reverse, 0.4) == {(0, 0), (1, 2)}
+    assert agreement_links(forward, reverse, 0.09) == {(0, 0), (0, 1), (1, 1), (1, 2)}
+    assert agreement_links(forward, reverse, 1.0) == set()
+
+
+def test_agreement_links_errors():
+    with pytest.raises(ValueError, match="turned round"):
+        agreement_links(torch.ones(3, 2), torch.ones(3, 2), 0.3)
+    with pytest.raises(ValueError, match="threshold"):
+        agreement_links(torch.ones(3, 2), torch.ones(2, 3), 0.0)

@@ -17,15 +17,24 @@ implemented in Moses' ``symal`` and ``train-model.perl``) combine them:
 
 Links are ``(i, j)`` = (source word, target word), 0-based; pass the
 target->source run's links already turned round to (source, target).
+
+Where both directions give soft weights (attention), :func:`agreement_links`
+combines them before any link is drawn: a link where the product of the two
+directions' weights reaches a threshold (posterior-product decoding, Liang,
+Taskar & Klein 2006, "Alignment by Agreement", sec. 3.2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .metrics import Link
 
-__all__ = ["SYMMETRIZATIONS", "symmetrize", "symmetrize_all"]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+__all__ = ["SYMMETRIZATIONS", "agreement_links", "symmetrize", "symmetrize_all"]
 
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
@@ -96,3 +105,29 @@ def symmetrize_all(
             "the two runs must align the same pairs"
         )
     return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
+
+
+def agreement_links(forward: Tensor, reverse: Tensor, threshold: float) -> set[Link]:
+    """Links where both directions' weights agree: ``forward[j, i] * reverse[i, j] >= tau``.
+
+    Args:
+        forward: ``(Tw, Sw)`` float, the source->target run's weights (target word rows,
+            each a distribution over source words).
+        reverse: ``(Sw, Tw)`` float, the target->source run's weights (source word rows).
+        threshold: tau in (0, 1].
+
+    Returns:
+        ``{(source word i, target word j)}``, 0-based.
+
+    Raises:
+        ValueError: the shapes do not match turned round, or tau is outside (0, 1].
+    """
+    if forward.ndim != 2 or reverse.shape != forward.shape[::-1]:
+        raise ValueError(
+            f"reverse must be forward turned round: forward {tuple(forward.shape)}, "
+            f"reverse {tuple(reverse.shape)}"
+        )
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    rows, cols = (forward * reverse.T >= threshold).nonzero(as_tuple=True)
+    return {(int(i), int(j)) for j, i in zip(rows.tolist(), cols.tolist(), strict=True)}
