@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnkit.nmt.config import TrainConfig
-from attnkit.nmt.training.schedule import Schedule, inverse_sqrt_factor
+from attnkit.nmt.training.schedule import Schedule, inverse_sqrt_factor, linear_decay_factor
 
 
 def schedule(**train):
@@ -62,3 +62,40 @@ def test_a_schedule_resumes_from_its_state():
     fresh.param_groups[0]["lr"] = lr(optimizer)  # the optimizer's own state carries the rate
     second.after_validation(9.5)  # still below the best 10.0: halved again
     assert lr(fresh) == pytest.approx(2.5e-4)
+
+
+@pytest.mark.parametrize(
+    ("step", "factor"),
+    [(0, 0.25), (3, 1.0), (7, 0.6), (11, 0.2), (13, 0.2), (50, 0.2)],
+)
+def test_linear_decay_factor_warms_up_then_falls_in_a_line_to_its_floor(step, factor):
+    # t = step + 1: t / 4 up to 4, then 0.2 + 0.8 * (12 - t) / 8, never below 0.2
+    assert linear_decay_factor(step, warmup=4, total=12, floor=0.2) == pytest.approx(factor)
+
+
+def test_linear_schedule_reaches_min_lr_exactly_at_max_steps():
+    sched, optimizer = schedule(
+        lr=2e-3, lr_schedule="linear", warmup_steps=2, max_steps=10, min_lr=1e-4
+    )
+    seen = [lr(optimizer)]
+    for _ in range(12):
+        optimizer.step()
+        sched.after_step()
+        seen.append(lr(optimizer))
+    assert seen[0] == pytest.approx(1e-3)  # t = 1 of a 2-step warm-up
+    assert seen[1] == pytest.approx(2e-3)  # the peak
+    assert seen[5] == pytest.approx(1e-4 + 1.9e-3 * 4 / 8)  # t = 6, halfway down
+    assert seen[9] == pytest.approx(1e-4)  # t = max_steps
+    assert seen[12] == pytest.approx(1e-4)  # a budget raised on resume starts from here
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"lr_schedule": "linear"}, "set max_steps"),
+        ({"lr_schedule": "linear", "max_steps": 100, "warmup_steps": 100}, "warmup_steps"),
+    ],
+)
+def test_linear_schedule_without_a_budget_beyond_its_warm_up_is_refused(train, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**train)

@@ -17,7 +17,9 @@ class TrainConfig(_Section):
     validation BLEU has not improved for ``lr_patience`` validations;
     ``inverse_sqrt`` (Vaswani et al. 2017, eq. 3, with the peak set by ``lr``)
     raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
-    ``lr * sqrt(warmup_steps / step)``.
+    ``lr * sqrt(warmup_steps / step)``; ``linear`` has the same warm-up, then
+    falls in a straight line to ``min_lr`` at ``max_steps`` (which it needs), so
+    a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`).
 
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
@@ -61,7 +63,7 @@ class TrainConfig(_Section):
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     teacher_forcing: float = Field(1.0, ge=0, le=1)
     adam_betas: tuple[float, float] = (0.9, 0.999)
-    lr_schedule: Literal["plateau", "inverse_sqrt"] = "plateau"
+    lr_schedule: Literal["plateau", "inverse_sqrt", "linear"] = "plateau"
     warmup_steps: int = Field(4000, gt=0)
     lr_decay: float = Field(0.5, gt=0, lt=1)
     lr_patience: int = Field(1, ge=0)
@@ -80,6 +82,21 @@ class TrainConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     guided_alignment: GuidedAlignmentConfig | None = None
+
+    @model_validator(mode="after")
+    def _linear_needs_a_step_budget(self) -> TrainConfig:
+        if self.lr_schedule != "linear":
+            return self
+        if self.max_steps is None:
+            raise ValueError(
+                "train.lr_schedule linear decays to min_lr at train.max_steps: set max_steps"
+            )
+        if self.warmup_steps >= self.max_steps:
+            raise ValueError(
+                f"train.warmup_steps ({self.warmup_steps}) must be below train.max_steps "
+                f"({self.max_steps}) for lr_schedule linear"
+            )
+        return self
 
     @model_validator(mode="after")
     def _guided_needs_teacher_forcing(self) -> TrainConfig:

@@ -1,4 +1,4 @@
-"""Learning-rate schedules: plateau decay (the RNN presets) and inverse-square-root warm-up.
+"""Learning-rate schedules: plateau decay, inverse-square-root warm-up, linear decay to a budget.
 
 * ``plateau``: multiply the rate by ``lr_decay`` when validation BLEU has not
   improved for ``lr_patience`` validations (``ReduceLROnPlateau``), down to
@@ -7,6 +7,12 @@
   ``lr_t = d^-0.5 * min(t^-0.5, t * warmup^-1.5)``, written with its peak
   ``lr`` explicit: ``lr_t = lr * min(t / warmup, sqrt(warmup / t))`` at
   optimizer step ``t >= 1``.
+* ``linear``: the same warm-up, then a straight line down to ``min_lr`` at
+  step ``T = max_steps``:
+  ``lr_t = min_lr + (lr - min_lr) * (T - t) / (T - warmup)`` for ``t > warmup``.
+  Under a fixed step budget a rate that reaches its floor exactly when the
+  budget ends trains better than one that waits for a plateau (Li, Yumer &
+  Ramanan 2020, "Budgeted Training", sec. 4: linear decay to zero).
 
 Both are PyTorch schedulers whose state is saved in each checkpoint.
 """
@@ -14,18 +20,27 @@ Both are PyTorch schedulers whose state is saved in each checkpoint.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from ..config import TrainConfig
 
-__all__ = ["Schedule", "inverse_sqrt_factor"]
+__all__ = ["Schedule", "inverse_sqrt_factor", "linear_decay_factor"]
 
 
 def inverse_sqrt_factor(step: int, warmup: int) -> float:
     """``min(t / warmup, sqrt(warmup / t))`` for optimizer step ``t = step + 1``."""
     t = step + 1
     return min(t / warmup, math.sqrt(warmup / t))
+
+
+def linear_decay_factor(step: int, warmup: int, total: int, floor: float) -> float:
+    """``t / warmup`` up to the peak, then linear from 1 at ``warmup`` to ``floor`` at ``total``."""
+    t = step + 1
+    if t <= warmup:
+        return t / warmup
+    return max(floor, floor + (1.0 - floor) * (total - t) / (total - warmup))
 
 
 class Schedule:
@@ -36,15 +51,15 @@ class Schedule:
 
     Args:
         optimizer: the optimizer whose rate is scheduled (its ``lr`` is the peak).
-        config: ``lr_schedule``, ``warmup_steps``, ``lr_decay``, ``lr_patience``, ``min_lr``.
+        config: ``lr_schedule``, ``warmup_steps``, ``max_steps``, ``lr_decay``,
+            ``lr_patience``, ``min_lr``.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, config: TrainConfig) -> None:
-        self.per_step = config.lr_schedule == "inverse_sqrt"
+        self.per_step = config.lr_schedule != "plateau"
         if self.per_step:
-            warmup = config.warmup_steps
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda step: inverse_sqrt_factor(step, warmup)
+                optimizer, _per_step_factor(config, optimizer.param_groups[0]["lr"])
             )
         else:
             self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -68,3 +83,11 @@ class Schedule:
 
     def load_state_dict(self, state: dict) -> None:
         self.scheduler.load_state_dict(state)
+
+
+def _per_step_factor(config: TrainConfig, peak: float) -> Callable[[int], float]:
+    warmup = config.warmup_steps
+    if config.lr_schedule == "inverse_sqrt":
+        return lambda step: inverse_sqrt_factor(step, warmup)
+    total, floor = config.max_steps, min(1.0, config.min_lr / peak)
+    return lambda step: linear_decay_factor(step, warmup, total, floor)
