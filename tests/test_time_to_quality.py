@@ -92,7 +92,10 @@ def test_joey_config_is_the_quick_preset(tmp_path):
     cfg = ttq.joey_config(tmp_path, tmp_path / "joey", spm)
     train, enc, dec = cfg["training"], cfg["model"]["encoder"], cfg["model"]["decoder"]
     assert train["batch_size"] == quick["train"]["batch_size"]
-    assert train["learning_rate"] == quick["train"]["lr"]
+    assert train["learning_rate"] == ttq.LR and train["scheduling"] == "plateau"
+    command = ttq.attnkit_command(tmp_path, threads=1)
+    assert command[command.index("--train.lr") + 1] == str(ttq.LR)
+    assert command[command.index("--train.lr_schedule") + 1] == "plateau"
     assert train["label_smoothing"] == quick["train"]["label_smoothing"]
     assert train["validation_freq"] == ttq.VALID_EVERY == quick["train"]["valid_every"]
     for side in (enc, dec):
