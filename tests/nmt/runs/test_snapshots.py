@@ -120,3 +120,15 @@ def test_auto_picks_averaged_only_where_it_validated_at_least_as_well_as_best(
         assert folder.resolve_checkpoint(name) == name
     folder.averaged.write_text("{not json")
     assert folder.resolve_checkpoint("auto") == "best"
+
+
+@pytest.mark.parametrize(
+    ("whole", "expected"), [((30.5, 30.0), "averaged"), ((29.0, 30.0), "best")]
+)
+def test_auto_follows_the_whole_valid_set_where_the_record_has_it(tmp_path, whole, expected):
+    # training's 300-sentence BLEU says the opposite of the whole set's in both cases
+    part = 29.0 if expected == "averaged" else 31.0
+    state = {"valid_bleu": part, "best_bleu": 30.0, "step": 20}
+    state.update(whole_valid_bleu=whole[0], best_whole_valid_bleu=whole[1])
+    save_checkpoint(tmp_path, "averaged", _weights(1.0), state)
+    assert RunFolder(tmp_path).resolve_checkpoint("auto") == expected

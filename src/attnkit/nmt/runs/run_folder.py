@@ -133,12 +133,17 @@ class RunFolder:
 
     def resolve_checkpoint(self, name: str) -> str:
         """``name``, or for ``auto``: ``averaged`` when the run has one whose valid BLEU
-        was at least the ``best`` checkpoint's when it was written, else ``best``."""
+        was at least the ``best`` checkpoint's when it was written, else ``best``.
+        The whole validation set's comparison decides where the record has one
+        (:mod:`attnkit.nmt.training.averaged`), else training's own validation BLEU."""
         if name != AUTO:
             return name
         state = _averaged_state(self.averaged)
+        mine, theirs = "valid_bleu", "best_bleu"
+        if "whole_valid_bleu" in state:
+            mine, theirs = "whole_valid_bleu", "best_whole_valid_bleu"
         try:
-            wins = state["valid_bleu"] >= state["best_bleu"]
+            wins = state[mine] >= state[theirs]
         except (KeyError, TypeError):
             wins = False  # no averaged checkpoint, or no scores to compare
         return AVERAGED if wins else "best"
