@@ -24,8 +24,9 @@ machine, with the same threads:
 - training: Adam at 0.002, batches of 64 sentences, label smoothing 0.1,
   gradient norm clipped at 1.0, dropout 0.1, learning rate halved when
   validation BLEU stalls once (Joey NMT has no linear decay to a step budget,
-  so attnkit's run leaves the preset's ``lr_schedule: linear`` for this one); each toolkit batches its own way (attnkit by
-  length buckets, Joey NMT in random order, its default);
+  so attnkit's run leaves the preset's ``lr_schedule: linear`` for this
+  one); each toolkit batches its own way (attnkit by length buckets, Joey
+  NMT in random order, its default);
 - validation every 250 steps: greedy decoding of the whole valid set,
   sacreBLEU (13a) on detokenized output.
 
