@@ -19,7 +19,9 @@ class TrainConfig(_Section):
     raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
     ``lr * sqrt(warmup_steps / step)``; ``linear`` has the same warm-up, then
     falls in a straight line to ``min_lr`` at ``max_steps`` (which it needs), so
-    a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`).
+    a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`);
+    a budget raised on resume redraws the line to the new ``max_steps``, so
+    the rate rises again to where that line stands.
 
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
