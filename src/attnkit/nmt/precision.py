@@ -88,13 +88,18 @@ def cpu_bf16_flag(flags: str | None = None) -> str | None:
             from this machine when None. Where it cannot be read (not Linux) no
             flag is found.
     """
+    return cpu_flag(BF16_CPU_FLAGS, flags)
+
+
+def cpu_flag(candidates: tuple[str, ...], flags: str | None = None) -> str | None:
+    """The first of ``candidates`` among the CPU flags in ``flags`` (as :func:`cpu_bf16_flag`)."""
     if flags is None:
         try:
             flags = _CPUINFO.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
     words = set(flags.split())
-    return next((flag for flag in BF16_CPU_FLAGS if flag in words), None)
+    return next((flag for flag in candidates if flag in words), None)
 
 
 def resolve_precision(

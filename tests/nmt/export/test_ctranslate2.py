@@ -20,7 +20,7 @@ from attnkit.nmt.config import RunConfig
 from attnkit.nmt.data.tokenizer import WordTokenizer
 from attnkit.nmt.decoding.translate import translate_lines
 from attnkit.nmt.decoding.views import attention_views, pick
-from attnkit.nmt.export.ctranslate2 import MANIFEST, export_run
+from attnkit.nmt.export.ctranslate2 import MANIFEST, export_run, import_ctranslate2, int8_backend
 from attnkit.nmt.export.engine import open_engine
 from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
 from attnkit.nmt.runs.loaded_run import load_run
@@ -28,8 +28,9 @@ from attnkit.nmt.training.loop import train
 from conftest_nmt import make_run
 
 if os.environ.get("CI"):
-    import ctranslate2  # noqa: F401  (under CI the engine must be there: fail, never skip)
+    import_ctranslate2()  # under CI the engine must be there: fail, never skip
 else:
+    int8_backend(os.environ)  # before CTranslate2 is first imported
     pytest.importorskip("ctranslate2", reason="needs ctranslate2: pip install 'attnkit[export]'")
 
 SYMBOLS = [f"s{i}" for i in range(1, 9)]
@@ -248,3 +249,18 @@ def test_parity_benchmark_finds_the_float32_export_greedy_identical(trained):
     assert bleu["ctranslate2 float32"] == bleu["attnkit"]
     assert abs(bleu["ctranslate2 int8"] - bleu["attnkit"]) < 20
     assert "= attnkit on 100.00% of sentences" in report(found)
+
+
+@pytest.mark.parametrize(
+    ("flags", "preset", "expected"),
+    [
+        ("fpu avx2 fma", None, "1"),  # no VNNI: MKL's int8
+        ("fpu avx2 avx512_vnni", None, None),  # VNNI: CTranslate2's own choice
+        ("fpu avx2 avx_vnni", None, None),
+        ("fpu avx2", "0", "0"),  # the user's setting stands
+    ],
+)
+def test_the_int8_backend_is_mkl_only_on_a_cpu_without_vnni(flags, preset, expected):
+    environ = {} if preset is None else {"CT2_USE_MKL": preset}
+    int8_backend(environ, cpu_flags=flags)
+    assert environ.get("CT2_USE_MKL") == expected
