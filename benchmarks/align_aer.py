@@ -73,6 +73,7 @@ from attnkit.nmt.analysis.align import (
     extract_links,
     read_bitext,
     read_gold,
+    reads_full_context,
 )
 from attnkit.nmt.analysis.layer_choice import choose_layer
 from attnkit.nmt.analysis.metrics import Link, alignment_error_rate
@@ -212,8 +213,9 @@ def _split_gold(gold: GoldAlignment, n: int) -> tuple[GoldAlignment, GoldAlignme
 def _run_links(run, src, tgt, dev, dev_gold, transformer: bool):
     """Links of one run on the scored pairs, with the rule (and layer/shift) chosen on dev."""
     candidates = []
+    full_context = reads_full_context(run.config)
     for method, tau in [("argmax", 0.3), *(("threshold", t) for t in THRESHOLDS)]:
-        options = AlignOptions(method=method, threshold=tau)
+        options = AlignOptions(method=method, threshold=tau, full_context=full_context)
         if transformer:  # every decoder layer, head and shift (layer_choice)
             options, scores = choose_layer(
                 run.model, run.src_tok, run.tgt_tok, dev[0], dev[1], dev_gold, options
@@ -233,7 +235,8 @@ def _describe(o: AlignOptions) -> str:
     rule = "argmax" if o.method == "argmax" else f"threshold {o.threshold}"
     layer = "" if o.layer is None else f"layer {o.layer}, "
     head = "" if o.head is None else f"head {o.head}, "
-    return f"{layer}{head}shift {o.shift}, {rule}"
+    context = "full context, " if o.full_context else ""
+    return f"{layer}{head}{context}shift {o.shift}, {rule}"
 
 
 def table_rows(args, src, tgt, gold) -> list[dict]:

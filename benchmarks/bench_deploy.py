@@ -13,7 +13,9 @@ medians. Equal work: the same sentences, checkpoint, search settings (the run's 
 limit, sentences batched 64 at a time) and threads.
 
 The CTranslate2 worker imports only ctranslate2 and sentencepiece, as a deployment
-would (no PyTorch, no attnkit): its peak RSS is what a server would hold. Beam search
+would (no PyTorch, no attnkit): its peak RSS is what a server would hold; its int8
+backend is the one attnkit's loader sets (``int8_backend``: MKL on a CPU without
+VNNI), passed in the environment. Beam search
 differs in details between the two (length normalisation, see
 attnkit.nmt.export.engine), so beam figures compare the same work, not the same output.
 
@@ -164,6 +166,10 @@ def _measure(engine, quant, run_dir, export, lines_file, beam, threads) -> dict:
     if engine == "attnkit":
         cmd += ["--kind", quant]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if engine == "ctranslate2":  # the backend attnkit's own loader picks (MKL without VNNI)
+        from attnkit.nmt.export.ctranslate2 import int8_backend
+
+        int8_backend(env)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")

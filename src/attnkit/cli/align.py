@@ -143,8 +143,9 @@ def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[st
 
 def _options(args: argparse.Namespace, run):
     """The extraction options; a guided-alignment run is read, unless told otherwise,
-    where it was supervised (its layer, head and shift)."""
-    from ..nmt.analysis.align import AlignOptions, default_shift
+    where it was supervised (its layer, head and shift), and always in the pass it
+    was supervised in (``full_context``)."""
+    from ..nmt.analysis.align import AlignOptions, default_shift, reads_full_context
 
     layer, args.layer = args.layer, None if args.layer == "auto" else args.layer
     heads = head_selection(args, all_heads=False)
@@ -161,7 +162,12 @@ def _options(args: argparse.Namespace, run):
     else:
         shift = int(args.shift)
     return AlignOptions(
-        method=args.method, threshold=args.threshold, shift=shift, merge=args.merge, **view
+        method=args.method,
+        threshold=args.threshold,
+        shift=shift,
+        merge=args.merge,
+        full_context=reads_full_context(run.config),
+        **view,
     )
 
 
@@ -295,7 +301,8 @@ def _choose_layer(args, run, options, dev):
 
 def _describe(options) -> str:
     rule = options.method if options.method == "argmax" else f"threshold {options.threshold}"
-    return f"{rule}, shift {options.shift}, {options.merge} merge"
+    context = ", full context" if options.full_context else ""
+    return f"{rule}, shift {options.shift}{context}, {options.merge} merge"
 
 
 def _gold(args: argparse.Namespace, src_words, tgt_words):

@@ -17,6 +17,7 @@ from conftest_nmt import (
     pad,
     random_sequences,
     step_by_step,
+    tiny_model,
     tiny_transformer,
     toy_batch,
 )
@@ -170,6 +171,55 @@ def test_attention_maps_hold_every_layer_and_head_with_exact_zeros():
     assert (maps.encoder.permute(0, 4, 1, 2, 3)[padded] == 0).all()
     real_rows = maps.cross.sum(-1)
     torch.testing.assert_close(real_rows, torch.ones_like(real_rows), atol=1e-5, rtol=0)
+
+
+def _full_context_cross(model, src, src_lengths, tgt_in, layer: int = 0):
+    with torch.no_grad():
+        return model.attention_maps(src, src_lengths, tgt_in, full_context=True).cross[:, layer]
+
+
+def test_full_context_reads_later_target_tokens_and_never_padding():
+    model = tiny_transformer(decoder_layers=2).eval()
+    src, src_lengths, tgt_in, _ = _batch(seed=4)
+    row = int((tgt_in != 0).sum(1).argmax())  # the longest target: no padding in it
+    src, src_lengths, tgt_in = src[row : row + 1], src_lengths[row : row + 1], tgt_in[row : row + 1]
+    changed = tgt_in.clone()
+    changed[0, -1] = changed[0, -1] % (TOY_VOCAB - 4) + 4  # another real token, last position
+    assert not torch.equal(changed, tgt_in)
+    with torch.no_grad():
+        causal = [model.attention_maps(src, src_lengths, t).cross[:, 1] for t in (tgt_in, changed)]
+    full = [_full_context_cross(model, src, src_lengths, t, layer=1) for t in (tgt_in, changed)]
+    torch.testing.assert_close(causal[0][..., :-1, :], causal[1][..., :-1, :], atol=0, rtol=0)
+    assert (full[0][..., 0, :] - full[1][..., 0, :]).abs().max() > 1e-4  # row 0 saw the change
+    maps = model.attention_maps(src, src_lengths, tgt_in, full_context=True)
+    assert (maps.decoder[..., 0, 1:] > 0).all()  # self-attention past the diagonal
+    # padding a target changes nothing: PAD positions are masked as keys
+    padded = torch.cat([tgt_in, torch.zeros(1, 3, dtype=tgt_in.dtype)], dim=1)
+    torch.testing.assert_close(
+        _full_context_cross(model, src, src_lengths, padded)[..., : tgt_in.shape[1], :],
+        _full_context_cross(model, src, src_lengths, tgt_in),
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+def test_the_supervised_full_context_weights_are_the_full_context_maps():
+    model = tiny_transformer(decoder_layers=3).eval()
+    src, src_lengths, tgt_in, _ = _batch(seed=5)
+    with torch.no_grad():
+        logits, weights = model(src, src_lengths, tgt_in, supervised_layer=1, full_context=True)
+        causal_logits, _ = model(src, src_lengths, tgt_in)
+    torch.testing.assert_close(weights, _full_context_cross(model, src, src_lengths, tgt_in, 1))
+    torch.testing.assert_close(logits, causal_logits)  # the translation keeps the causal pass
+    with pytest.raises(ValueError, match="full_context needs supervised_layer"):
+        model(src, src_lengths, tgt_in, full_context=True)
+
+
+def test_full_context_needs_decoder_self_attention():
+    model = tiny_model()  # an RNN
+    src, src_lengths, tgt_in, _ = _batch()
+    with pytest.raises(ValueError, match="full_context needs a decoder with self-attention"):
+        model.attention_maps(src, src_lengths, tgt_in, full_context=True)
 
 
 def test_shared_embeddings_are_one_matrix_for_source_target_and_output():

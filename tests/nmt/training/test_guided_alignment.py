@@ -63,12 +63,20 @@ def _copy_examples(n: int, seed: int) -> Examples:
     return Examples(seqs, seqs, links)
 
 
-def _diagonal_share(model, examples: Examples, layer: int, head: int, shift: int) -> float:
+def _diagonal_share(
+    model, examples: Examples, layer: int, head: int, shift: int, full_context: bool = False
+) -> float:
     """Share of target pieces whose supervised row's argmax is their own source piece."""
     batch = make_batch(examples, list(range(len(examples))))
     model.eval()
     with torch.no_grad():
-        _, weights = model(batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer)
+        _, weights = model(
+            batch.src,
+            batch.src_lengths,
+            batch.tgt_in,
+            supervised_layer=layer,
+            full_context=full_context,
+        )
     hits = total = 0
     for b in range(len(examples)):
         for t in range(len(examples.tgt[b])):
@@ -86,13 +94,17 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thread):
+@pytest.mark.parametrize("full_context", [False, True])
+def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thread, full_context):
     shift = 1  # the default timing: the row that reads the piece (see guided_alignment.py)
     train_set, test_set = _copy_examples(256, 0), _copy_examples(64, 1)
     results = {}
     for weight in (None, 1.0):
         model = tiny_transformer(TOY_VOCAB, seed=0, dropout=0.0).train()
-        cfg = GuidedAlignmentConfig(file="x", weight=weight or 1.0, layer=0, heads=[0], shift=shift)
+        cfg = GuidedAlignmentConfig(
+            file="x", weight=weight or 1.0, layer=0, heads=[0], shift=shift,
+            full_context=full_context,
+        )  # fmt: skip
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
         generator = torch.Generator().manual_seed(0)
         for _ in range(100):
@@ -105,7 +117,7 @@ def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thre
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        results[weight] = _diagonal_share(model, test_set, 0, 0, shift)
+        results[weight] = _diagonal_share(model, test_set, 0, 0, shift, full_context)
     assert results[1.0] >= 0.9, results
     assert results[None] < 0.7, results  # it is the supervision, not the task, that does it
 
@@ -145,6 +157,13 @@ def test_guided_alignment_refuses_scheduled_sampling():
     assert TrainConfig(guided_alignment={"file": "links.align"}).teacher_forcing == 1.0
 
 
+def test_full_context_is_refused_for_an_rnn():
+    guided = "train.guided_alignment={file: x.align, full_context: true}"
+    assert config(TRANSFORMER, guided).train.guided_alignment.full_context
+    with pytest.raises(ValueError, match="full_context: true needs model.arch: transformer"):
+        config(guided)  # the tiny config's model is an RNN
+
+
 def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
     from attnkit.cli import main
 
@@ -159,3 +178,16 @@ def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
     assert "argmax, shift 0, sum merge, layer 0, head 1" in err, err
     assert main([*argv, "--gold", str(tmp_path / "gold"), "--head", "mean", "--shift", "1"]) == 0
     assert "shift 1, sum merge, layer 1, heads averaged" in capsys.readouterr().err  # model's view
+
+
+def test_align_reads_a_full_context_run_in_the_full_context_pass(tmp_path, capsys):
+    from attnkit.cli import main
+
+    align, _ = _reverse_alignment(tmp_path)
+    guided = f"train.guided_alignment={{file: {align}, layer: 0, full_context: true}}"
+    train(config(TRANSFORMER, "train.max_steps=2", guided), tmp_path / "run", echo=quiet)
+    (tmp_path / "pairs").write_text("s1 s2 ||| s2 s1\n")
+    (tmp_path / "gold").write_text("1-2 2-1\n")
+    argv = ["align", str(tmp_path / "run"), "--bitext", str(tmp_path / "pairs")]
+    assert main([*argv, "--gold", str(tmp_path / "gold")]) == 0
+    assert "argmax, shift 1, full context, sum merge, layer 0, head 0" in capsys.readouterr().err

@@ -61,6 +61,7 @@ __all__ = [
     "merge_pieces",
     "read_bitext",
     "read_gold",
+    "reads_full_context",
 ]
 
 Method = Literal["argmax", "threshold"]
@@ -79,6 +80,9 @@ class AlignOptions:
         layer: cross-attention layer (negative counts from the top), ``"mean"``,
             or None: the model's alignment layer.
         head: head within the layer, ``"mean"``, or None: the mean over heads.
+        full_context: force-decode without the causal mask (each target position
+            sees the whole target): how a run trained with
+            ``train.guided_alignment.full_context`` is read (:func:`reads_full_context`).
     """
 
     method: Method = "argmax"
@@ -87,6 +91,7 @@ class AlignOptions:
     merge: Merge = "sum"
     layer: int | Literal["mean"] | None = None
     head: int | Literal["mean"] | None = None
+    full_context: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in ("argmax", "threshold"):
@@ -118,6 +123,13 @@ class GoldAlignment:
 
     sure: list[set[Link]]
     possible: list[set[Link]]
+
+
+def reads_full_context(run_config: object) -> bool:
+    """Whether a run is read in the full-context pass: it was trained with
+    ``train.guided_alignment.full_context`` (the supervised head learned there)."""
+    guided = run_config.train.guided_alignment
+    return guided is not None and guided.full_context
 
 
 def default_shift(model_config: object) -> int:
@@ -307,7 +319,9 @@ def align_words(
     with inference(model):
         for indices in sorted_batches(examples, batch_size):
             batch = make_batch(examples, indices).to(device)
-            maps = model.attention_maps(batch.src, batch.src_lengths, batch.tgt_in)
+            maps = model.attention_maps(
+                batch.src, batch.src_lengths, batch.tgt_in, full_context=options.full_context
+            )
             pieces = heads.pick(maps.cross, default).float().cpu()  # (B, T, S)
             for row, k in enumerate(indices):
                 (_, src_map), (_, tgt_map) = src[k], tgt[k]

@@ -43,6 +43,13 @@ class GuidedAlignmentConfig(_Section):
             word it aligns, as shift-att, Chen et al. 2020, reads it); 0, the
             step that *predicts* ``t`` (it has not seen the word yet). Extract
             with the same shift (``attnkit align --shift``).
+        full_context: supervise the head in a second decoder pass without the
+            causal mask, run up to the supervised layer, where every target
+            position sees the whole target (Garg et al. 2019, sec. 4.2;
+            OpenNMT-py's ``full_context_alignment``). The translation loss keeps
+            the causal pass. ``attnkit align`` then reads the run the same way.
+            Transformer only; costs that partial pass (about a third more per
+            step for layer 1 of 3).
     """
 
     file: str
@@ -51,6 +58,7 @@ class GuidedAlignmentConfig(_Section):
     layer: int | None = None
     heads: list[int] | Literal["all"] = Field(default_factory=lambda: [0], min_length=1)
     shift: Literal[0, 1] = 1
+    full_context: bool = False
 
     def decoder_layer(self, layers: int) -> int:
         """The supervised decoder layer, 0-based, in a decoder of ``layers`` layers.

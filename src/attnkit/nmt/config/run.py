@@ -37,6 +37,16 @@ class RunConfig(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _full_context_needs_self_attention(self) -> RunConfig:
+        guided = self.train.guided_alignment
+        if guided is not None and guided.full_context and self.model.arch != "transformer":
+            raise ValueError(
+                "train.guided_alignment.full_context: true needs model.arch: transformer "
+                f"(decoder self-attention to unmask); got model.arch: {self.model.arch}"
+            )
+        return self
+
     @classmethod
     def from_dict(
         cls,

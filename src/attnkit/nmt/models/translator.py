@@ -92,8 +92,8 @@ class AttentionMaps:
             decoder has one layer and one head.
         encoder: source self-attention ``(B, Le, H, S, S)``, or None (an RNN
             encoder has no attention).
-        decoder: causal target self-attention ``(B, Ld, H, T, T)`` (exactly 0
-            above the diagonal), or None.
+        decoder: target self-attention ``(B, Ld, H, T, T)``: causal (exactly 0
+            above the diagonal) unless read with ``full_context``; or None.
     """
 
     cross: Tensor
@@ -238,6 +238,7 @@ class Translator(nn.Module, ABC):
         teacher_forcing: float = 1.0,
         need_weights: bool = True,
         supervised_layer: int | None = None,
+        full_context: bool = False,
         logits: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced decoding of the target: logits and attention weights.
@@ -256,6 +257,10 @@ class Translator(nn.Module, ABC):
                 ``(B, H, T, S)``, as the softmax made it (before attention
                 dropout), with gradient; only that layer computes explicit
                 weights. Needs ``teacher_forcing`` 1.
+            full_context: with ``supervised_layer``, read those weights from a
+                second decoder pass without the causal mask, up to that layer:
+                each target position sees the whole target (Garg et al. 2019,
+                sec. 4.2). Needs decoder self-attention (a Transformer).
             logits: with False, return the output vectors ``(B, T, Do)`` that
                 :meth:`project` (the output layer) turns into the logits.
                 Needs ``teacher_forcing`` 1.
@@ -269,12 +274,17 @@ class Translator(nn.Module, ABC):
         Raises:
             ValueError: bad shapes or dtypes, mismatched batch sizes, token ids
                 outside the vocabularies, ``teacher_forcing`` outside [0, 1], or
-                below 1 with ``supervised_layer`` or ``logits=False``.
+                below 1 with ``supervised_layer`` or ``logits=False``;
+                ``full_context`` without ``supervised_layer`` or on a decoder
+                without self-attention.
         """
         if not 0.0 <= teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {teacher_forcing}")
         if not logits and teacher_forcing < 1.0:
             raise ValueError("logits=False needs teacher_forcing 1.0")
+        if full_context and supervised_layer is None:
+            raise ValueError("full_context needs supervised_layer")
+        self._check_full_context(full_context)
         memory = self.encode(src, src_lengths)  # checks src and src_lengths first
         self._check_target(tgt_in, src)
         if supervised_layer is not None:
@@ -285,7 +295,7 @@ class Translator(nn.Module, ABC):
                     f"supervised_layer={supervised_layer} is not a decoder layer "
                     f"(layers={self.attention_layout.layers})"
                 )
-            vectors, weights = self._supervised(tgt_in, memory, supervised_layer)
+            vectors, weights = self._supervised(tgt_in, memory, supervised_layer, full_context)
         elif teacher_forcing < 1.0:
             return self._free_running(tgt_in, memory, teacher_forcing)
         else:
@@ -293,19 +303,25 @@ class Translator(nn.Module, ABC):
         return (self.project(vectors) if logits else vectors), weights
 
     def _supervised(
-        self, tgt_in: Tensor, memory: SourceMemory, layer: int
+        self, tgt_in: Tensor, memory: SourceMemory, layer: int, full_context: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Output vectors ``(B, T, Do)`` and layer ``layer``'s per-head cross-attention
         ``(B, H, T, S)`` (see forward)."""
         raise NotImplementedError(f"{type(self).__name__} does not support guided alignment")
 
-    def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+    def attention_maps(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *, full_context: bool = False
+    ) -> AttentionMaps:
         """Forced decoding of ``tgt_in`` returning every attention weight.
 
         Args:
             src: ``(B, S)`` long, padded with PAD.
             src_lengths: ``(B,)`` integer, any order.
             tgt_in: ``[BOS, y_1 .. y_{T-1}]`` ``(B, T)`` long, padded with PAD.
+            full_context: decode without the causal mask, each target position
+                seeing the whole target: how a run trained with
+                ``train.guided_alignment.full_context`` is read. Needs decoder
+                self-attention (a Transformer).
 
         Returns:
             :class:`AttentionMaps`; its cross-attention, averaged the way
@@ -314,10 +330,18 @@ class Translator(nn.Module, ABC):
         Raises:
             ValueError: as :meth:`forward`.
         """
+        self._check_full_context(full_context)
         check_source(src, src_lengths)
         check_ids("src", src, self.src_vocab_size)
         self._check_target(tgt_in, src)
-        return self._attention_maps(src, src_lengths, tgt_in)
+        return self._attention_maps(src, src_lengths, tgt_in, full_context)
+
+    def _check_full_context(self, full_context: bool) -> None:
+        if full_context and not self.attention_layout.decoder_self_attention:
+            raise ValueError(
+                f"full_context needs a decoder with self-attention; {type(self).__name__} "
+                "reads the target left to right"
+            )
 
     def _check_target(self, tgt_in: Tensor, src: Tensor) -> None:
         if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.is_floating_point():
@@ -365,7 +389,9 @@ class Translator(nn.Module, ABC):
         the output layer: output vectors ``(B, T, Do)`` and the weights (or None)."""
 
     @abstractmethod
-    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+    def _attention_maps(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, full_context: bool = False
+    ) -> AttentionMaps:
         """:meth:`attention_maps` on checked input."""
 
 

@@ -27,9 +27,12 @@ look-up of the word in the source, close to Garg et al.'s full-context
 alignment (their second decoder pass without the causal mask, which lets the
 step see ``y_t``) without that extra pass; it is shift-att's timing (Chen
 et al. 2020), which reads unsupervised attention at this step too.
-OpenNMT-py's ``full_context_alignment`` takes the full-context route
-instead. ``shift: 0`` supervises the row that *predicts* ``y_t`` (it has not
-seen it). Extraction must use the same shift (``attnkit align --shift``).
+``full_context: true`` takes Garg et al.'s route (as OpenNMT-py's
+``full_context_alignment``): the supervised attention comes from a second
+decoder pass without the causal mask, up to the supervised layer, so the step
+for ``y_t`` also sees the words after it. ``shift: 0`` supervises the row that
+*predicts* ``y_t`` (it has not seen it). Extraction must use the same shift and
+pass (``attnkit align`` reads both from the run).
 
 Source ``</s>`` and target ``</s>`` are never linked (the labels come from
 :mod:`attnkit.nmt.data.word_links`; :class:`~attnkit.nmt.data.batching.Batch`
@@ -141,7 +144,12 @@ def guided_loss(
             f"train.guided_alignment.heads={config.heads} names a head outside 0..{heads - 1}"
         )
     vectors, weights = model(
-        batch.src, batch.src_lengths, batch.tgt_in, supervised_layer=layer, logits=False
+        batch.src,
+        batch.src_lengths,
+        batch.tgt_in,
+        supervised_layer=layer,
+        full_context=config.full_context,
+        logits=False,
     )
     ce = objective.output_cross_entropy(model, vectors, batch, smoothing, reduction)
     if batch.align is None:

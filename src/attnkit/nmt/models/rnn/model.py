@@ -95,10 +95,15 @@ class RNNTranslator(Translator):
     ) -> tuple[Tensor, Tensor]:
         return self.decoder(tgt_in, memory)  # the weights come for free
 
-    def _supervised(self, tgt_in: Tensor, memory: RNNMemory, layer: int) -> tuple[Tensor, Tensor]:
+    def _supervised(
+        self, tgt_in: Tensor, memory: RNNMemory, layer: int, full_context: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        # full_context is never True here: Translator refuses it without decoder self-attention
         vectors, weights = self.decoder(tgt_in, memory)  # (B, T, Do), (B, T, S), with gradient
         return vectors, weights[:, None]  # one layer, one head: (B, 1, T, S)
 
-    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+    def _attention_maps(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, full_context: bool = False
+    ) -> AttentionMaps:
         _, weights = self.decoder(tgt_in, self._encode(src, src_lengths))  # (B, T, S)
         return AttentionMaps(cross=weights[:, None, None])  # (B, L=1, H=1, T, S)

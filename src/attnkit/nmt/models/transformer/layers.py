@@ -153,6 +153,7 @@ class DecoderLayer(_Layer):
         cross_cache: KVCache | None = None,
         need_weights: tuple[bool, bool] = (False, False),
         alignment_weights: bool = False,
+        target_mask: Tensor | None = None,
     ) -> tuple[Tensor, LayerWeights]:
         """Decode target positions ``y`` ``(B, Tq, D)`` against encoder states ``memory``.
 
@@ -171,6 +172,11 @@ class DecoderLayer(_Layer):
                 softmax *before* attention dropout, with gradient (guided
                 alignment, :func:`alignment_probabilities`); the layer's output
                 still goes through the fused kernel.
+            target_mask: None: causal self-attention (training and decoding).
+                A ``(B, Tq)`` bool mask, True at real target tokens: full-context
+                self-attention, every real target position seen from every
+                other, no causal mask (Garg et al. 2019, sec. 4.2: the pass that
+                guided alignment supervises with ``full_context``). No caches.
 
         Returns:
             ``(y (B, Tq, D), (self weights (B, H, Tq, T) | None, cross weights
@@ -181,7 +187,8 @@ class DecoderLayer(_Layer):
         def attend_self(h: Tensor) -> tuple[Tensor, Tensor | None]:
             return self.self_attn(
                 h,
-                is_causal=True,
+                key_padding_mask=target_mask,
+                is_causal=target_mask is None,
                 cache=self_cache,
                 need_weights=need_weights[0],
                 average_weights=False,

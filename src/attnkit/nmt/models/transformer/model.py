@@ -231,18 +231,26 @@ class TransformerTranslator(Translator):
         caches: tuple[tuple[KVCache, KVCache], ...] | None,
         need_weights: tuple[bool, bool] | None,
         supervised: int | None = None,
+        *,
+        full_context: bool = False,
+        depth: int | None = None,
     ) -> tuple[Tensor, list[Tensor | None], list[Tensor | None]]:
         """Decoder output ``(B, Tq, D)`` and per-layer (self, cross) per-head weights.
 
         ``need_weights=None`` asks for the alignment layer's cross-attention only;
         ``supervised`` makes that layer return its pre-dropout cross-attention
         (guided alignment, :func:`.layers.alignment_probabilities`).
+        ``full_context`` drops the causal mask: every real target position sees
+        the whole target (PAD positions are masked as keys); no caches.
+        ``depth`` runs only the first ``depth`` layers (the output is then that
+        layer's, before the final norm).
         """
         y = self._embed(self.tgt_embedding, self.tgt_positions, tgt, start)  # (B, Tq, D)
         if caches is None:  # the whole target at once: reuse the projected source all the same
             caches = tuple((None, cross) for cross in memory.cross_caches())
+        target_mask = tgt != PAD if full_context else None  # (B, T) or None: causal
         self_weights, cross_weights = [], []
-        for i, layer in enumerate(self.decoder_layers):
+        for i, layer in enumerate(self.decoder_layers[:depth]):
             want = need_weights or (False, i == self.alignment_layer)
             self_cache, cross_cache = caches[i]
             y, (sw, cw) = layer(
@@ -253,6 +261,7 @@ class TransformerTranslator(Translator):
                 cross_cache=cross_cache,
                 need_weights=want,
                 alignment_weights=i == supervised,
+                target_mask=target_mask,
             )
             self_weights.append(sw)  # (B, H, Tq, T) or None
             cross_weights.append(cw)  # (B, H, Tq, S) or None
@@ -279,15 +288,26 @@ class TransformerTranslator(Translator):
         return vectors, None if weights is None else weights.mean(dim=1)  # (B, T, S)
 
     def _supervised(
-        self, tgt_in: Tensor, memory: TransformerMemory, layer: int
+        self, tgt_in: Tensor, memory: TransformerMemory, layer: int, full_context: bool = False
     ) -> tuple[Tensor, Tensor]:
-        y, _, cross = self._run_decoder(tgt_in, memory, 0, None, (False, False), layer)
-        return self.decoder_norm(y), cross[layer]  # (B, T, D), (B, H, T, S)
+        quiet = (False, False)
+        if not full_context:  # one pass: the supervised layer is the causal pass's own
+            y, _, cross = self._run_decoder(tgt_in, memory, 0, None, quiet, layer)
+            return self.decoder_norm(y), cross[layer]  # (B, T, D), (B, H, T, S)
+        y, _, _ = self._run_decoder(tgt_in, memory, 0, None, quiet)
+        _, _, cross = self._run_decoder(
+            tgt_in, memory, 0, None, quiet, layer, full_context=True, depth=layer + 1
+        )  # the second pass stops at the supervised layer
+        return self.decoder_norm(y), cross[layer]
 
-    def _attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+    def _attention_maps(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, full_context: bool = False
+    ) -> AttentionMaps:
         states, mask, encoder = self._run_encoder(src, src_lengths, need_weights=True)
         memory = self._memory(states, mask, src_lengths)
-        _, self_w, cross_w = self._run_decoder(tgt_in, memory, 0, None, (True, True))
+        _, self_w, cross_w = self._run_decoder(
+            tgt_in, memory, 0, None, (True, True), full_context=full_context
+        )
         return AttentionMaps(
             cross=torch.stack(cross_w, dim=1),  # (B, L, H, T, S)
             encoder=torch.stack(encoder, dim=1),  # (B, Le, H, S, S)
