@@ -164,30 +164,31 @@ def test_full_context_is_refused_for_an_rnn():
         config(guided)  # the tiny config's model is an RNN
 
 
-def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
-    from attnkit.cli import main
-
+def _guided_align_command(tmp_path, options: str) -> list[str]:
+    """Train a 2-step guided run with ``options`` (inside the section's braces) and return
+    the ``attnkit align`` command line that scores it on one hand-made pair."""
     align, _ = _reverse_alignment(tmp_path)
-    guided = f"train.guided_alignment={{file: {align}, layer: 0, heads: [1], shift: 0}}"
+    guided = f"train.guided_alignment={{file: {align}, {options}}}"
     train(config(TRANSFORMER, "train.max_steps=2", guided), tmp_path / "run", echo=quiet)
     (tmp_path / "pairs").write_text("s1 s2 ||| s2 s1\n")
     (tmp_path / "gold").write_text("1-2 2-1\n")
-    argv = ["align", str(tmp_path / "run"), "--bitext", str(tmp_path / "pairs")]
-    assert main([*argv, "--gold", str(tmp_path / "gold")]) == 0
+    run, pairs, gold = (str(tmp_path / name) for name in ("run", "pairs", "gold"))
+    return ["align", run, "--bitext", pairs, "--gold", gold]
+
+
+def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
+    from attnkit.cli import main
+
+    argv = _guided_align_command(tmp_path, "layer: 0, heads: [1], shift: 0")
+    assert main(argv) == 0
     err = capsys.readouterr().err
     assert "argmax, shift 0, sum merge, layer 0, head 1" in err, err
-    assert main([*argv, "--gold", str(tmp_path / "gold"), "--head", "mean", "--shift", "1"]) == 0
+    assert main([*argv, "--head", "mean", "--shift", "1"]) == 0
     assert "shift 1, sum merge, layer 1, heads averaged" in capsys.readouterr().err  # model's view
 
 
 def test_align_reads_a_full_context_run_in_the_full_context_pass(tmp_path, capsys):
     from attnkit.cli import main
 
-    align, _ = _reverse_alignment(tmp_path)
-    guided = f"train.guided_alignment={{file: {align}, layer: 0, full_context: true}}"
-    train(config(TRANSFORMER, "train.max_steps=2", guided), tmp_path / "run", echo=quiet)
-    (tmp_path / "pairs").write_text("s1 s2 ||| s2 s1\n")
-    (tmp_path / "gold").write_text("1-2 2-1\n")
-    argv = ["align", str(tmp_path / "run"), "--bitext", str(tmp_path / "pairs")]
-    assert main([*argv, "--gold", str(tmp_path / "gold")]) == 0
+    assert main(_guided_align_command(tmp_path, "layer: 0, full_context: true")) == 0
     assert "argmax, shift 1, full context, sum merge, layer 0, head 0" in capsys.readouterr().err
