@@ -13,8 +13,8 @@ are chosen on the first ``--dev-pairs`` gold pairs (development); every
 figure of the table, eflomal's included, is scored on the remaining pairs
 only, so nothing is tuned on the pairs it is scored on. A ``*-reverse`` run
 (French->English) adds grow-diag-final-and of the two directions' links and
-their agreement (the product of their word weights, its threshold chosen on the
-development pairs; :mod:`attnkit.nmt.analysis.symmetrize`).
+their agreement (the product of their word weights, plain or mutual best, the rule and
+its threshold chosen on the development pairs; :mod:`attnkit.nmt.analysis.symmetrize`).
 
 Guided-alignment labels from eflomal, for the training pairs only::
 
@@ -22,7 +22,8 @@ Guided-alignment labels from eflomal, for the training pairs only::
 
 runs eflomal on every line of the config's training corpus file plus the 447
 test pairs as plain text (as unsupervised aligners are used), and writes
-grow-diag-final-and links for the training file's lines only (``OUT``, line-aligned
+grow-diag-final-and links (``--label-rule intersection``: the intersection) for the
+training file's lines only (``OUT``, line-aligned
 with it; blank lines for blank pairs) and the same turned round (``OUT.reverse``,
 for a French->English run). Its words are the lines' punctuation-split words
 (:mod:`attnkit.nmt.data.word_split`: punctuation and French elisions split,
@@ -87,7 +88,7 @@ from attnkit.nmt.runs.run_folder import RunFolder
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.5)
-AGREEMENT_THRESHOLDS = (0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5)
+AGREEMENT_THRESHOLDS = (0.01, 0.03, 0.05, 0.07, 0.1, 0.2, 0.3, 0.5)
 
 
 def tokenize(text: str) -> str:
@@ -137,9 +138,13 @@ def _eflomal(venv: Path, lines: list[str]) -> tuple[list[set[Link]], list[set[Li
     return forward, reverse
 
 
-def write_labels(config_path: Path, out: Path, venv: Path, src, tgt, test_copies: int = 0) -> None:
+def write_labels(
+    config_path: Path, out: Path, venv: Path, src, tgt, test_copies: int = 0, rule: str = GDFA
+) -> None:
     """Guided-alignment labels from eflomal for every line of the training corpus file, over
-    its punctuation-split words (``train.guided_alignment.words: punctuation``).
+    its punctuation-split words (``train.guided_alignment.words: punctuation``): eflomal's two
+    directions symmetrised by ``rule`` (grow-diag-final-and, or intersection: fewer, surer
+    links, at most one per word).
 
     With ``test_copies`` N > 0 the labels go with a new corpus instead: ``OUT.train.tsv``
     (the config's training split, then the test pairs N times as plain text, with blank
@@ -161,7 +166,7 @@ def write_labels(config_path: Path, out: Path, venv: Path, src, tgt, test_copies
     forward, reverse = _eflomal(venv, lines)
     labels = [""] * len(words)
     for k, f, r in zip(used, forward, reverse, strict=False):  # the test pairs are left out
-        labels[k] = " ".join(f"{i}-{j}" for i, j in sorted(symmetrize(f, r, GDFA)))
+        labels[k] = " ".join(f"{i}-{j}" for i, j in sorted(symmetrize(f, r, rule)))
     turned = [
         " ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in labels
     ]
@@ -280,19 +285,22 @@ def table_rows(args, src, tgt, gold) -> list[dict]:
 
 
 def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) -> dict:
-    """Both directions' word weights multiplied (``agreement_links``), tau chosen on dev."""
+    """Both directions' word weights multiplied (``agreement_links``, plain or mutual best),
+    the rule and tau chosen on dev."""
 
-    def links(pairs: slice, tau: float) -> list[set[Link]]:
+    def links(pairs: slice, rule: tuple[bool, float]) -> list[set[Link]]:
+        mutual, tau = rule
         return [
-            agreement_links(f.weights, b.weights, tau)
+            agreement_links(f.weights, b.weights, tau, mutual=mutual)
             for f, b in zip(forward[pairs], backward[pairs], strict=True)
         ]
 
-    def dev_aer(tau: float) -> float:
-        return alignment_error_rate(links(slice(0, n), tau), dev_gold.sure, dev_gold.possible).aer
+    def dev_aer(rule: tuple[bool, float]) -> float:
+        return alignment_error_rate(links(slice(0, n), rule), dev_gold.sure, dev_gold.possible).aer
 
-    tau = min(AGREEMENT_THRESHOLDS, key=dev_aer)
-    return _row(f"{name}, both ways, agreement {tau}", links(slice(n, None), tau), test_gold)
+    mutual, tau = min(((m, t) for m in (False, True) for t in AGREEMENT_THRESHOLDS), key=dev_aer)
+    kind = "mutual" if mutual else "agreement"
+    return _row(f"{name}, both ways, {kind} {tau}", links(slice(n, None), (mutual, tau)), test_gold)
 
 
 _EFLOMAL_LINKS: dict[str, list[set[Link]]] = {}
@@ -385,13 +393,27 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="with --write-labels: also write a corpus with the test pairs N times, unlinked",
     )
+    parser.add_argument(
+        "--label-rule",
+        choices=(GDFA, "intersection"),
+        default=GDFA,
+        help="with --write-labels: how eflomal's two directions are symmetrised",
+    )
     args = parser.parse_args(argv)
     src, tgt = read_bitext(args.gold_dir / "enfr.src-tgt")
     gold = read_gold(args.gold_dir / "enfr.gold")
     if args.write_labels:
         if args.config is None:
             parser.error("--write-labels needs --config")
-        write_labels(args.config, args.write_labels, args.eflomal_venv, src, tgt, args.test_copies)
+        write_labels(
+            args.config,
+            args.write_labels,
+            args.eflomal_venv,
+            src,
+            tgt,
+            args.test_copies,
+            args.label_rule,
+        )
         return 0
     if args.table:
         if not (args.rnn or args.transformer or args.guided):

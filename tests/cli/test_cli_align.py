@@ -116,6 +116,7 @@ def test_align_symmetrizes_with_a_reverse_run_in_one_command(run_dir, files, cap
 
 def test_align_agreement_keeps_links_whose_two_weights_multiply_past_tau(run_dir, files, capsys):
     from attnkit.nmt.analysis.align import AlignOptions, align_words, read_bitext
+    from attnkit.nmt.analysis.symmetrize import agreement_links
     from attnkit.nmt.runs.loaded_run import load_run
 
     (files / "pairs").write_text("s1 s2 s3 ||| s3 s2 s1\ns4 s5 ||| s5 s4\n")
@@ -134,6 +135,10 @@ def test_align_agreement_keeps_links_whose_two_weights_multiply_past_tau(run_dir
             assert got == want
         counts.append(sum(map(len, _links(out))))
     assert counts[0] > counts[1] > 0  # a lower tau keeps more links
+    status, out, err = run(capsys, *base, "--symmetrize", "mutual", "--threshold", "0.02")
+    assert status == 0, err
+    for f, b, got in zip(forward, backward, _links(out), strict=True):
+        assert got == agreement_links(f.weights, b.weights, 0.02, mutual=True)
     status, _, err = run(capsys, *base, "--symmetrize", "agreement", "--threshold", "0")
     assert status == 2
     assert_one_line_error(err, "align", "--threshold must be in (0, 1], got 0.0")

@@ -23,10 +23,11 @@ from .decoding import (
 from .errors import UsageError, warn
 from .run_hint import check_run_folder, checkpoint_option
 
-AGREEMENT = "agreement"
-# attnkit.nmt.analysis.symmetrize.SYMMETRIZATIONS and AGREEMENT, without importing torch here
+AGREEMENT, MUTUAL = "agreement", "mutual"  # the rules on the two directions' weights
+# attnkit.nmt.analysis.symmetrize.SYMMETRIZATIONS and those two, without importing torch here
 SYMMETRIZATIONS = (
-    "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and", AGREEMENT
+    "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and", AGREEMENT,
+    MUTUAL,
 )  # fmt: skip
 METHOD_THRESHOLD, AGREEMENT_THRESHOLD = 0.3, 0.1
 
@@ -76,8 +77,8 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--threshold",
         type=float,
-        help="tau of --method threshold (default 0.3), or of --symmetrize agreement, where it "
-        "bounds the product of the two directions' weights (default 0.1)",
+        help="tau of --method threshold (default 0.3), or of --symmetrize agreement/mutual, "
+        "where it bounds the product of the two directions' weights (default 0.1)",
     )
     p.add_argument(
         "--shift",
@@ -100,7 +101,8 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
         choices=SYMMETRIZATIONS,
         help="combine with --reverse-run's target->source alignments: links (Koehn et al. "
         "2003), or 'agreement': the two directions' weights multiplied, a link where the "
-        "product reaches --threshold (Liang et al. 2006; the best in docs/align.md)",
+        "product reaches --threshold (Liang et al. 2006), or 'mutual': those of them whose "
+        "product is also the largest of its row and its column (docs/align.md)",
     )
     p.add_argument(
         "--reverse-run", metavar="DIR", help="a run trained target->source, for --symmetrize"
@@ -201,8 +203,9 @@ def run_align(args: argparse.Namespace) -> int:
         which = heads.caption(layers.layers, layers.alignment_layer)
         rule = _describe(options)
         both = f", {args.symmetrize} with {args.reverse_run}" if args.symmetrize else ""
-        if args.symmetrize == AGREEMENT:  # the weights' product is the rule, not --method
-            rule = f"product >= {args.agreement_threshold}, shift {options.shift}"
+        if args.symmetrize in (AGREEMENT, MUTUAL):  # the product is the rule, not --method
+            mutual = "mutual best, " if args.symmetrize == MUTUAL else ""
+            rule = f"{mutual}product >= {args.agreement_threshold}, shift {options.shift}"
         print(f"{len(links)} sentence pairs, {rule}, {which}{both}", file=report)
         print(score, file=report)
     return 0
@@ -214,7 +217,7 @@ def _check_align_options(args: argparse.Namespace) -> None:
     tau = args.threshold
     if tau is not None and not 0.0 < tau <= 1.0:
         raise UsageError(f"--threshold must be in (0, 1], got {tau}")
-    agreement = args.symmetrize == AGREEMENT
+    agreement = args.symmetrize in (AGREEMENT, MUTUAL)
     args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
     args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau
     auto = args.layer == "auto"
@@ -258,9 +261,10 @@ def _symmetrized(args, found, src_words, tgt_words, dev) -> list[set[tuple[int, 
     back, _ = _run_alignments(
         args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
     )
-    if args.symmetrize == AGREEMENT:
+    if args.symmetrize in (AGREEMENT, MUTUAL):
+        tau, mutual = args.agreement_threshold, args.symmetrize == MUTUAL
         return [
-            agreement_links(f.weights, b.weights, args.agreement_threshold)
+            agreement_links(f.weights, b.weights, tau, mutual=mutual)
             for f, b in zip(found, back, strict=True)
         ]
     reverse = [{(i, j) for j, i in a.links} for a in back]  # back to (source, target)

@@ -74,6 +74,12 @@ def test_agreement_links_keep_what_both_directions_weigh():
     assert agreement_links(forward, reverse, 0.4) == {(0, 0), (1, 2)}
     assert agreement_links(forward, reverse, 0.09) == {(0, 0), (0, 1), (1, 1), (1, 2)}
     assert agreement_links(forward, reverse, 1.0) == set()
+    # mutual best: row maxima (target j -> i) 0->0, 1->1, 2->1; column maxima 0->0, 1->2
+    assert agreement_links(forward, reverse, 0.09, mutual=True) == {(0, 0), (1, 2)}
+    assert agreement_links(forward, reverse, 0.5, mutual=True) == {(0, 0)}
+    tie = torch.full((2, 2), 0.5)  # every product 0.25: all are row and column maxima
+    assert agreement_links(tie, tie, 0.2, mutual=True) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert agreement_links(torch.ones(0, 2), torch.ones(2, 0), 0.1, mutual=True) == set()
 
 
 def test_agreement_links_errors():

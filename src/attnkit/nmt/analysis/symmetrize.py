@@ -21,7 +21,10 @@ target->source run's links already turned round to (source, target).
 Where both directions give soft weights (attention), :func:`agreement_links`
 combines them before any link is drawn: a link where the product of the two
 directions' weights reaches a threshold (posterior-product decoding, Liang,
-Taskar & Klein 2006, "Alignment by Agreement", sec. 3.2).
+Taskar & Klein 2006, "Alignment by Agreement", sec. 3.2). With ``mutual=True``
+a pair must also have the largest product of its row and of its column: each
+word's best partner seen from both sides (the "Argmax" rule of SimAlign,
+Jalili Sabet et al. 2020, sec. 2.3, applied to the product).
 """
 
 from __future__ import annotations
@@ -107,7 +110,9 @@ def symmetrize_all(
     return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
 
 
-def agreement_links(forward: Tensor, reverse: Tensor, threshold: float) -> set[Link]:
+def agreement_links(
+    forward: Tensor, reverse: Tensor, threshold: float, *, mutual: bool = False
+) -> set[Link]:
     """Links where both directions' weights agree: ``forward[j, i] * reverse[i, j] >= tau``.
 
     Args:
@@ -115,6 +120,8 @@ def agreement_links(forward: Tensor, reverse: Tensor, threshold: float) -> set[L
             each a distribution over source words).
         reverse: ``(Sw, Tw)`` float, the target->source run's weights (source word rows).
         threshold: tau in (0, 1].
+        mutual: keep a pair only where its product is also the largest of its target
+            word's row and of its source word's column (one link per word, ties apart).
 
     Returns:
         ``{(source word i, target word j)}``, 0-based.
@@ -129,5 +136,10 @@ def agreement_links(forward: Tensor, reverse: Tensor, threshold: float) -> set[L
         )
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    rows, cols = (forward * reverse.T >= threshold).nonzero(as_tuple=True)
+    product = forward * reverse.T  # (Tw, Sw)
+    keep = product >= threshold
+    if mutual and product.numel():
+        keep &= product == product.amax(dim=1, keepdim=True)
+        keep &= product == product.amax(dim=0, keepdim=True)
+    rows, cols = keep.nonzero(as_tuple=True)
     return {(int(i), int(j)) for j, i in zip(rows.tolist(), cols.tolist(), strict=True)}
