@@ -139,6 +139,8 @@ def test_align_agreement_keeps_links_whose_two_weights_multiply_past_tau(run_dir
     assert status == 0, err
     for f, b, got in zip(forward, backward, _links(out), strict=True):
         assert got == agreement_links(f.weights, b.weights, 0.02, mutual=True)
+        assert got <= agreement_links(f.weights, b.weights, 0.02)  # a subset of agreement
+        assert len({i for i, _ in got}) == len(got) == len({j for _, j in got})  # one per word
     status, _, err = run(capsys, *base, "--symmetrize", "agreement", "--threshold", "0")
     assert status == 2
     assert_one_line_error(err, "align", "--threshold must be in (0, 1], got 0.0")

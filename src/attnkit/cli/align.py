@@ -23,7 +23,8 @@ from .decoding import (
 from .errors import UsageError, warn
 from .run_hint import check_run_folder, checkpoint_option
 
-AGREEMENT, MUTUAL = "agreement", "mutual"  # the rules on the two directions' weights
+AGREEMENT, MUTUAL = "agreement", "mutual"
+WEIGHT_RULES = (AGREEMENT, MUTUAL)  # rules on the two directions' weights, not their links
 # attnkit.nmt.analysis.symmetrize.SYMMETRIZATIONS and those two, without importing torch here
 SYMMETRIZATIONS = (
     "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and", AGREEMENT,
@@ -203,7 +204,7 @@ def run_align(args: argparse.Namespace) -> int:
         which = heads.caption(layers.layers, layers.alignment_layer)
         rule = _describe(options)
         both = f", {args.symmetrize} with {args.reverse_run}" if args.symmetrize else ""
-        if args.symmetrize in (AGREEMENT, MUTUAL):  # the product is the rule, not --method
+        if args.symmetrize in WEIGHT_RULES:  # the product is the rule, not --method
             mutual = "mutual best, " if args.symmetrize == MUTUAL else ""
             rule = f"{mutual}product >= {args.agreement_threshold}, shift {options.shift}"
         print(f"{len(links)} sentence pairs, {rule}, {which}{both}", file=report)
@@ -217,7 +218,7 @@ def _check_align_options(args: argparse.Namespace) -> None:
     tau = args.threshold
     if tau is not None and not 0.0 < tau <= 1.0:
         raise UsageError(f"--threshold must be in (0, 1], got {tau}")
-    agreement = args.symmetrize in (AGREEMENT, MUTUAL)
+    agreement = args.symmetrize in WEIGHT_RULES
     args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
     args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau
     auto = args.layer == "auto"
@@ -261,7 +262,7 @@ def _symmetrized(args, found, src_words, tgt_words, dev) -> list[set[tuple[int, 
     back, _ = _run_alignments(
         args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
     )
-    if args.symmetrize in (AGREEMENT, MUTUAL):
+    if args.symmetrize in WEIGHT_RULES:
         tau, mutual = args.agreement_threshold, args.symmetrize == MUTUAL
         return [
             agreement_links(f.weights, b.weights, tau, mutual=mutual)
