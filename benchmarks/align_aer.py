@@ -65,6 +65,8 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from attnkit.nmt.analysis.align import (
@@ -84,6 +86,8 @@ from attnkit.nmt.data.corpus import load_split, stream_parallel, stream_tsv
 from attnkit.nmt.data.word_split import split_words
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.runs.run_folder import RunFolder
+
+from .joined_pairs import join_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"
@@ -113,10 +117,32 @@ def attention_rows(run_dir: Path, src, tgt, gold) -> list[dict]:
     return rows
 
 
+@dataclass
+class SizedGold(GoldAlignment):
+    """Gold links with each pair's length in words (source + target), for AER by length."""
+
+    words: list[int] = field(default_factory=list)
+
+
+LENGTHS = {"<=20": (0, 20), "21-40": (21, 40), ">40": (41, 10**9)}
+
+
 def _row(name: str, links: list[set[Link]], gold) -> dict:
     score = alignment_error_rate(links, gold.sure, gold.possible)
-    return {"system": name, "aer": score.aer, "precision": score.precision,
-            "recall": score.recall, "links": score.predicted}  # fmt: skip
+    row = {"system": name, "aer": score.aer, "precision": score.precision,
+           "recall": score.recall, "links": score.predicted}  # fmt: skip
+    if isinstance(gold, SizedGold):
+        row["aer_by_length"] = {b: _aer_within(links, gold, *LENGTHS[b]) for b in LENGTHS}
+    return row
+
+
+def _aer_within(links: list[set[Link]], gold: SizedGold, low: int, high: int) -> float | None:
+    """AER of the pairs of ``low``..``high`` words (None: no such pair)."""
+    keep = [k for k, w in enumerate(gold.words) if low <= w <= high]
+    if not keep:
+        return None
+    pick = lambda seq: [seq[k] for k in keep]  # noqa: E731
+    return alignment_error_rate(pick(links), pick(gold.sure), pick(gold.possible)).aer
 
 
 GDFA = "grow-diag-final-and"
@@ -139,40 +165,58 @@ def _eflomal(venv: Path, lines: list[str]) -> tuple[list[set[Link]], list[set[Li
 
 
 def write_labels(
-    config_path: Path, out: Path, venv: Path, src, tgt, test_copies: int = 0, rule: str = GDFA
+    config_path: Path,
+    out: Path,
+    venv: Path,
+    src,
+    tgt,
+    test_copies: int = 0,
+    rule: str = GDFA,
+    joined: int = 0,
 ) -> None:
     """Guided-alignment labels from eflomal for every line of the training corpus file, over
     its punctuation-split words (``train.guided_alignment.words: punctuation``): eflomal's two
     directions symmetrised by ``rule`` (grow-diag-final-and, or intersection: fewer, surer
     links, at most one per word).
 
-    With ``test_copies`` N > 0 the labels go with a new corpus instead: ``OUT.train.tsv``
-    (the config's training split, then the test pairs N times as plain text, with blank
-    labels) and ``OUT.valid.tsv`` (its held-out validation split, unchanged)."""
+    With ``test_copies`` N > 0 or ``joined`` J > 0 the labels go with a new corpus instead:
+    ``OUT.train.tsv`` (the config's training split, then J labelled pairs made of 2-5 of its
+    pairs joined (:mod:`benchmarks.joined_pairs`), then the test pairs N times as plain text,
+    with blank labels), ``OUT.train.json`` (those three counts, so eflomal is later given
+    the original text once) and ``OUT.valid.tsv`` (its held-out validation split)."""
     data = RunConfig.load(config_path).data
     if data.train is None:
         raise SystemExit(f"{config_path}: --write-labels needs data.train files")
-    if test_copies:
-        pairs = _corpus_with_test_text(data, out, test_copies, src, tgt)
+    new_corpus = bool(test_copies or joined)
+    if new_corpus:
+        split = load_split(data, "train", keep_empty=True)
+        pairs = list(zip(split.src, split.tgt, strict=True))
     else:
         pairs = list(_file_pairs(data.train))
     words = [(tokenize(s).split(), tokenize(t).split()) for s, t in pairs]
-    linked = len(pairs) - test_copies * len(src)  # the test copies stay unlinked
-    used = [k for k, (s, t) in enumerate(words[:linked]) if s and t]
+    used = [k for k, (s, t) in enumerate(words) if s and t]
     lines = [f"{' '.join(words[k][0])} ||| {' '.join(words[k][1])}" for k in used]
     lines += [
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
     ]
     forward, reverse = _eflomal(venv, lines)
-    labels = [""] * len(words)
+    links: list[set[Link]] = [set() for _ in pairs]
     for k, f, r in zip(used, forward, reverse, strict=False):  # the test pairs are left out
-        labels[k] = " ".join(f"{i}-{j}" for i, j in sorted(symmetrize(f, r, rule)))
-    turned = [
-        " ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in labels
-    ]
+        links[k] = symmetrize(f, r, rule)
+    if new_corpus:
+        lengths = [(len(s), len(t)) for s, t in words]
+        extra = join_pairs(pairs, lengths, links, used, joined)
+        test = [(" ".join(s), " ".join(t)) for s, t in zip(src, tgt, strict=True)]
+        counts = {"train": len(pairs), "joined": joined, "test_copies": test_copies,
+                  "test_pairs": len(test)}  # fmt: skip
+        pairs = pairs + [p for p, _ in extra] + test * test_copies
+        links = links + [x for _, x in extra] + [set() for _ in range(test_copies * len(test))]
+        _write_corpus(data, out, pairs, counts)
+    labels = [" ".join(f"{i}-{j}" for i, j in sorted(x)) for x in links]
+    turned = [" ".join(f"{j}-{i}" for i, j in sorted(x)) for x in links]
     out.write_text("\n".join(labels) + "\n", encoding="utf-8")
     Path(f"{out}.reverse").write_text("\n".join(turned) + "\n", encoding="utf-8")
-    print(f"{out}: {len(labels)} lines ({len(used)} aligned pairs) + {out}.reverse")
+    print(f"{out}: {len(labels)} lines ({len(used)} aligned, {joined} joined) + {out}.reverse")
     print(
         "their indices count punctuation-split words (l' homme , dit-il .): train with "
         "train.guided_alignment.words: punctuation"
@@ -185,23 +229,21 @@ def _file_pairs(files):
     return stream_parallel(files.src, files.tgt, keep_empty=True)
 
 
-def _corpus_with_test_text(data, out: Path, copies: int, src, tgt) -> list[tuple[str, str]]:
-    """Write ``OUT.train.tsv`` (training split + ``copies`` x the test pairs, words joined)
-    and ``OUT.valid.tsv``; return the training file's pairs, in its order."""
-    train = load_split(data, "train", keep_empty=True)
+def _write_corpus(data, out: Path, pairs: list[tuple[str, str]], counts: dict) -> None:
+    """``OUT.train.tsv`` (``pairs``), ``OUT.train.json`` (``counts``) and ``OUT.valid.tsv``
+    (the config's validation split)."""
     valid = load_split(data, "valid", keep_empty=True)
-    test = [(" ".join(s), " ".join(t)) for s, t in zip(src, tgt, strict=True)]
-    pairs = list(zip(train.src, train.tgt, strict=True)) + test * copies
     for name, rows in (("train", pairs), ("valid", zip(valid.src, valid.tgt, strict=True))):
         path = Path(f"{out}.{name}.tsv")
         path.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    Path(f"{out}.train.json").write_text(json.dumps(counts) + "\n", encoding="utf-8")
     print(
-        f"{out}.train.tsv: {len(train.src)} training pairs + {copies} x {len(test)} test pairs "
-        f"(plain text, no links); {out}.valid.tsv: {len(valid.src)} pairs. Train with "
+        f"{out}.train.tsv: {counts['train']} training pairs + {counts['joined']} joined + "
+        f"{counts['test_copies']} x {counts['test_pairs']} test pairs (plain text, no links); "
+        f"{out}.valid.tsv: {len(valid.src)} pairs. Train with "
         f"--set data.train.tsv={out.resolve()}.train.tsv --set data.valid.tsv="
         f"{out.resolve()}.valid.tsv --set data.valid_holdout=null"
     )
-    return pairs
 
 
 def _best_bleu(run_dir: Path) -> float | None:
@@ -248,7 +290,9 @@ def table_rows(args, src, tgt, gold) -> list[dict]:
     """The one table: eflomal, then each given run (and its symmetrisation with a reverse run)."""
     n = args.dev_pairs
     dev, dev_gold = (src[:n], tgt[:n]), _split_gold(gold, n)[0]
-    test_src, test_tgt, test_gold = src[n:], tgt[n:], _split_gold(gold, n)[1]
+    test_src, test_tgt, test = src[n:], tgt[n:], _split_gold(gold, n)[1]
+    sizes = [len(s) + len(t) for s, t in zip(test_src, test_tgt, strict=True)]
+    test_gold = SizedGold(test.sure, test.possible, sizes)
     flipped = GoldAlignment([{(j, i) for i, j in g} for g in dev_gold.sure],
                             [{(j, i) for i, j in g} for g in dev_gold.possible])  # fmt: skip
     rows = []
@@ -316,13 +360,16 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
 
     Each test pair is given once: copies of it in the run's training text (``--test-copies``)
     are left out, as repeating a sentence only makes eflomal's sampler more sure of its
-    own first links (intersection AER 0.134 with ten copies, 0.103 with one)."""
-    train = load_split(load_run(run_dir).config.data, "train")
+    own first links (intersection AER 0.134 with ten copies, 0.103 with one). So are
+    joined pairs (``--join``; ``OUT.train.json`` counts them): their text is already there."""
+    data = load_run(run_dir).config.data
+    train = load_split(data, "train", keep_empty=True)
+    original = islice(zip(train.src, train.tgt, strict=True), _original_count(data))
     copies = {(" ".join(s), " ".join(t)) for s, t in zip(src, tgt, strict=True)}
     lines = [
         f"{tokenize(s)} ||| {tokenize(t)}"
-        for s, t in zip(train.src, train.tgt, strict=True)
-        if (s, t) not in copies
+        for s, t in original
+        if s.strip() and t.strip() and (s, t) not in copies
     ]
     lines += [
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
@@ -336,6 +383,15 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
         f"eflomal {GDFA}": symmetrize_all(forward, reverse, GDFA),
     })  # fmt: skip
     return _symmetrised("eflomal", forward, reverse, gold)
+
+
+def _original_count(data) -> int | None:
+    """How many leading lines of the training file are original pairs (``OUT.train.json``
+    of ``--write-labels``), or None: all of them."""
+    if data.train.tsv is None:
+        return None
+    manifest = Path(data.train.tsv).with_suffix(".json")
+    return json.loads(manifest.read_text())["train"] if manifest.is_file() else None
 
 
 def _symmetrised(name: str, forward, reverse, gold) -> list[dict]:
@@ -399,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         default=GDFA,
         help="with --write-labels: how eflomal's two directions are symmetrised",
     )
+    parser.add_argument(
+        "--join",
+        type=int,
+        default=0,
+        metavar="J",
+        help="with --write-labels: also train on J labelled pairs, each 2-5 training pairs joined",
+    )
     args = parser.parse_args(argv)
     src, tgt = read_bitext(args.gold_dir / "enfr.src-tgt")
     gold = read_gold(args.gold_dir / "enfr.gold")
@@ -413,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             tgt,
             args.test_copies,
             args.label_rule,
+            args.join,
         )
         return 0
     if args.table:
@@ -422,11 +486,15 @@ def main(argv: list[str] | None = None) -> int:
         n = len(src) - args.dev_pairs
         print(f"Hansards en-fr, {n} scored pairs (the first {args.dev_pairs} chose each "
               "run's layer, head, shift and rule)\n")  # fmt: skip
-        print("| system | precision | recall | AER | valid BLEU |\n|---|---|---|---|---|")
+        lengths = " / ".join(LENGTHS)
+        print(f"| system | precision | recall | AER | AER at {lengths} words | valid BLEU |\n"
+              "|---|---|---|---|---|---|")  # fmt: skip
         for r in rows:
             bleu = "" if r["bleu"] is None else f"{r['bleu']:.2f}"
+            by_length = " / ".join("-" if a is None else f"{a:.3f}"
+                                   for a in r["aer_by_length"].values())  # fmt: skip
             print(f"| {r['system']} | {r['precision']:.3f} | {r['recall']:.3f} | "
-                  f"{r['aer']:.3f} | {bleu} |")  # fmt: skip
+                  f"{r['aer']:.3f} | {by_length} | {bleu} |")  # fmt: skip
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         return 0
