@@ -369,7 +369,7 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
     lines = [
         f"{tokenize(s)} ||| {tokenize(t)}"
         for s, t in original
-        if s.strip() and t.strip() and (s, t) not in copies
+        if s and t and (s, t) not in copies  # keep_empty gives a blank side as ""
     ]
     lines += [
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
