@@ -13,8 +13,10 @@ are chosen on the first ``--dev-pairs`` gold pairs (development); every
 figure of the table, eflomal's included, is scored on the remaining pairs
 only, so nothing is tuned on the pairs it is scored on. A ``*-reverse`` run
 (French->English) adds grow-diag-final-and of the two directions' links and
-their agreement (the product of their word weights, plain or mutual best, the rule and
-its threshold chosen on the development pairs; :mod:`attnkit.nmt.analysis.symmetrize`).
+their agreement (the product of their word weights, plain or mutual best, each direction
+first smoothed with an HMM jump prior or not, the rule, its threshold and the prior's
+strength chosen on the development pairs; :mod:`attnkit.nmt.analysis.symmetrize`,
+:mod:`attnkit.nmt.analysis.jump_prior`).
 
 Guided-alignment labels from eflomal, for the training pairs only::
 
@@ -66,7 +68,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, product
 from pathlib import Path
 
 from attnkit.nmt.analysis.align import (
@@ -78,6 +80,7 @@ from attnkit.nmt.analysis.align import (
     read_gold,
     reads_full_context,
 )
+from attnkit.nmt.analysis.jump_prior import jump_smoothed
 from attnkit.nmt.analysis.layer_choice import choose_layer
 from attnkit.nmt.analysis.metrics import Link, alignment_error_rate
 from attnkit.nmt.analysis.symmetrize import agreement_links, symmetrize, symmetrize_all
@@ -93,6 +96,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "data" / "alignment_gold" / "hansards_enfr_awesome_align"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.5)
 AGREEMENT_THRESHOLDS = (0.01, 0.03, 0.05, 0.07, 0.1, 0.2, 0.3, 0.5)
+JUMP_PRIORS = (0.0, 0.2, 0.5, 1.0)  # lambda of the jump prior; 0 is off
 
 
 def tokenize(text: str) -> str:
@@ -330,21 +334,25 @@ def table_rows(args, src, tgt, gold) -> list[dict]:
 
 def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) -> dict:
     """Both directions' word weights multiplied (``agreement_links``, plain or mutual best),
-    the rule and tau chosen on dev."""
+    each direction first smoothed with a jump prior (``jump_smoothed``; 0 is off); the rule,
+    tau and lambda chosen on dev."""
+    smoothed = {lam: [(jump_smoothed(f.weights, lam), jump_smoothed(b.weights, lam))
+                      for f, b in zip(forward, backward, strict=True)]
+                for lam in JUMP_PRIORS}  # fmt: skip
 
-    def links(pairs: slice, rule: tuple[bool, float]) -> list[set[Link]]:
-        mutual, tau = rule
-        return [
-            agreement_links(f.weights, b.weights, tau, mutual=mutual)
-            for f, b in zip(forward[pairs], backward[pairs], strict=True)
-        ]
+    def links(pairs: slice, rule: tuple[bool, float, float]) -> list[set[Link]]:
+        mutual, tau, lam = rule
+        return [agreement_links(f, b, tau, mutual=mutual) for f, b in smoothed[lam][pairs]]
 
-    def dev_aer(rule: tuple[bool, float]) -> float:
+    def dev_aer(rule: tuple[bool, float, float]) -> float:
         return alignment_error_rate(links(slice(0, n), rule), dev_gold.sure, dev_gold.possible).aer
 
-    mutual, tau = min(((m, t) for m in (False, True) for t in AGREEMENT_THRESHOLDS), key=dev_aer)
+    rules = list(product((False, True), AGREEMENT_THRESHOLDS, JUMP_PRIORS))  # mutual, tau, lambda
+    mutual, tau, lam = min(rules, key=dev_aer)
     kind = "mutual" if mutual else "agreement"
-    return _row(f"{name}, both ways, {kind} {tau}", links(slice(n, None), (mutual, tau)), test_gold)
+    jumps = f", jump prior {lam}" if lam else ""
+    row_links = links(slice(n, None), (mutual, tau, lam))
+    return _row(f"{name}, both ways, {kind} {tau}{jumps}", row_links, test_gold)
 
 
 _EFLOMAL_LINKS: dict[str, list[set[Link]]] = {}

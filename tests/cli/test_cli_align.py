@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnkit.cli import main
 from cli_helpers import assert_one_line_error, run
@@ -144,6 +145,30 @@ def test_align_agreement_keeps_links_whose_two_weights_multiply_past_tau(run_dir
     status, _, err = run(capsys, *base, "--symmetrize", "agreement", "--threshold", "0")
     assert status == 2
     assert_one_line_error(err, "align", "--threshold must be in (0, 1], got 0.0")
+
+
+def test_align_jump_prior_smooths_both_directions_before_the_rule(run_dir, files, capsys):
+    from attnkit.nmt.analysis.align import AlignOptions, align_words, read_bitext
+    from attnkit.nmt.analysis.jump_prior import jump_smoothed
+    from attnkit.nmt.analysis.symmetrize import agreement_links
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    (files / "pairs").write_text("s1 s2 s3 s4 ||| s4 s3 s2 s1\ns4 s5 ||| s5 s4\n")
+    src, tgt = read_bitext(files / "pairs")
+    loaded = load_run(run_dir)
+    raw = [align_words(loaded.model, loaded.src_tok, loaded.tgt_tok, a, b, AlignOptions())
+           for a, b in ((src, tgt), (tgt, src))]  # fmt: skip
+    base = ["align", str(run_dir), "--bitext", str(files / "pairs"), "--reverse-run",
+            str(run_dir), "--symmetrize", "mutual", "--threshold", "0.02"]  # fmt: skip
+    status, out, err = run(capsys, *base, "--jump-prior", "0.5")
+    assert status == 0, err
+    for f, b, got in zip(*raw, _links(out), strict=True):
+        fw, bw = jump_smoothed(f.weights, 0.5), jump_smoothed(b.weights, 0.5)
+        assert not torch.equal(fw, f.weights)
+        assert got == agreement_links(fw, bw, 0.02, mutual=True)
+    status, _, err = run(capsys, *base, "--jump-prior", "-1")
+    assert status == 2
+    assert_one_line_error(err, "align", "--jump-prior must be >= 0, got -1.0")
 
 
 def test_align_layer_auto_chooses_on_a_development_set(run_dir, files, capsys):

@@ -90,6 +90,15 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
         "else 0: measured better for both timings, docs/align.md)",
     )
     p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
+    p.add_argument(
+        "--jump-prior",
+        type=float,
+        default=0.0,
+        metavar="LAMBDA",
+        help="smooth each sentence's word weights with an HMM jump prior exp(-LAMBDA "
+        "|jump - 1|) before drawing links (Vogel et al. 1996; 0.5 is a good start with "
+        "--symmetrize mutual, docs/align.md); 0, the default, is off",
+    )
     view_options(p, all_heads=False)
     p.add_argument(
         "--dev-bitext",
@@ -170,6 +179,7 @@ def _options(args: argparse.Namespace, run):
         shift=shift,
         merge=args.merge,
         full_context=reads_full_context(run.config),
+        jump_prior=args.jump_prior,
         **view,
     )
 
@@ -207,6 +217,7 @@ def run_align(args: argparse.Namespace) -> int:
         if args.symmetrize in WEIGHT_RULES:  # the product is the rule, not --method
             mutual = "mutual best, " if args.symmetrize == MUTUAL else ""
             rule = f"{mutual}product >= {args.agreement_threshold}, shift {options.shift}"
+            rule += f", jump prior {options.jump_prior}" if options.jump_prior else ""
         print(f"{len(links)} sentence pairs, {rule}, {which}{both}", file=report)
         print(score, file=report)
     return 0
@@ -218,6 +229,8 @@ def _check_align_options(args: argparse.Namespace) -> None:
     tau = args.threshold
     if tau is not None and not 0.0 < tau <= 1.0:
         raise UsageError(f"--threshold must be in (0, 1], got {tau}")
+    if args.jump_prior < 0:
+        raise UsageError(f"--jump-prior must be >= 0, got {args.jump_prior}")
     agreement = args.symmetrize in WEIGHT_RULES
     args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
     args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau
@@ -307,7 +320,8 @@ def _choose_layer(args, run, options, dev):
 def _describe(options) -> str:
     rule = options.method if options.method == "argmax" else f"threshold {options.threshold}"
     context = ", full context" if options.full_context else ""
-    return f"{rule}, shift {options.shift}{context}, {options.merge} merge"
+    jumps = f", jump prior {options.jump_prior}" if options.jump_prior else ""
+    return f"{rule}, shift {options.shift}{context}, {options.merge} merge{jumps}"
 
 
 def _gold(args: argparse.Namespace, src_words, tgt_words):

@@ -19,7 +19,9 @@ target *words* (whitespace tokens, as in the gold files):
 3. Subwords to words (:func:`merge_pieces`): a source word's weight is the
    ``sum`` (its attention mass) or the ``max`` over its pieces; a target
    word's row is the mean (``sum``) or the ``max`` over its pieces' rows.
-4. Links (:func:`extract_links`): ``argmax`` links each target word to its most
+4. Optionally (``jump_prior``), each sentence's word weights are mixed with their
+   posterior under an HMM jump prior (:mod:`~attnkit.nmt.analysis.jump_prior`).
+5. Links (:func:`extract_links`): ``argmax`` links each target word to its most
    attended source word; ``threshold`` keeps every pair with weight >= tau.
 
 Links are ``(i, j)`` = (source word, target word), 0-based; Pharaoh text
@@ -47,6 +49,7 @@ from ..data.tokenizer import Tokenizer
 from ..decoding.inference import inference
 from ..decoding.selection import HeadSelection
 from ..models.translator import Translator
+from .jump_prior import jump_smoothed
 from .metrics import Link
 
 __all__ = [
@@ -83,6 +86,8 @@ class AlignOptions:
         full_context: force-decode without the causal mask (each target position
             sees the whole target): how a run trained with
             ``train.guided_alignment.full_context`` is read (:func:`reads_full_context`).
+        jump_prior: lambda of an HMM jump prior the word weights are smoothed with
+            before links are drawn (:mod:`attnkit.nmt.analysis.jump_prior`); 0 is off.
     """
 
     method: Method = "argmax"
@@ -92,6 +97,7 @@ class AlignOptions:
     layer: int | Literal["mean"] | None = None
     head: int | Literal["mean"] | None = None
     full_context: bool = False
+    jump_prior: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in ("argmax", "threshold"):
@@ -102,6 +108,8 @@ class AlignOptions:
             raise ValueError(f"shift must be 0 or 1, got {self.shift!r}")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.jump_prior < 0:
+            raise ValueError(f"jump_prior must be >= 0, got {self.jump_prior}")
 
 
 @dataclass
@@ -109,7 +117,8 @@ class WordAlignment:
     """One sentence pair's word-level attention and the links drawn from it.
 
     Attributes:
-        weights: ``(Tw, Sw)`` float, target words x source words.
+        weights: ``(Tw, Sw)`` float, target words x source words (smoothed where
+            ``AlignOptions.jump_prior`` is set).
         links: ``(source word, target word)`` pairs, 0-based.
     """
 
@@ -328,6 +337,8 @@ def align_words(
                 t0 = options.shift  # rows t0 .. t0+Tp-1: drops </s> (shift 0) or <s> (shift 1)
                 w = pieces[row, t0 : t0 + len(tgt_map), : len(src_map)]  # (Tp, Sp), no </s>
                 words = merge_pieces(w, tgt_map, src_map, options.merge)  # (Tw, Sw)
+                if options.jump_prior:
+                    words = jump_smoothed(words, options.jump_prior)
                 links = extract_links(words, options.method, options.threshold)
                 results[wanted[k]] = WordAlignment(words, links)
     return results
