@@ -6,12 +6,15 @@ AER and each run's best validation BLEU)::
 
     python -m benchmarks.align_aer --table --rnn DIR [--rnn-reverse DIR]
         --transformer DIR [--transformer-reverse DIR] --guided DIR [--guided-reverse DIR]
-        [--dev-pairs 100] [--json FILE]
+        [--dev-pairs 100] [--checkpoint best|averaged] [--draws 3] [--json FILE]
 
 The layer and shift of a Transformer (and the extraction rule of every run)
 are chosen on the first ``--dev-pairs`` gold pairs (development); every
 figure of the table, eflomal's included, is scored on the remaining pairs
-only, so nothing is tuned on the pairs it is scored on. A ``*-reverse`` run
+only, so nothing is tuned on the pairs it is scored on. eflomal is sampled (seeded
+from ``/dev/urandom``), so its rows are the means of ``--draws`` runs, their range in
+the name. ``--checkpoint averaged`` reads the runs' ``train.average_last``
+checkpoints. A ``*-reverse`` run
 (French->English) adds grow-diag-final-and of the two directions' links and
 their agreement (the product of their word weights, plain or mutual best, each direction
 first smoothed with an HMM jump prior or not, the rule, its threshold and the prior's
@@ -250,7 +253,10 @@ def _write_corpus(data, out: Path, pairs: list[tuple[str, str]], counts: dict) -
     )
 
 
-def _best_bleu(run_dir: Path) -> float | None:
+def _valid_bleu(run_dir: Path, checkpoint: str) -> float | None:
+    """The validation BLEU training recorded for ``checkpoint`` (best: the history's highest)."""
+    if checkpoint == "averaged":
+        return json.loads((Path(run_dir) / "averaged.json").read_text())["state"]["valid_bleu"]
     rows = RunFolder(Path(run_dir)).read_history(10**12)
     scores = [r["valid_bleu"] for r in rows if r.get("valid_bleu") is not None]
     return max(scores) if scores else None
@@ -302,8 +308,7 @@ def table_rows(args, src, tgt, gold) -> list[dict]:
     rows = []
     first = args.rnn or args.transformer or args.guided
     try:
-        for r in eflomal_rows(args.eflomal_venv, first, src, tgt, gold):
-            rows.append({**_rescore(r, n, test_gold), "bleu": None})
+        rows += _eflomal_mean_rows(args.eflomal_venv, first, src, tgt, n, test_gold, args.draws)
     except (OSError, subprocess.CalledProcessError) as err:
         print(f"eflomal baseline failed: {err}", file=sys.stderr)
     runs = [("attention (RNN)", args.rnn, args.rnn_reverse, False),
@@ -312,13 +317,13 @@ def table_rows(args, src, tgt, gold) -> list[dict]:
     for name, run_dir, reverse_dir, transformer in runs:
         if run_dir is None:
             continue
-        run = load_run(run_dir)
+        run = load_run(run_dir, checkpoint=args.checkpoint)
         is_tf = transformer and run.model.attention_layout.layers > 1
         links, options = _run_links(run, test_src, test_tgt, dev, dev_gold, is_tf)
-        bleu = _best_bleu(run_dir)
+        bleu = _valid_bleu(run_dir, args.checkpoint)
         rows.append({**_row(f"{name}, {_describe(options)}", links, test_gold), "bleu": bleu})
         if reverse_dir is not None:
-            back_run = load_run(reverse_dir)
+            back_run = load_run(reverse_dir, checkpoint=args.checkpoint)
             back, back_options = _run_links(
                 back_run, test_tgt, test_src, (dev[1], dev[0]), flipped, is_tf
             )
@@ -355,16 +360,36 @@ def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) ->
     return _row(f"{name}, both ways, {kind} {tau}{jumps}", row_links, test_gold)
 
 
-_EFLOMAL_LINKS: dict[str, list[set[Link]]] = {}
+def _eflomal_mean_rows(venv, run_dir, src, tgt, n: int, test_gold, draws: int) -> list[dict]:
+    """eflomal's four rows on the scored pairs, each the mean of ``draws`` runs (its sampler
+    is seeded from /dev/urandom: one draw's intersection AER ranged 0.102-0.113 here)."""
+    tables = []
+    for _ in range(draws):
+        forward, reverse = eflomal_links(venv, run_dir, src, tgt)
+        tables.append(_symmetrised("eflomal", forward[n:], reverse[n:], test_gold))
+    rows = []
+    for same in zip(*tables, strict=True):
+        aers = [r["aer"] for r in same]
+        name = f"{same[0]['system']}, mean of {draws} (AER {min(aers):.3f}-{max(aers):.3f})"
+        row = {k: _mean([r[k] for r in same]) for k in ("aer", "precision", "recall", "links")}
+        lengths = same[0]["aer_by_length"]
+        row["aer_by_length"] = {b: _mean([r["aer_by_length"][b] for r in same]) for b in lengths}
+        rows.append({"system": name if draws > 1 else same[0]["system"], **row, "bleu": None})
+    return rows
 
 
-def _rescore(row: dict, n: int, test_gold: GoldAlignment) -> dict:
-    links = _EFLOMAL_LINKS[row["system"]][n:]
-    return _row(row["system"], links, test_gold)
+def _mean(values: list) -> float | None:
+    return None if None in values else sum(values) / len(values)
 
 
 def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
-    """eflomal on the run's training text + the test sentences, four symmetrisations.
+    """eflomal's forward, reverse, intersection and grow-diag-final-and rows."""
+    return _symmetrised("eflomal", *eflomal_links(venv, run_dir, src, tgt), gold)
+
+
+def eflomal_links(venv: Path, run_dir: Path, src, tgt) -> tuple[list[set[Link]], list[set[Link]]]:
+    """eflomal's forward and reverse links of the test pairs, trained on the run's training
+    text + the test sentences.
 
     Each test pair is given once: copies of it in the run's training text (``--test-copies``)
     are left out, as repeating a sentence only makes eflomal's sampler more sure of its
@@ -383,14 +408,7 @@ def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
     ]
     forward, reverse = (links[-len(src) :] for links in _eflomal(venv, lines))
-    pairs = list(zip(forward, reverse, strict=True))
-    _EFLOMAL_LINKS.update({
-        "eflomal forward": forward,
-        "eflomal reverse": reverse,
-        "eflomal intersection": [f & r for f, r in pairs],
-        f"eflomal {GDFA}": symmetrize_all(forward, reverse, GDFA),
-    })  # fmt: skip
-    return _symmetrised("eflomal", forward, reverse, gold)
+    return forward, reverse
 
 
 def _original_count(data) -> int | None:
@@ -449,6 +467,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name}", type=Path)
         parser.add_argument(f"--{name}-reverse", type=Path)
     parser.add_argument("--dev-pairs", type=int, default=100, help="gold pairs for choosing")
+    parser.add_argument(
+        "--draws", type=int, default=3, help="with --table: eflomal runs averaged (it is sampled)"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        choices=("best", "averaged"),
+        default="best",
+        help="with --table: the runs' checkpoint (averaged: train.average_last's)",
+    )
     parser.add_argument("--write-labels", type=Path, metavar="OUT")
     parser.add_argument("--config", type=Path, help="with --write-labels: the guided run's config")
     parser.add_argument(
@@ -490,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         if not (args.rnn or args.transformer or args.guided):
             parser.error("--table needs at least one of --rnn, --transformer, --guided")
+        if args.draws < 1:
+            parser.error(f"--draws must be >= 1, got {args.draws}")
         rows = table_rows(args, src, tgt, gold)
         n = len(src) - args.dev_pairs
         print(f"Hansards en-fr, {n} scored pairs (the first {args.dev_pairs} chose each "
