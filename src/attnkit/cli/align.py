@@ -96,8 +96,8 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
         default=0.0,
         metavar="LAMBDA",
         help="smooth each sentence's word weights with an HMM jump prior exp(-LAMBDA "
-        "|jump - 1|) before drawing links (Vogel et al. 1996; 0.5 is a good start with "
-        "--symmetrize mutual, docs/align.md); 0, the default, is off",
+        "|jump - 1|) before drawing links (Vogel et al. 1996; 0.5 with --symmetrize "
+        "agreement --threshold 0.2 aligned best, docs/align.md); 0, the default, is off",
     )
     view_options(p, all_heads=False)
     p.add_argument(
