@@ -256,7 +256,8 @@ def _write_corpus(data, out: Path, pairs: list[tuple[str, str]], counts: dict) -
 def _valid_bleu(run_dir: Path, checkpoint: str) -> float | None:
     """The validation BLEU training recorded for ``checkpoint`` (best: the history's highest)."""
     if checkpoint == "averaged":
-        return json.loads((Path(run_dir) / "averaged.json").read_text())["state"]["valid_bleu"]
+        record = RunFolder(Path(run_dir)).averaged
+        return json.loads(record.read_text(encoding="utf-8"))["state"]["valid_bleu"]
     rows = RunFolder(Path(run_dir)).read_history(10**12)
     scores = [r["valid_bleu"] for r in rows if r.get("valid_bleu") is not None]
     return max(scores) if scores else None
@@ -341,7 +342,11 @@ def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) ->
     """Both directions' word weights multiplied (``agreement_links``, plain or mutual best),
     each direction first smoothed with a jump prior (``jump_smoothed``; 0 is off); the rule,
     tau and lambda chosen on dev."""
-    smoothed = {lam: [(jump_smoothed(f.weights, lam), jump_smoothed(b.weights, lam))
+
+    def smooth(weights, lam: float):  # 0 is off, as in align_words
+        return jump_smoothed(weights, lam) if lam else weights
+
+    smoothed = {lam: [(smooth(f.weights, lam), smooth(b.weights, lam))
                       for f, b in zip(forward, backward, strict=True)]
                 for lam in JUMP_PRIORS}  # fmt: skip
 
@@ -363,10 +368,11 @@ def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) ->
 def _eflomal_mean_rows(venv, run_dir, src, tgt, n: int, test_gold, draws: int) -> list[dict]:
     """eflomal's four rows on the scored pairs, each the mean of ``draws`` runs (its sampler
     is seeded from /dev/urandom: one draw's intersection AER ranged 0.102-0.113 here)."""
+    lines = eflomal_text(run_dir, src, tgt)
     tables = []
     for _ in range(draws):
-        forward, reverse = eflomal_links(venv, run_dir, src, tgt)
-        tables.append(_symmetrised("eflomal", forward[n:], reverse[n:], test_gold))
+        forward, reverse = (links[len(links) - len(src) + n :] for links in _eflomal(venv, lines))
+        tables.append(_symmetrised("eflomal", forward, reverse, test_gold))
     rows = []
     for same in zip(*tables, strict=True):
         aers = [r["aer"] for r in same]
@@ -384,12 +390,14 @@ def _mean(values: list) -> float | None:
 
 def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
     """eflomal's forward, reverse, intersection and grow-diag-final-and rows."""
-    return _symmetrised("eflomal", *eflomal_links(venv, run_dir, src, tgt), gold)
+    links = _eflomal(venv, eflomal_text(run_dir, src, tgt))
+    forward, reverse = (direction[-len(src) :] for direction in links)
+    return _symmetrised("eflomal", forward, reverse, gold)
 
 
-def eflomal_links(venv: Path, run_dir: Path, src, tgt) -> tuple[list[set[Link]], list[set[Link]]]:
-    """eflomal's forward and reverse links of the test pairs, trained on the run's training
-    text + the test sentences.
+def eflomal_text(run_dir: Path, src, tgt) -> list[str]:
+    """eflomal's ``source ||| target`` lines: the run's training text, then the test pairs
+    (the last ``len(src)`` lines).
 
     Each test pair is given once: copies of it in the run's training text (``--test-copies``)
     are left out, as repeating a sentence only makes eflomal's sampler more sure of its
@@ -404,11 +412,9 @@ def eflomal_links(venv: Path, run_dir: Path, src, tgt) -> tuple[list[set[Link]],
         for s, t in original
         if s and t and (s, t) not in copies  # keep_empty gives a blank side as ""
     ]
-    lines += [
+    return lines + [
         f"{' '.join(s).lower()} ||| {' '.join(t).lower()}" for s, t in zip(src, tgt, strict=True)
     ]
-    forward, reverse = (links[-len(src) :] for links in _eflomal(venv, lines))
-    return forward, reverse
 
 
 def _original_count(data) -> int | None:
