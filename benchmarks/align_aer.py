@@ -342,11 +342,7 @@ def _agreement_row(name: str, forward, backward, n: int, dev_gold, test_gold) ->
     """Both directions' word weights multiplied (``agreement_links``, plain or mutual best),
     each direction first smoothed with a jump prior (``jump_smoothed``; 0 is off); the rule,
     tau and lambda chosen on dev."""
-
-    def smooth(weights, lam: float):  # 0 is off, as in align_words
-        return jump_smoothed(weights, lam) if lam else weights
-
-    smoothed = {lam: [(smooth(f.weights, lam), smooth(b.weights, lam))
+    smoothed = {lam: [(jump_smoothed(f.weights, lam), jump_smoothed(b.weights, lam))
                       for f, b in zip(forward, backward, strict=True)]
                 for lam in JUMP_PRIORS}  # fmt: skip
 

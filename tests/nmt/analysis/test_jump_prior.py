@@ -51,6 +51,11 @@ def test_a_flat_prior_returns_normalised_rows_unchanged():
     torch.testing.assert_close(jump_smoothed(weights, strength=0.0), weights)
 
 
+def test_strength_0_is_off_even_where_eos_took_weight():
+    weights = torch.tensor([[0.5, 0.2, 0.1], [0.1, 0.1, 0.6]])  # rows sum to 0.8
+    assert torch.equal(jump_smoothed(weights, strength=0.0), weights)
+
+
 def test_the_prior_picks_the_repeated_word_next_to_the_path():
     # Source "the cat saw the dog", target "le chat a vu le chien": the second
     # "le" attends both "the"s equally; its neighbours sit on the diagonal.

@@ -337,8 +337,7 @@ def align_words(
                 t0 = options.shift  # rows t0 .. t0+Tp-1: drops </s> (shift 0) or <s> (shift 1)
                 w = pieces[row, t0 : t0 + len(tgt_map), : len(src_map)]  # (Tp, Sp), no </s>
                 words = merge_pieces(w, tgt_map, src_map, options.merge)  # (Tw, Sw)
-                if options.jump_prior:
-                    words = jump_smoothed(words, options.jump_prior)
+                words = jump_smoothed(words, options.jump_prior)  # 0: unchanged
                 links = extract_links(words, options.method, options.threshold)
                 results[wanted[k]] = WordAlignment(words, links)
     return results

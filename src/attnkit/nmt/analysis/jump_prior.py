@@ -40,8 +40,9 @@ def jump_smoothed(weights: Tensor, strength: float, mix: float = MIX) -> Tensor:
         weights: ``(Tw, Sw)`` float, target words x source words; each row the
             attention of one target word (rows may sum to less than 1 where
             ``</s>`` took some weight).
-        strength: lambda >= 0 of ``p(i' | i) ~ exp(-lambda |i' - i - 1|)``; 0 is a
-            flat prior, which returns each row renormalised and mixed with itself.
+        strength: lambda >= 0 of ``p(i' | i) ~ exp(-lambda |i' - i - 1|)``; 0 is off:
+            the weights come back unchanged (a flat prior would only renormalise
+            each row).
         mix: the posterior's share of the result, in [0, 1].
 
     Returns:
@@ -59,7 +60,7 @@ def jump_smoothed(weights: Tensor, strength: float, mix: float = MIX) -> Tensor:
         raise ValueError(f"strength must be >= 0, got {strength}")
     if not 0.0 <= mix <= 1.0:
         raise ValueError(f"mix must be in [0, 1], got {mix}")
-    if weights.numel() == 0:
+    if weights.numel() == 0 or strength == 0:
         return weights.clone()
     w = weights.double()
     posterior = _posterior(w.clamp_min(_FLOOR), _transitions(w.shape[1], strength))
