@@ -367,7 +367,7 @@ def _eflomal_mean_rows(venv, run_dir, src, tgt, n: int, test_gold, draws: int) -
     lines = eflomal_text(run_dir, src, tgt)
     tables = []
     for _ in range(draws):
-        forward, reverse = (links[len(links) - len(src) + n :] for links in _eflomal(venv, lines))
+        forward, reverse = (links[n:] for links in _test_links(venv, lines, len(src)))
         tables.append(_symmetrised("eflomal", forward, reverse, test_gold))
     rows = []
     for same in zip(*tables, strict=True):
@@ -386,9 +386,15 @@ def _mean(values: list) -> float | None:
 
 def eflomal_rows(venv: Path, run_dir: Path, src, tgt, gold) -> list[dict]:
     """eflomal's forward, reverse, intersection and grow-diag-final-and rows."""
-    links = _eflomal(venv, eflomal_text(run_dir, src, tgt))
-    forward, reverse = (direction[-len(src) :] for direction in links)
-    return _symmetrised("eflomal", forward, reverse, gold)
+    return _symmetrised(
+        "eflomal", *_test_links(venv, eflomal_text(run_dir, src, tgt), len(src)), gold
+    )
+
+
+def _test_links(venv: Path, lines: list[str], count: int) -> tuple[list[set[Link]], ...]:
+    """One eflomal run over ``lines``: forward and reverse links of the last ``count``
+    lines, the test pairs (:func:`eflomal_text`)."""
+    return tuple(direction[-count:] for direction in _eflomal(venv, lines))
 
 
 def eflomal_text(run_dir: Path, src, tgt) -> list[str]:
