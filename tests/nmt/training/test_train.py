@@ -207,7 +207,20 @@ def test_prepare_then_train_reuses_the_tokenizers_and_the_token_store(tmp_path):
     built = TokenStore.open(folder.store)
     assert [built.src[i] for i in range(len(built))] == list(prepared.train.src)
     assert any(line.startswith("token store:") for line in heard)
+    assert "tokenizer: training word on 320 pairs" in heard  # said before the wait
     heard.clear()
     train(config("train.max_steps=2"), folder.path, progress_bar=False, echo=heard.append)
     assert f"using the tokenizers prepared in {folder.path}" in heard
     assert not any(line.startswith("token store:") for line in heard)  # mapped, not rebuilt
+    assert not any(line.startswith("tokenizer: train") for line in heard)
+
+
+def test_a_tokenizer_trained_on_a_sample_says_of_how_many(tmp_path):
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.prepare import prepare_run
+
+    heard = []
+    cfg = config("tokenizer.sample_sentences=100")
+    prepare_run(cfg, RunFolder(tmp_path / "run"), progress_bar=False, echo=heard.append)
+    assert "tokenizer: training word on 100 pairs (a sample of 320)" in heard
+    assert any(line.startswith("tokenizer: trained in ") for line in heard)

@@ -176,9 +176,12 @@ def _tokenizers(
             f"no train sentence pairs{_where(config.data, 'train')} "
             f"({pairs.skipped} skipped for an empty side)"
         )
-    if len(sample.src) < sample.total:
-        echo(f"tokenizer: trained on {len(sample.src):,} of {sample.total:,} pairs (a sample)")
+    # said before it starts: on some machines sentencepiece takes minutes over a large sample
+    part = f" (a sample of {sample.total:,})" if len(sample.src) < sample.total else ""
+    echo(f"tokenizer: training {config.tokenizer.kind} on {len(sample.src):,} pairs{part}")
+    start = time.perf_counter()
     src_tok, tgt_tok = train_on_sample(sample, config.tokenizer, threads)
+    echo(f"tokenizer: trained in {time.perf_counter() - start:.1f} s")
     sizes = sorted({src_tok.vocab_size, tgt_tok.vocab_size})
     if sizes[-1] < config.tokenizer.vocab_size:
         got = " / ".join(str(s) for s in sizes)
