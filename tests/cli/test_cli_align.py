@@ -229,9 +229,10 @@ def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
     json_file = tmp_path / "figures.json"
     status, _, _ = run(capsys, "inspect", str(run_dir), "--beam", "3", "--coverage-penalty",
                        "0.4", "--no-repeat-ngram", "2", "--early-stopping",
-                       "--json", str(json_file))  # fmt: skip
+                       "--length-penalty", "1.4", "--json", str(json_file))  # fmt: skip
     figures = json.loads(json_file.read_text())
     assert status == 0 and figures["coverage_penalty"] == 0.4 and figures["no_repeat_ngram"] == 2
+    assert figures["length_penalty"] == 1.4
     assert figures["early_stopping"] is True
     status, out, _ = run(capsys, "translate", str(run_dir), "s1 s1 s1 s1 s1 s1",
                          "--no-repeat-ngram", "1")  # fmt: skip
@@ -239,3 +240,6 @@ def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
     status, _, err = run(capsys, "evaluate", str(run_dir), "--coverage-penalty", "-1")
     assert status == 2
     assert_one_line_error(err, "evaluate", "--coverage-penalty must be >= 0, got -1.0")
+    status, _, err = run(capsys, "translate", str(run_dir), "s1", "--length-penalty", "-0.5")
+    assert status == 2
+    assert_one_line_error(err, "translate", "--length-penalty must be >= 0, got -0.5")

@@ -407,6 +407,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     figures = {
         "corpus": name,
         "beam_size": settings.beam_size,
+        "length_penalty": settings.length_penalty,
         "coverage_penalty": settings.coverage_penalty,
         "no_repeat_ngram": settings.no_repeat_ngram,
         "early_stopping": settings.early_stopping,

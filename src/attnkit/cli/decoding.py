@@ -1,9 +1,10 @@
 """Options shared by the commands that decode or show attention (translate, evaluate,
 inspect, align, serve): the search settings, the layer/head selection and the precision.
 
-``--beam``, ``--coverage-penalty``, ``--no-repeat-ngram`` and ``--early-stopping``
-override the run's ``decode`` section in one :class:`~attnkit.nmt.decoding.settings.SearchSettings`
-(the loaded run's config is never changed); ``--layer`` and ``--head`` become
+``--beam``, ``--length-penalty``, ``--coverage-penalty``, ``--no-repeat-ngram`` and
+``--early-stopping`` override the run's ``decode`` section in one
+:class:`~attnkit.nmt.decoding.settings.SearchSettings` (the loaded run's config is never
+changed); ``--layer`` and ``--head`` become
 one :class:`~attnkit.nmt.decoding.selection.HeadSelection`. ``--precision`` is the
 arithmetic the model decodes in (:mod:`attnkit.nmt.precision`).
 """
@@ -27,12 +28,19 @@ PRECISIONS = ("auto", "fp32", "bf16")  # attnkit.nmt.precision.PRECISIONS, witho
 
 
 def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
-    """Add --beam (unless ``beam`` is False), --coverage-penalty, --no-repeat-ngram and
-    --early-stopping (defaults: the run's decode section)."""
+    """Add --beam (unless ``beam`` is False), --length-penalty, --coverage-penalty,
+    --no-repeat-ngram and --early-stopping (defaults: the run's decode section)."""
     if beam:
         p.add_argument(
             "--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)"
         )
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        metavar="ALPHA",
+        help="GNMT length penalty ((5 + |y|) / 6) ** ALPHA for beam search (0 = off; larger "
+        "favours longer translations; default: config)",
+    )
     p.add_argument(
         "--coverage-penalty",
         type=float,
@@ -58,11 +66,13 @@ def check_search_options(args: argparse.Namespace) -> None:
     """Reject out-of-range search options before anything is loaded.
 
     Raises:
-        UsageError: ``--beam`` < 1, or a negative ``--coverage-penalty`` or ``--no-repeat-ngram``.
+        UsageError: ``--beam`` < 1, or a negative ``--length-penalty``, ``--coverage-penalty``
+            or ``--no-repeat-ngram``.
     """
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")
     for option, key in (
+        ("--length-penalty", "length_penalty"),
         ("--coverage-penalty", "coverage_penalty"),
         ("--no-repeat-ngram", "no_repeat_ngram"),
     ):
@@ -78,6 +88,7 @@ def search_settings(args: argparse.Namespace, run):
     return SearchSettings.from_config(
         run.config.decode,
         beam_size=args.beam,
+        length_penalty=args.length_penalty,
         coverage_penalty=args.coverage_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
         early_stopping=args.early_stopping,
