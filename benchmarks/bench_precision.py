@@ -31,11 +31,13 @@ from pathlib import Path
 
 import torch
 
+from attnkit.nmt.config import TrainConfig
 from attnkit.nmt.data.batching import Examples, make_batch
 from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
 from attnkit.nmt.precision import cpu_bf16_flag, resolve_precision
 from attnkit.nmt.training.objective import token_loss
+from attnkit.nmt.training.optimizer import adam
 from attnkit.nmt.vocab_ids import NUM_SPECIAL
 
 from .bench_deploy import _measure
@@ -83,7 +85,7 @@ def batches(vocab: int, sentences: int, count: int = 4):
 
 def stepper(model: torch.nn.Module, precision, data):
     """One training step per call, cycling through ``data``."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = adam(model.parameters(), TrainConfig(lr=1e-4))  # the trainer's optimiser
     state = {"i": 0}
 
     def step() -> None:

@@ -1,4 +1,4 @@
-"""The three parts of a training step that attnkit replaced for bf16, each against PyTorch's own.
+"""The parts of a training step where attnkit replaced PyTorch's default, each against it.
 
 ``python -m benchmarks.bench_step_parts`` (use ``OMP_NUM_THREADS`` to pin threads).
 Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compare`):
@@ -10,7 +10,11 @@ Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compar
   feed-forward activation (128 x 20 x 1024, p 0.2);
 - a bidirectional GRU (the multi30k RNN's: 256 -> 384, 96 sentences of 10-20 tokens,
   packed) in bf16 through :func:`attnkit.nmt.models.rnn.autocast_rnn.run_rnn` against
-  the same call under plain autocast, which leaves it in float32 (bf16 only).
+  the same call under plain autocast, which leaves it in float32 (bf16 only);
+- the Adam update: :func:`attnkit.nmt.training.optimizer.adam` (PyTorch's fused kernel)
+  against ``torch.optim.Adam``'s default (``foreach``) on the parameters and random
+  gradients of the Transformer preset's model and the quick preset's (fp32 master
+  weights in both precisions, so one row each).
 
 Both sides of each row do the same arithmetic on the same tensors; the ratio is
 attnkit's time over PyTorch's.
@@ -24,11 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from attnkit.nmt.config import TrainConfig
 from attnkit.nmt.models.dropout import dropout
 from attnkit.nmt.models.rnn.autocast_rnn import run_rnn
+from attnkit.nmt.training.optimizer import adam
 from attnkit.nmt.training.vocab_loss import linear_cross_entropy
 
-from .bench_precision import cpu_name
+from .bench_precision import cpu_name, models
 from .report import Result, Table
 from .timing import compare
 
@@ -101,25 +107,55 @@ def gru_pair():
     return _backward(_autocast(ours, True), *leaves), _backward(_autocast(plain, True), *leaves)
 
 
+def adam_pair(model: torch.nn.Module):
+    """One Adam update each: attnkit's optimiser and PyTorch's default, on copies of the
+    same parameters with the same gradients."""
+    cfg = TrainConfig(lr=1e-4, adam_betas=(0.9, 0.98))
+
+    def updater(make):
+        params = [p.detach().clone().requires_grad_() for p in model.parameters()]
+        g = torch.Generator().manual_seed(0)
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g) * 1e-3
+        return make(params).step
+
+    ours = updater(lambda params: adam(params, cfg))
+    theirs = updater(lambda params: torch.optim.Adam(params, lr=cfg.lr, betas=cfg.adam_betas))
+    return ours, theirs
+
+
+def _adam_rows():
+    rows = []
+    for name, (model, _, _) in models().items():
+        preset = name.split("/")[-1].removesuffix(".yaml)")  # "transformer", "quick", ...
+        count = sum(p.numel() for p in model.parameters())
+        part = f"Adam update, {name}, {count:,} parameters"
+        rows.append((f"adam_{preset}", part, "fp32", adam_pair(model)))
+    return rows
+
+
 def run(quick: bool) -> Result:
     repeats, warmup = (3, 1) if quick else (7, 2)
     table = Table(
-        f"Step parts, forward + backward, {torch.get_num_threads()} thread(s); {cpu_name()}",
+        f"Step parts, forward + backward (Adam: one update), {torch.get_num_threads()} "
+        f"thread(s); {cpu_name()}",
         ["part", "precision", "attnkit ms", "PyTorch ms", "attnkit/PyTorch"],
     )
     ratios = {}
+    loss, drop = "output layer + loss (2560 x 256 -> 8000)", "dropout (128 x 20 x 1024, p 0.2)"
     rows = [
-        ("output layer + loss (2560 x 256 -> 8000)", "fp32", loss_pair(False)),
-        ("output layer + loss (2560 x 256 -> 8000)", "bf16", loss_pair(True)),
-        ("dropout (128 x 20 x 1024, p 0.2)", "fp32", dropout_pair(False)),
-        ("dropout (128 x 20 x 1024, p 0.2)", "bf16", dropout_pair(True)),
-        ("bi-GRU 256 -> 384, 96 x 10-20, packed", "bf16", gru_pair()),
+        ("output_fp32", loss, "fp32", loss_pair(False)),
+        ("output_bf16", loss, "bf16", loss_pair(True)),
+        ("dropout_fp32", drop, "fp32", dropout_pair(False)),
+        ("dropout_bf16", drop, "bf16", dropout_pair(True)),
+        ("bi-GRU_bf16", "bi-GRU 256 -> 384, 96 x 10-20, packed", "bf16", gru_pair()),
+        *_adam_rows(),
     ]
-    for part, precision, (ours, theirs) in rows:
+    for key, part, precision, (ours, theirs) in rows:
         timing = compare(ours, theirs, repeats=repeats, warmup=warmup)
         table.add(part, precision, timing.candidate_s * 1e3, timing.baseline_s * 1e3,
                   timing.ratio)  # fmt: skip
-        ratios[f"step_part_{part.split()[0]}_{precision}"] = timing.ratio
+        ratios[f"step_part_{key}"] = timing.ratio
     return Result([table], ratios)
 
 

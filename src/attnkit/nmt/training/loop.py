@@ -59,6 +59,7 @@ from . import guided_alignment, messages, objective
 from .averaged import write_averaged
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
+from .optimizer import adam
 from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
@@ -95,9 +96,7 @@ class _Trainer:
         self.model = build_translator(self.config.model, *vocab).to(self.device)
         self.forward = self.group.wrap(self.model)  # training passes; DDP averages gradients
         seed_dropout(cfg.seed, self.group)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
-        )
+        self.optimizer = adam(self.model.parameters(), cfg)
         self.scheduler = Schedule(self.optimizer, cfg)
 
     def resume(self, ckpt: Checkpoint) -> None:
