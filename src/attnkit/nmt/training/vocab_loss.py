@@ -7,7 +7,10 @@ and as many passes back). On a CPU that traffic, not the arithmetic, is most
 of the output layer's time once the matrix products run in bf16.
 :func:`linear_cross_entropy` computes ``CE(x W^T + b)`` a block of rows at a
 time instead, so each block's logits stay in cache, and forms the gradients
-in the same pass (the loss is a scalar, so its backward only scales them).
+in the same pass (the loss is a scalar, so its backward only scales them);
+under bf16 autocast the weight's gradient is one product after the loop, over
+the blocks' bf16 ``dL/dz`` kept in an ``N x V`` buffer (half the bytes of the
+float32 logits), so the float32 ``V x D`` gradient is not cast once a block.
 The loss and the softmax are float32 whatever the products' dtype; PAD rows
 are dropped before the output layer. This is the approach of Liger Kernel's
 fused linear cross-entropy (Hsu et al. 2024) and Cut Cross-Entropy
@@ -87,11 +90,17 @@ def linear_cross_entropy(
 def _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads=None) -> Tensor:
     """The loss summed over the rows of ``x``, block by block; with ``grads`` a
     ``(grad_x, grad_weight, grad_bias)`` triple, also add each block's gradients into it."""
-    w = weight.to(dtype)  # one cast per call, not per block
+    w, x = weight.to(dtype), x.to(dtype)  # one cast per call, not per block
     b = None if bias is None else bias.to(dtype)
     total = torch.zeros((), dtype=torch.float32, device=x.device)
+    # A (V, D) weight gradient in float32 from bf16 blocks would need a (V, D)
+    # cast per block (a tenth of a bf16 Transformer step); instead keep the
+    # blocks' bf16 dL/dz, (n, V), and form it with one product after the loop.
+    low_dz = None
+    if grads is not None and dtype != torch.float32:
+        low_dz = torch.empty((x.shape[0], weight.shape[0]), dtype=dtype, device=x.device)
     for start in range(0, x.shape[0], block_rows):
-        xs = x[start : start + block_rows].to(dtype)  # (c, D)
+        xs = x[start : start + block_rows]  # (c, D)
         ys = y[start : start + block_rows]  # (c,)
         z = (xs @ w.t() if b is None else torch.addmm(b, xs, w.t())).float()  # (c, V)
         z -= z.amax(dim=-1, keepdim=True)  # shifted logits: the loss does not change
@@ -104,11 +113,17 @@ def _blocks(x, weight, bias, y, smoothing, dtype, block_rows, grads=None) -> Ten
         dz = e.div_(sums[:, None]).sub_(smoothing / e.shape[1])  # p - eps/V
         dz.scatter_add_(1, ys[:, None], dz.new_full((ys.numel(), 1), smoothing - 1.0))
         grad_x, grad_w, grad_b = grads
-        low = dz.to(dtype)
-        grad_x[start : start + block_rows] = low @ w  # (c, D)
-        grad_w += (low.t() @ xs).to(grad_w.dtype)  # (V, D)
+        if low_dz is None:
+            grad_x[start : start + block_rows] = dz @ w  # (c, D)
+            grad_w.addmm_(dz.t(), xs)  # (V, D), in place
+        else:
+            low = low_dz[start : start + block_rows]
+            low.copy_(dz)
+            grad_x[start : start + block_rows] = low @ w
         if grad_b is not None:
             grad_b += dz.sum(dim=0).to(grad_b.dtype)
+    if low_dz is not None:
+        grads[1].add_(low_dz.t() @ x)  # (V, D): one product, added in the weight's dtype
     return total
 
 
