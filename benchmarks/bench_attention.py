@@ -4,6 +4,10 @@
   SDPA, forward and forward+backward, causal or not (B=8, H=8, Dh=64).
 - ``sdpa_weights_vs_naive``: attnkit with ``return_weights=True`` / a naive
   ``softmax(Q K^T / sqrt(Dh)) V`` that also keeps the weights; time and peak memory.
+- ``sdpa_training_vs_torch``: attention as a Transformer trains it (a key padding
+  mask, attention dropout 0.1 or none; 2,560 query tokens a batch as in the
+  Transformer preset, H=4, Dh=64, T = 20, 128, 512), forward+backward in fp32
+  and bf16, attnkit / torch SDPA with the same arguments.
 - ``additive_precompute_speedup``: Bahdanau attention over a decoding of T
   steps, recomputing ``W_k h`` every step / computing it once per sentence.
 """
@@ -101,6 +105,40 @@ def weights_vs_naive(lengths: list[int], repeats: int) -> tuple[Table, dict[str,
     return table, ratios
 
 
+def training_vs_torch(repeats: int, heads=4, tokens=2560, p=0.1):
+    """Attention as a Transformer layer trains it: padded keys, with and without dropout."""
+    table = Table(
+        f"Training-mode attention with key padding ({tokens} query tokens a batch, H={heads}, "
+        f"Dh={DH}; forward+backward; ratio = attnkit/torch SDPA with the same arguments)",
+        ["dtype", "T", "B", "dropout", "attnkit ms", "torch ms", "ratio"],
+    )
+    ratios = {}
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        for t in (20, 128, 512):
+            batch = tokens // t
+            lengths = torch.randint(t // 2, t + 1, (batch,), generator=gen)
+            mask = (torch.arange(t) < lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
+            q, k, v = (
+                torch.randn(batch, heads, t, DH, generator=gen).to(dtype).requires_grad_()
+                for _ in range(3)
+            )  # 3 x (B, H, T, Dh)
+            for drop in (p, 0.0):
+
+                def ours(q=q, k=k, v=v, mask=mask, drop=drop):
+                    return scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=drop)
+
+                def theirs(q=q, k=k, v=v, mask=mask, drop=drop):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)
+
+                cmp = compare(_forward_backward(ours), _forward_backward(theirs), repeats=repeats)
+                name = str(dtype).removeprefix("torch.")
+                row = (name, t, batch, drop, cmp.candidate_s * 1e3, cmp.baseline_s * 1e3)
+                table.add(*row, cmp.ratio)
+                ratios[f"sdpa_training_vs_torch_{name}_T{t}_p{drop}"] = cmp.ratio
+    return table, ratios
+
+
 def additive_precompute(repeats: int, batch=64, src_len=50, hidden=512, steps=20):
     """Bahdanau attention for one decoding of ``steps`` target words."""
     torch.manual_seed(0)
@@ -138,6 +176,7 @@ def run(quick: bool) -> Result:
     for table, ratios in (
         sdpa_vs_torch(lengths, repeats),
         weights_vs_naive([512] if quick else [512, 1024, 2048], repeats),
+        training_vs_torch(repeats),
         additive_precompute(repeats),
     ):
         result.tables.append(table)

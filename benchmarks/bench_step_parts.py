@@ -6,7 +6,7 @@ Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compar
 - the output layer and loss: :func:`attnkit.nmt.training.vocab_loss.linear_cross_entropy`
   against ``F.cross_entropy(F.linear(x, W, b).float(), y)`` for the Transformer preset's
   batch (2,560 target positions, every seventh PAD, D 256, V 8,000, label smoothing 0.1);
-- dropout: :func:`attnkit.nmt.models.dropout.dropout` against ``F.dropout`` on a
+- dropout: :func:`attnkit.attention.dropout.dropout` against ``F.dropout`` on a
   feed-forward activation (128 x 20 x 1024, p 0.2);
 - a bidirectional GRU (the multi30k RNN's: 256 -> 384, 96 sentences of 10-20 tokens,
   packed) in bf16 through :func:`attnkit.nmt.models.rnn.autocast_rnn.run_rnn` against
@@ -14,7 +14,11 @@ Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compar
 - the Adam update: :func:`attnkit.nmt.training.optimizer.adam` (PyTorch's fused kernel)
   against ``torch.optim.Adam``'s default (``foreach``) on the parameters and random
   gradients of the Transformer preset's model and the quick preset's (fp32 master
-  weights in both precisions, so one row each).
+  weights in both precisions, so one row each);
+- the attention kernel: a whole bf16 training step of the Transformer preset's model
+  (``bench_precision``'s batches) with :func:`attnkit.attention.attend` choosing its
+  kernel per dtype and length against the same step forced onto PyTorch's fused
+  kernel (bf16 only: in fp32 attnkit already takes the fused kernel).
 
 Both sides of each row do the same arithmetic on the same tensors; the ratio is
 attnkit's time over PyTorch's.
@@ -23,18 +27,21 @@ attnkit's time over PyTorch's.
 from __future__ import annotations
 
 import sys
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from attnkit.attention import functional as attention_functional
+from attnkit.attention.dropout import dropout
 from attnkit.nmt.config import TrainConfig
-from attnkit.nmt.models.dropout import dropout
 from attnkit.nmt.models.rnn.autocast_rnn import run_rnn
+from attnkit.nmt.precision import resolve_precision
 from attnkit.nmt.training.optimizer import adam
 from attnkit.nmt.training.vocab_loss import linear_cross_entropy
 
-from .bench_precision import cpu_name, models
+from .bench_precision import batches, cpu_name, models, stepper
 from .report import Result, Table
 from .timing import compare
 
@@ -124,6 +131,18 @@ def adam_pair(model: torch.nn.Module):
     return ours, theirs
 
 
+def attention_kernel_pair():
+    """A bf16 Transformer preset step: attnkit's kernel choice against always the fused one."""
+    model, vocab, sentences = models()["transformer (configs/transformer.yaml)"]
+    step = stepper(model, resolve_precision("bf16", torch.device("cpu")), batches(vocab, sentences))
+
+    def always_fused():
+        with mock.patch.object(attention_functional, "_explicit_is_faster", lambda *a: False):
+            step()
+
+    return step, always_fused
+
+
 def _adam_rows():
     rows = []
     for name, (model, _, _) in models().items():
@@ -149,6 +168,12 @@ def run(quick: bool) -> Result:
         ("dropout_fp32", drop, "fp32", dropout_pair(False)),
         ("dropout_bf16", drop, "bf16", dropout_pair(True)),
         ("bi-GRU_bf16", "bi-GRU 256 -> 384, 96 x 10-20, packed", "bf16", gru_pair()),
+        (
+            "attention_kernel_bf16",
+            "Transformer preset step, attention kernel per dtype",
+            "bf16",
+            attention_kernel_pair(),
+        ),
         *_adam_rows(),
     ]
     for key, part, precision, (ours, theirs) in rows:

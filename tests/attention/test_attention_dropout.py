@@ -11,7 +11,7 @@ import torch
 
 from attnkit import Attention, KVCache, ScaledDotScore
 from attnkit import scaled_dot_product_attention as sdpa
-from attnkit.attention.functional import masked_softmax
+from attnkit.attention.functional import _explicit_is_faster, masked_softmax
 from mha_helpers import identity_mha
 
 Q = torch.tensor([[[1.0, 0.0]]])  # (B=1, Tq=1, D=2)
@@ -95,3 +95,38 @@ def test_dropped_weights_of_many_heads_and_queries_still_make_the_context():
     torch.testing.assert_close(out, weights @ v)
     assert torch.all(weights[~mask.expand_as(weights)] == 0)
     assert not torch.allclose(weights, masked_softmax(q @ k.transpose(-2, -1) / 2, mask))
+
+
+def test_bf16_training_output_without_weights_is_the_weights_path_on_the_cpu():
+    # PyTorch's fused CPU kernel has no dropout, so in bf16 attnkit runs the
+    # explicit path for it: with the same seed the output is the one the
+    # weights made, and a row with every key masked is still exactly 0.
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 5, 4).bfloat16() for _ in range(3))
+    mask = torch.rand(2, 1, 5, 5) > 0.3
+    mask[0, 0, 2] = False  # query 2 of the first sentence sees nothing
+    torch.manual_seed(7)
+    alone = sdpa(q, k, v, mask, dropout_p=0.3)
+    torch.manual_seed(7)
+    out, weights = sdpa(q, k, v, mask, dropout_p=0.3, return_weights=True)
+    torch.testing.assert_close(alone, out, rtol=0, atol=0)
+    torch.testing.assert_close(out, weights @ v, rtol=0, atol=0)
+    assert torch.all(alone[0, :, 2] == 0) and not torch.isnan(alone).any()
+
+
+def test_bf16_training_without_dropout_matches_the_fused_kernel():
+    # Training in bf16 on the CPU takes the explicit path for short sequences;
+    # outputs and gradients agree with PyTorch's fused kernel within bf16 rounding.
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(3, 2, 6, 8).bfloat16().requires_grad_() for _ in range(3))
+    keep = torch.arange(6) < torch.tensor([6, 4, 2])[:, None]  # (B, Tk) key padding
+    mask = keep[:, None, None, :]  # (B, 1, 1, Tk)
+    assert _explicit_is_faster(q, k, v, 0.0) and not _explicit_is_faster(q.float(), k, v, 0.0)
+    ours = sdpa(q, k, v, mask)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)
+    g = torch.randn_like(ours)
+    grads = torch.autograd.grad(ours, (q, k, v), g)
+    want = torch.autograd.grad(theirs, (q, k, v), g)
+    for got, ref in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=2e-2, atol=3e-2)

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .dropout import dropout
 from .masks import (
     ResolvedMask,
     causal_mask,
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+# Training in bf16 on a CPU: up to this many keys the explicit path is faster
+# than PyTorch's fused kernel (see _explicit_is_faster).
+EXPLICIT_MAX_KEYS = 128
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
@@ -226,13 +230,35 @@ def attend(
     if key.shape[-2] == 0:  # no key at all: every row is fully masked
         output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
         return output, query.new_zeros(*query.shape[:-1], 0) if return_weights else None
+    explicit = return_weights or _explicit_is_faster(query, key, value, dropout_p)
     if resolved.allowed is not None and not dead_keys_zeroed:
         # Keys no query may see cannot reach any output, even when NaN: the
         # weights path replaces their scores, so only the values need zeroing.
-        key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not return_weights)
-    if return_weights:
-        return _explicit_attention(query, key, value, resolved, scale, dropout_p)
+        key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not explicit)
+    if explicit:
+        output, weights = _explicit_attention(query, key, value, resolved, scale, dropout_p)
+        return output, weights if return_weights else None
     return _fused_attention(query, key, value, resolved, scale, dropout_p), None
+
+
+def _explicit_is_faster(query: Tensor, key: Tensor, value: Tensor, dropout_p: float) -> bool:
+    """True where :func:`_explicit_attention` beats the fused kernel: bf16/fp16 training, CPU.
+
+    That kernel has no dropout on the CPU: with ``dropout_p > 0`` it falls back
+    to the same products and softmax as the explicit path, plus float32 copies
+    of the bf16 inputs and a per-element Bernoulli draw, which the explicit
+    path with :func:`~attnkit.attention.dropout.dropout`'s mask avoids. Without
+    dropout, its bf16 backward pass is slow for short sequences, so training
+    takes the explicit path up to :data:`EXPLICIT_MAX_KEYS` keys. In float32
+    the fused kernel is as fast or faster and stays.
+    ``python -m benchmarks.bench_attention`` (the training-mode table) measures both.
+    """
+    if query.device.type != "cpu" or query.dtype not in _LOW_PRECISION:
+        return False
+    if dropout_p > 0:
+        return True
+    training = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    return training and key.shape[-2] <= EXPLICIT_MAX_KEYS
 
 
 def zero_dead_keys(
@@ -266,7 +292,7 @@ def _explicit_attention(
     weights = masked_softmax(scores, r.allowed).to(query.dtype)  # (..., Tq, Tk)
     del scores  # the softmax keeps only its output; free the (Tq, Tk) scores now
     if dropout_p > 0:
-        weights = F.dropout(weights, dropout_p)  # these weights make the output
+        weights = dropout(weights, dropout_p)  # these weights make the output
     return weights @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
 
 

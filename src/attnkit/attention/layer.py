@@ -7,8 +7,8 @@ al. 2015 (sec. 3.1, eqs. 1 and 7), with any score from :mod:`.scores`.
 from __future__ import annotations
 
 from torch import Tensor, nn
-from torch.nn import functional as F
 
+from .dropout import dropout
 from .functional import _check_broadcast, masked_softmax, zero_dead_keys
 from .masks import key_mask_for_queries
 from .scores import Score
@@ -92,7 +92,7 @@ class Attention(nn.Module):
         scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk), float32 for fp16/bf16
         weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)
         if self.training and self.dropout:
-            weights = F.dropout(weights, self.dropout)  # these weights make the context
+            weights = dropout(weights, self.dropout)  # these weights make the context
         if mask is not None:
             _, values = zero_dead_keys(mask, keys, values, keys_too=False)
         context = weights @ values  # (B, Tq, Dv)

@@ -44,9 +44,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ....attention import Attention, make_score, padding_mask
+from ....attention.dropout import Dropout
 from ....attention.scores import AdditiveScore
 from ...vocab_ids import PAD
-from ..dropout import Dropout
 from .autocast_rnn import run_rnn
 from .encoder import RNN_TYPES, EncodedSource
 from .fused_loop import bahdanau_gru_loop

@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ....attention.dropout import Dropout
 from ...vocab_ids import PAD
-from ..dropout import Dropout
 from ..translator import check_source
 from .autocast_rnn import run_rnn
 

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ....attention import KVCache, MultiHeadAttention, masked_softmax
-from ..dropout import Dropout
+from ....attention.dropout import Dropout
 
 __all__ = ["DecoderLayer", "EncoderLayer", "LayerWeights"]
 

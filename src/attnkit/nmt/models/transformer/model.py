@@ -33,9 +33,9 @@ import torch
 from torch import Tensor, nn
 
 from ....attention import KVCache, padding_mask
+from ....attention.dropout import Dropout
 from ....attention.functional import zero_dead_keys
 from ...vocab_ids import PAD
-from ..dropout import Dropout
 from ..translator import AttentionLayout, AttentionMaps, Translator
 from .config import TransformerConfig
 from .embedding import Positions

@@ -7,7 +7,10 @@ around it once they run in bf16 (a 128 x 20 x 1024 feed-forward activation:
 :class:`Dropout` draws one 64-bit word per four elements and compares each
 16-bit lane with ``p``: the same distribution with ``p`` rounded to a multiple
 of 1/65536, from the same seeded generator (so runs and resumes stay exact).
-On other devices it is ``F.dropout``.
+On other devices, and inside ``torch.compile`` (which cannot trace the
+in-place draw and fuses its own), it is ``F.dropout``. The attention core uses
+it for the attention weights (:mod:`attnkit.attention.functional`), the
+translators for their layers.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ def dropout(x: Tensor, p: float) -> Tensor:
     ``p`` is rounded to ``k / 65536``; the kept elements are scaled by
     ``65536 / (65536 - k)``, so the expectation is exactly ``x``. Same shape and dtype.
     """
-    if x.device.type != "cpu":
-        return F.dropout(x, p, training=True)
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
+        return F.dropout(x, p, training=True)  # a compiled graph makes its own mask
     dropped = round(p * LANES)
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
     lanes = words.view(torch.int16)[: x.numel()].view(x.shape)  # uniform in [-2^15, 2^15)

@@ -1,11 +1,11 @@
-"""The translators' dropout (nmt/models/dropout.py): nn.Dropout's distribution, a cheaper mask."""
+"""The translators' dropout (attention/dropout.py): nn.Dropout's distribution, a cheaper mask."""
 
 import math
 
 import pytest
 import torch
 
-from attnkit.nmt.models.dropout import Dropout, dropout
+from attnkit.attention.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
