@@ -3,11 +3,12 @@
 From the root of a clone (one thread)::
 
     OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN [--beam 5] [--sentences 200] \
-        [--early-stopping]
+        [--early-stopping] [--precision bf16]
     OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN --int8
 
 The first form translates the first ``--sentences`` sentences of the run's test
-split under ``torch.profiler`` (after 20 to warm up) and prints the operators by
+split under ``torch.profiler`` (after 20 to warm up; in bf16 inside the autocast
+that ``attnkit translate --precision bf16`` enters) and prints the operators by
 their own CPU time, with the total. ``--int8`` instead times the same sentences,
 greedy and at ``--beam``, alternating the run's fp32 model with a copy whose
 feed-forward layers are quantized by ``torch.ao.quantization.quantize_dynamic``
@@ -31,28 +32,31 @@ WARMUP = 20
 ROUNDS = 3
 
 
-def _setup(run_dir: str, sentences: int):
+def _setup(run_dir: str, sentences: int, precision: str = "fp32"):
     from attnkit.nmt.data.corpus import load_split
     from attnkit.nmt.runs.loaded_run import load_run
 
     torch.set_num_threads(1)
-    run = load_run(run_dir)
+    run = load_run(run_dir, precision=precision)
     test = load_split(run.config.data, "test")
     return run, test.src[:sentences], test.tgt[:sentences]
 
 
-def profile_search(run_dir: str, beam: int, sentences: int, early_stopping: bool = False) -> str:
+def profile_search(
+    run_dir: str, beam: int, sentences: int, early_stopping: bool = False, precision: str = "fp32"
+) -> str:
     """The operator table of one search over the sentences."""
     from attnkit.nmt.decoding.settings import SearchSettings
     from attnkit.nmt.decoding.translate import translate_lines
 
-    run, lines, _ = _setup(run_dir, sentences)
+    run, lines, _ = _setup(run_dir, sentences, precision)
     settings = SearchSettings.from_config(
         run.config.decode, beam_size=beam, early_stopping=early_stopping
     )
-    translate_lines(run, lines[:WARMUP], settings)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        translate_lines(run, lines, settings)
+    with run.precision.autocast():
+        translate_lines(run, lines[:WARMUP], settings)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            translate_lines(run, lines, settings)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
 
 
@@ -96,16 +100,19 @@ def compare_int8(run_dir: str, beam: int, sentences: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="a Transformer run folder")
+    parser.add_argument("run", help="a run folder (the --int8 comparison: a Transformer's)")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--int8", action="store_true", help="fp32 against feed-forward int8")
     parser.add_argument("--early-stopping", action="store_true", help="decode.early_stopping")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     args = parser.parse_args(argv)
     if args.int8:
         print(compare_int8(args.run, args.beam, args.sentences))
     else:
-        print(profile_search(args.run, args.beam, args.sentences, args.early_stopping))
+        print(
+            profile_search(args.run, args.beam, args.sentences, args.early_stopping, args.precision)
+        )
     return 0
 
 

@@ -117,3 +117,18 @@ def test_a_two_d_mask_of_the_wrong_shape_names_the_key_mask():
     attend = Attention(ScaledDotScore())
     with pytest.raises(ValueError, match=r"a 2-D mask is a key mask \(B, Tk\) = \(2, 3\)"):
         attend(torch.randn(2, 4, 3), torch.randn(2, 3, 3), mask=torch.ones(4, 3, dtype=torch.bool))
+
+
+def test_values_zeroed_skips_only_work_the_caller_already_did():
+    """With values already 0 where no query may look, ``values_zeroed`` gives the same
+    context; without it, NaN values behind the mask still cannot reach the context."""
+    torch.manual_seed(0)
+    attend = Attention(ScaledDotScore())
+    mask = torch.tensor([[True, True, False], [True, False, False]])  # (B, Tk)
+    query, keys, values = torch.randn(2, 4, 3), torch.randn(2, 3, 3), torch.randn(2, 3, 5)
+    zeroed = values.masked_fill(~mask[..., None], 0.0)
+    expected, _ = attend(query, keys, zeroed, mask=mask)
+    fast, _ = attend(query, keys, zeroed, mask=mask, values_zeroed=True)
+    assert torch.equal(fast, expected)
+    poisoned, _ = attend(query, keys, values.masked_fill(~mask[..., None], float("nan")), mask=mask)
+    assert torch.equal(poisoned, expected)

@@ -55,6 +55,7 @@ class Attention(nn.Module):
         mask: Tensor | None = None,
         *,
         prepared_keys: Tensor | None = None,
+        values_zeroed: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """Context vectors and attention weights.
 
@@ -68,6 +69,11 @@ class Attention(nn.Module):
                 ``(B, Tq, Dq)`` anything broadcastable to ``(B, Tq, Tk)``
                 (:func:`~attnkit.attention.masks.key_mask_for_queries`).
             prepared_keys: ``score.prepare_keys(keys)``, computed once per source.
+            values_zeroed: the caller promises that ``values`` is already 0 at
+                every key no query may attend to (zeroed once per source, as
+                the RNN decoder does), so each step need not zero it again.
+                Without this, those values are zeroed here: a weight of 0 times
+                a NaN or inf value there would still make the context NaN.
 
         Returns:
             ``(context, weights)``: ``(B, Dv)`` and ``(B, Tk)`` for a step query,
@@ -93,7 +99,7 @@ class Attention(nn.Module):
         weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)
         if self.training and self.dropout:
             weights = dropout(weights, self.dropout)  # these weights make the context
-        if mask is not None:
+        if mask is not None and not values_zeroed:
             _, values = zero_dead_keys(mask, keys, values, keys_too=False)
         context = weights @ values  # (B, Tq, Dv)
         if step:

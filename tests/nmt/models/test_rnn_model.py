@@ -145,6 +145,25 @@ def test_scaled_dot_score_divides_the_projected_dot_by_sqrt_d(batch) -> None:
     torch.testing.assert_close(scaled.decoder.attention.score(query, enc.keys), raw / 6**0.5)
 
 
+def test_prepare_zeroes_the_padding_states_once_so_steps_need_not(batch) -> None:
+    """The decoder promises its attention layer zero values at padding: even NaN
+    there from an encoder would not reach a step's output."""
+    model = tiny_model(query_timing="current")
+    src, src_lengths, tgt_in = batch
+    encoded = model.encoder(src, src_lengths)
+    padding = torch.arange(5)[None, :] >= src_lengths[:, None]  # (B, S)
+    poisoned = encoded._replace(states=encoded.states.masked_fill(padding[..., None], float("nan")))
+    memory = model.decoder.prepare(poisoned, src_lengths)
+    assert torch.all(memory.states[padding] == 0)
+    logits, weights, _ = model.step(tgt_in[:, 0], model.initial_state(memory), memory)
+    clean = model.encode(src, src_lengths)
+    expected_logits, expected_weights, _ = model.step(
+        tgt_in[:, 0], model.initial_state(clean), clean
+    )
+    torch.testing.assert_close(logits, expected_logits)
+    torch.testing.assert_close(weights, expected_weights)
+
+
 def test_index_select_expands_encoder_output_for_beams(batch) -> None:
     model = tiny_model(rnn="lstm", query_timing="current", input_feeding=True)
     src, src_lengths, tgt_in = batch

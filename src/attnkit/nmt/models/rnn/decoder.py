@@ -84,7 +84,8 @@ class RNNMemory(NamedTuple):
     """Everything the decoder needs from one source batch, computed once per sentence.
 
     Attributes:
-        states: encoder annotations, the attention values ``(B, S, Dv)``, float.
+        states: encoder annotations, the attention values ``(B, S, Dv)``, float; 0 at
+            padding (zeroed once in ``prepare``).
         keys: attention keys ``(B, S, Dk)``: ``states``, or for the (scaled) dot score
             ``states`` projected once to the decoder width ``D``.
         prepared_keys: ``score.prepare_keys(keys)`` (e.g. ``U_a h_j`` of
@@ -225,8 +226,11 @@ class AttentionDecoder(nn.Module):
             encoded: the encoder's states ``(B, S, Dv)`` and final states ``(B, Dv)``.
             src_lengths: ``(B,)`` real source lengths.
         """
-        states = encoded.states
-        mask = padding_mask(src_lengths.to(states.device), states.shape[1])  # (B, S)
+        mask = padding_mask(
+            src_lengths.to(encoded.states.device), encoded.states.shape[1]
+        )  # (B, S)
+        # zero the padding's states once here, not at every decoder step (_attend)
+        states = torch.where(mask[..., None], encoded.states, 0.0)  # (B, S, Dv)
         keys = states if self.key_proj is None else self.key_proj(states)  # (B, S, Dk)
         prepared = self.attention.score.prepare_keys(keys)  # (B, S, *)
         lengths = src_lengths.to(device=states.device, dtype=torch.long)
@@ -343,7 +347,12 @@ class AttentionDecoder(nn.Module):
         """Context and weights for a step query ``(B, D)`` or all steps ``(B, T, D)``."""
         mask = memory.mask if query.dim() == 2 else memory.mask[:, None, :]  # (B, S) or (B, 1, S)
         return self.attention(
-            query, memory.keys, memory.states, mask, prepared_keys=memory.prepared_keys
+            query,
+            memory.keys,
+            memory.states,
+            mask,
+            prepared_keys=memory.prepared_keys,
+            values_zeroed=True,  # prepare() zeroed the padding's states
         )
 
     def _combine(self, out: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
