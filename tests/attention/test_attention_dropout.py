@@ -97,6 +97,16 @@ def test_dropped_weights_of_many_heads_and_queries_still_make_the_context():
     assert not torch.allclose(weights, masked_softmax(q @ k.transpose(-2, -1) / 2, mask))
 
 
+def test_bf16_causal_training_with_dropout_sees_no_future_key():
+    torch.manual_seed(3)
+    q, k = (torch.randn(2, 2, 5, 4).bfloat16() for _ in range(2))
+    v = torch.zeros(2, 2, 5, 4).bfloat16()
+    v[..., 4, :] = 1.0  # only the last key has a nonzero value
+    out = sdpa(q, k, v, is_causal=True, dropout_p=0.2)
+    assert torch.all(out[..., :4, :] == 0)  # queries 0-3 may not see key 4
+    assert torch.any(out[..., 4, :] != 0)
+
+
 def test_bf16_training_output_without_weights_is_the_weights_path_on_the_cpu():
     # PyTorch's fused CPU kernel has no dropout, so in bf16 attnkit runs the
     # explicit path for it: with the same seed the output is the one the
@@ -114,16 +124,21 @@ def test_bf16_training_output_without_weights_is_the_weights_path_on_the_cpu():
     assert torch.all(alone[0, :, 2] == 0) and not torch.isnan(alone).any()
 
 
-def test_bf16_training_without_dropout_matches_the_fused_kernel():
+@pytest.mark.parametrize("causal", [False, True], ids=["key-padding", "is_causal"])
+def test_bf16_training_without_dropout_matches_the_fused_kernel(causal):
     # Training in bf16 on the CPU takes the explicit path for short sequences;
     # outputs and gradients agree with PyTorch's fused kernel within bf16 rounding.
+    # is_causal with no other mask is a flag for the fused kernel: the explicit
+    # path must build the causal mask itself.
     torch.manual_seed(2)
     q, k, v = (torch.randn(3, 2, 6, 8).bfloat16().requires_grad_() for _ in range(3))
     keep = torch.arange(6) < torch.tensor([6, 4, 2])[:, None]  # (B, Tk) key padding
-    mask = keep[:, None, None, :]  # (B, 1, 1, Tk)
+    mask = None if causal else keep[:, None, None, :]  # (B, 1, 1, Tk)
     assert _explicit_is_faster(q, k, v, 0.0) and not _explicit_is_faster(q.float(), k, v, 0.0)
-    ours = sdpa(q, k, v, mask)
-    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    ours = sdpa(q, k, v, mask, is_causal=causal)
+    theirs = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=causal
+    )
     torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)
     g = torch.randn_like(ours)
     grads = torch.autograd.grad(ours, (q, k, v), g)

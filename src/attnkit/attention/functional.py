@@ -236,6 +236,9 @@ def attend(
         # weights path replaces their scores, so only the values need zeroing.
         key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not explicit)
     if explicit:
+        if resolved.is_causal:  # left to the fused kernel's flag: the explicit path needs it
+            causal = causal_mask(query.shape[-2], key.shape[-2], device=query.device)
+            resolved = resolved._replace(allowed=causal, is_causal=False)  # (Tq, Tk)
         output, weights = _explicit_attention(query, key, value, resolved, scale, dropout_p)
         return output, weights if return_weights else None
     return _fused_attention(query, key, value, resolved, scale, dropout_p), None
