@@ -40,6 +40,7 @@ __all__ = [
     "resolve_mask",
     "scaled_dot_product_attention",
     "score_dtype",
+    "takes_fused_kernel",
     "dot_scores",
     "zero_dead_keys",
 ]
@@ -204,7 +205,8 @@ def scaled_dot_product_attention(
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=not return_weights)
+    fused = takes_fused_kernel(query, key, value, dropout_p, return_weights)
+    resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=fused)
     output, weights = attend(query, key, value, resolved, scale, dropout_p, return_weights)
     return (output, weights) if return_weights else output
 
@@ -222,7 +224,8 @@ def attend(
 ) -> tuple[Tensor, Tensor | None]:
     """The kernels behind :func:`scaled_dot_product_attention`, on checked inputs.
 
-    Shapes as there; ``resolved`` from :func:`resolve_mask`. ``dead_keys_zeroed``:
+    Shapes as there; ``resolved`` from :func:`resolve_mask` with
+    ``fused=takes_fused_kernel(...)``, whose choice of kernel it carries. ``dead_keys_zeroed``:
     the caller has already zeroed every key and value position no query may see
     (:func:`zero_dead_keys`), e.g. once for encoder states reused at every
     decoding step, so the pass is skipped. Returns ``(output, weights or None)``.
@@ -230,18 +233,27 @@ def attend(
     if key.shape[-2] == 0:  # no key at all: every row is fully masked
         output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
         return output, query.new_zeros(*query.shape[:-1], 0) if return_weights else None
-    explicit = return_weights or _explicit_is_faster(query, key, value, dropout_p)
+    explicit = return_weights or not resolved.fused
     if resolved.allowed is not None and not dead_keys_zeroed:
         # Keys no query may see cannot reach any output, even when NaN: the
         # weights path replaces their scores, so only the values need zeroing.
         key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not explicit)
     if explicit:
-        if resolved.is_causal:  # left to the fused kernel's flag: the explicit path needs it
-            causal = causal_mask(query.shape[-2], key.shape[-2], device=query.device)
-            resolved = resolved._replace(allowed=causal, is_causal=False)  # (Tq, Tk)
         output, weights = _explicit_attention(query, key, value, resolved, scale, dropout_p)
         return output, weights if return_weights else None
     return _fused_attention(query, key, value, resolved, scale, dropout_p), None
+
+
+def takes_fused_kernel(
+    query: Tensor, key: Tensor, value: Tensor, dropout_p: float, return_weights: bool
+) -> bool:
+    """Whether :func:`attend` will call PyTorch's fused kernel: not when the weights are
+    wanted, nor where the explicit path is faster (:func:`_explicit_is_faster`).
+
+    Decided before the masks are resolved (``resolve_mask(..., fused=...)``),
+    since only the fused kernel takes the causal mask as a flag.
+    """
+    return not (return_weights or _explicit_is_faster(query, key, value, dropout_p))
 
 
 def _explicit_is_faster(query: Tensor, key: Tensor, value: Tensor, dropout_p: float) -> bool:

@@ -169,12 +169,16 @@ class ResolvedMask(NamedTuple):
             no other mask, ``Tq == Tk`` and the fused path).
         row_has_key: bool ``(..., Tq, 1)``, False on query rows with no allowed
             key; None when the shapes alone say every row has one.
+        fused: resolved for PyTorch's fused kernel (True) or for the explicit
+            weights path (False), which needs every mask, causal included, as
+            a tensor.
     """
 
     allowed: Tensor | None
     bias: Tensor | None
     is_causal: bool
     row_has_key: Tensor | None
+    fused: bool
 
 
 def resolve_mask(
@@ -222,7 +226,7 @@ def resolve_mask(
         row_has_key = torch.zeros(tq, 1, dtype=torch.bool, device=device)  # (Tq, 1)
     elif allowed is not None:
         row_has_key = allowed.any(dim=-1, keepdim=True)  # (..., Tq|1, 1)
-    return ResolvedMask(allowed, bias, is_causal, row_has_key)
+    return ResolvedMask(allowed, bias, is_causal, row_has_key, fused)
 
 
 def _split_mask(mask: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:

@@ -24,7 +24,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .functional import attend, zero_dead_keys
+from .functional import attend, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
 from .masks import ResolvedMask, resolve_mask
 from .torch_interop import TorchInterop
@@ -189,7 +189,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         b, tq, _ = query.shape
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, Tq, Dh)
         k, v = self._keys_values(query, key, value, cache)  # (B, Hkv, Tk, Dh) each
-        resolved = self._mask(key_padding_mask, attn_mask, is_causal, need_weights, q, k)
+        dropout_p = self.dropout if self.training else 0.0
+        fused = takes_fused_kernel(q, k, v, dropout_p, need_weights)
+        resolved = self._mask(key_padding_mask, attn_mask, is_causal, fused, q, k)
         cross = cache is not None and (cache.cross if cache.cross is not None else key is not None)
         zeroed = cross and _padding_only(resolved, attn_mask, is_causal)
         if zeroed and not cache.zeroed:  # the first cross-attention step: zero them once
@@ -200,7 +202,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             self._share_kv_heads(v),  # (B, H, Tk, Dh)
             resolved,
             1.0 / math.sqrt(self.head_dim),
-            self.dropout if self.training else 0.0,
+            dropout_p,
             need_weights,
             dead_keys_zeroed=zeroed,
         )  # (B, H, Tq, Dh), (B, H, Tq, Tk) or None
@@ -248,7 +250,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         key_padding_mask: Tensor | None,
         attn_mask: Tensor | None,
         is_causal: bool,
-        need_weights: bool,
+        fused: bool,
         q: Tensor,
         k: Tensor,
     ) -> ResolvedMask:
@@ -264,9 +266,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             target = (b, self.num_heads, tq, tk)
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
             attn_mask = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
-        return resolve_mask(
-            keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=not need_weights
-        )
+        return resolve_mask(keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=fused)
 
     def _check_inputs(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None

@@ -226,11 +226,10 @@ class AttentionDecoder(nn.Module):
             encoded: the encoder's states ``(B, S, Dv)`` and final states ``(B, Dv)``.
             src_lengths: ``(B,)`` real source lengths.
         """
-        mask = padding_mask(
-            src_lengths.to(encoded.states.device), encoded.states.shape[1]
-        )  # (B, S)
+        raw = encoded.states  # (B, S, Dv)
+        mask = padding_mask(src_lengths.to(raw.device), raw.shape[1])  # (B, S)
         # zero the padding's states once here, not at every decoder step (_attend)
-        states = torch.where(mask[..., None], encoded.states, 0.0)  # (B, S, Dv)
+        states = torch.where(mask[..., None], raw, 0.0)  # (B, S, Dv)
         keys = states if self.key_proj is None else self.key_proj(states)  # (B, S, Dk)
         prepared = self.attention.score.prepare_keys(keys)  # (B, S, *)
         lengths = src_lengths.to(device=states.device, dtype=torch.long)
