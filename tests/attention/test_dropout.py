@@ -1,4 +1,4 @@
-"""The translators' dropout (attention/dropout.py): nn.Dropout's distribution, a cheaper mask."""
+"""attnkit's dropout (attention/dropout.py): nn.Dropout's distribution, a cheaper mask."""
 
 import math
 
