@@ -21,7 +21,11 @@ class TrainConfig(_Section):
     falls in a straight line to ``min_lr`` at ``max_steps`` (which it needs), so
     a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`);
     a budget raised on resume redraws the line to the new ``max_steps``, so
-    the rate rises again to where that line stands.
+    the rate rises again to where that line stands. ``max_steps: auto``
+    (linear only, with ``max_minutes``) sizes the budget to the machine: the
+    warm-up is timed and ``max_steps`` set to the steps that fill 95% of
+    ``max_minutes`` (:mod:`attnkit.nmt.training.step_budget`); the number is
+    printed and kept in the checkpoints.
 
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is
@@ -76,7 +80,7 @@ class TrainConfig(_Section):
     average_last: int = Field(0, ge=0)
     max_nonfinite: int = Field(5, gt=0)
     valid_bleu_sentences: int | None = Field(None, gt=0)
-    max_steps: int | None = Field(None, gt=0)
+    max_steps: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
     max_minutes: float | None = Field(None, gt=0)
     pool_batches: int = Field(50, gt=0)
     seed: int = 1
@@ -93,10 +97,33 @@ class TrainConfig(_Section):
             raise ValueError(
                 "train.lr_schedule linear decays to min_lr at train.max_steps: set max_steps"
             )
+        if self.max_steps == "auto":
+            return self._auto_budget_is_possible()
         if self.warmup_steps >= self.max_steps:
             raise ValueError(
                 f"train.warmup_steps ({self.warmup_steps}) must be below train.max_steps "
                 f"({self.max_steps}) for lr_schedule linear"
+            )
+        return self
+
+    def _auto_budget_is_possible(self) -> TrainConfig:
+        if self.max_minutes is None:
+            raise ValueError(
+                "train.max_steps auto fits the step budget to train.max_minutes: set max_minutes"
+            )
+        if self.warmup_steps < 20:
+            raise ValueError(
+                f"train.max_steps auto times the warm-up to size the budget: train.warmup_steps "
+                f"must be 20 or more, got {self.warmup_steps}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _auto_budget_needs_linear(self) -> TrainConfig:
+        if self.max_steps == "auto" and self.lr_schedule != "linear":
+            raise ValueError(
+                "train.max_steps auto sizes the linear schedule to train.max_minutes; with "
+                f"lr_schedule {self.lr_schedule} set max_minutes alone"
             )
         return self
 

@@ -4,9 +4,11 @@ The data comes from :mod:`.prepare`; each step minimises the label-smoothed
 cross-entropy of :mod:`.objective`. After each epoch (or every ``valid_every``
 steps) the model is validated (:func:`.objective.validate`: loss, perplexity,
 greedy sacreBLEU). The learning rate follows ``train.lr_schedule``
-(:mod:`.schedule`: halving when validation BLEU plateaus, or the
-Transformer's inverse-square-root warm-up), and :mod:`.stopping` decides when
-training ends (early stopping, budgets, stop requests, non-finite steps).
+(:mod:`.schedule`: halving when validation BLEU plateaus, the
+Transformer's inverse-square-root warm-up, or a straight line to the step
+budget, which ``max_steps: auto`` sizes to the time cap: :mod:`.step_budget`),
+and :mod:`.stopping` decides when training ends (early stopping, budgets,
+stop requests, non-finite steps).
 
 The run folder (:class:`~attnkit.nmt.runs.run_folder.RunFolder`) gets the
 resolved config, the tokenizers, the ``best``/``last`` checkpoints, the
@@ -64,6 +66,7 @@ from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
+from .step_budget import StepBudget
 from .stopping import StopRules, budget_left, cut_short_note
 from .threads import ThreadGovernor
 
@@ -88,6 +91,8 @@ class _Trainer:
         self.stop = StopRules(config.train, group, self.request, self.elapsed, folder.last)
         self.threads = ThreadGovernor(config.train.threads, group.local_world_size)
         self.precision = resolve_precision(config.train.precision, self.device)
+        self.budget = StepBudget(config.train)
+        self.epoch_steps = 0  # batches in the current epoch
 
     def setup(self, data: TrainingData) -> None:
         cfg, self.data = self.config.train, data
@@ -122,6 +127,20 @@ class _Trainer:
         if self.group.is_main:
             self.folder.drop_averaging_after(self.progress.step)
         self.started -= self.progress.elapsed_s
+        self._keep_budget()
+
+    def _keep_budget(self) -> None:
+        """A resumed ``max_steps: auto`` run keeps the budget it chose."""
+        p, cfg = self.progress, self.config.train
+        if cfg.max_steps != "auto":
+            return
+        if p.step_budget:
+            self.scheduler.set_total(p.step_budget)
+        elif p.step >= cfg.warmup_steps - 1:
+            raise ValueError(
+                f"train.max_steps auto is chosen when warm-up ends, and this run is past it "
+                f"(step {p.step}, warmup_steps {cfg.warmup_steps}): give max_steps a number"
+            )
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -154,7 +173,9 @@ class _Trainer:
     def run_validation(self, train_loss: float) -> None:
         """Rank 0 validates (the others wait for its scores); every rank applies them."""
         p, main = self.progress, self.group.is_main
+        began = time.monotonic()
         scores = self._scores()
+        self.budget.validated(time.monotonic() - began)
         improved = p.validated(scores["valid_bleu"])
         self.scheduler.after_validation(scores["valid_bleu"])
         row = {"epoch": p.epoch, "step": p.step, "train_loss": train_loss, **scores}
@@ -267,6 +288,7 @@ class _Trainer:
         """Train (the rest of) the current epoch; validate at its end or every ``valid_every``."""
         cfg, p, examples = self.config.train, self.progress, self.data.train
         batches = self.order.batches(examples, cfg)
+        self.epoch_steps = len(batches)
         bar = messages.epoch_bar(len(batches), p, enabled=self.bar)
         tick, tokens = time.monotonic(), 0
         for indices in batches[p.epoch_batches_done :]:
@@ -294,10 +316,21 @@ class _Trainer:
     def _after_step(self) -> None:
         """Validate every ``valid_every`` steps, else save ``last`` every ``checkpoint_every``."""
         cfg, step = self.config.train, self.progress.step
+        self.budget.stepped(step)
+        if self.budget.due(self.progress):
+            self._choose_budget()
         if cfg.valid_every and step % cfg.valid_every == 0:
             self.validate_pending()
         elif cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
             self.save("last")
+
+    def _choose_budget(self) -> None:
+        """``max_steps: auto``: rank 0 sizes the step budget, every rank draws the line to it."""
+        steps, line = self.budget.choose(self.progress, self.elapsed(), self.epoch_steps)
+        (steps,) = self.group.broadcast([steps])
+        self.progress.step_budget = int(steps)
+        self.scheduler.set_total(int(steps))
+        self.echo(line)
 
 
 def _plottable(history: list[dict]) -> list[dict]:
@@ -426,6 +459,7 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     if group.is_main:
         folder.record_precision(trainer.progress.step, trainer.precision.record())
     p, stop = trainer.progress, trainer.stop
+    trainer.budget.begin(p.step)
     while not stop.reason_to_stop(p):
         if p.epoch_batches_done == 0:
             p.epoch += 1

@@ -30,6 +30,7 @@ class Progress:
     pending_tokens: int = 0  # target tokens behind pending_loss
     nonfinite_streak: int = 0  # skipped steps in a row
     skipped_steps: int = 0  # all steps skipped for a non-finite loss or gradient
+    step_budget: int = 0  # the max_steps chosen for train.max_steps auto (0: not chosen)
 
     def stepped(self, loss: float, tokens: int) -> None:
         """Count an optimizer step of mean loss ``loss`` over ``tokens`` target tokens."""

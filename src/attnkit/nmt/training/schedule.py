@@ -8,7 +8,8 @@
   ``lr`` explicit: ``lr_t = lr * min(t / warmup, sqrt(warmup / t))`` at
   optimizer step ``t >= 1``.
 * ``linear``: the same warm-up, then a straight line down to ``min_lr`` at
-  step ``T = max_steps``:
+  step ``T = max_steps`` (with ``max_steps: auto``, ``T`` is chosen before
+  warm-up ends and given with :meth:`Schedule.set_total`, :mod:`.step_budget`):
   ``lr_t = min_lr + (lr - min_lr) * (T - t) / (T - warmup)`` for ``t > warmup``.
   Under a fixed step budget a rate that reaches its floor exactly when the
   budget ends trains better than one that waits for a plateau (Li, Yumer &
@@ -35,11 +36,17 @@ def inverse_sqrt_factor(step: int, warmup: int) -> float:
     return min(t / warmup, math.sqrt(warmup / t))
 
 
-def linear_decay_factor(step: int, warmup: int, total: int, floor: float) -> float:
-    """``t / warmup`` up to the peak, then linear from 1 at ``warmup`` to ``floor`` at ``total``."""
+def linear_decay_factor(step: int, warmup: int, total: int | None, floor: float) -> float:
+    """``t / warmup`` up to the peak, then linear from 1 at ``warmup`` to ``floor`` at ``total``.
+
+    Raises:
+        RuntimeError: ``total`` is None (not chosen yet) past the warm-up.
+    """
     t = step + 1
     if t <= warmup:
         return t / warmup
+    if total is None:
+        raise RuntimeError(f"linear schedule: step {t} is past warm-up and max_steps is unknown")
     return max(floor, floor + (1.0 - floor) * (total - t) / (total - warmup))
 
 
@@ -57,9 +64,10 @@ class Schedule:
 
     def __init__(self, optimizer: torch.optim.Optimizer, config: TrainConfig) -> None:
         self.per_step = config.lr_schedule != "plateau"
+        self.total = config.max_steps if isinstance(config.max_steps, int) else None
         if self.per_step:
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, _per_step_factor(config, optimizer.param_groups[0]["lr"])
+                optimizer, self._per_step_factor(config, optimizer.param_groups[0]["lr"])
             )
         else:
             self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -69,6 +77,10 @@ class Schedule:
                 patience=config.lr_patience,
                 min_lr=config.min_lr,
             )
+
+    def set_total(self, total: int) -> None:
+        """The linear schedule's last step ``T``, when ``max_steps`` is ``auto``."""
+        self.total = total
 
     def after_step(self) -> None:
         if self.per_step:
@@ -84,10 +96,9 @@ class Schedule:
     def load_state_dict(self, state: dict) -> None:
         self.scheduler.load_state_dict(state)
 
-
-def _per_step_factor(config: TrainConfig, peak: float) -> Callable[[int], float]:
-    warmup = config.warmup_steps
-    if config.lr_schedule == "inverse_sqrt":
-        return lambda step: inverse_sqrt_factor(step, warmup)
-    total, floor = config.max_steps, min(1.0, config.min_lr / peak)
-    return lambda step: linear_decay_factor(step, warmup, total, floor)
+    def _per_step_factor(self, config: TrainConfig, peak: float) -> Callable[[int], float]:
+        warmup = config.warmup_steps
+        if config.lr_schedule == "inverse_sqrt":
+            return lambda step: inverse_sqrt_factor(step, warmup)
+        floor = min(1.0, config.min_lr / peak)
+        return lambda step: linear_decay_factor(step, warmup, self.total, floor)

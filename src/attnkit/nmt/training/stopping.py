@@ -9,8 +9,9 @@ The rules, strongest first:
    at the end of an epoch can decide it after the request).
 3. A stop request (SIGINT/SIGTERM, on any rank): training stops after the
    current step and the run goes on when resumed.
-4. The budgets ``train.max_steps`` and ``train.max_minutes`` (the whole run's
-   training time, earlier sessions included).
+4. The budgets ``train.max_steps`` (with ``auto``, the number chosen when
+   warm-up ends: :mod:`.step_budget`) and ``train.max_minutes`` (the whole
+   run's training time, earlier sessions included).
 5. ``train.epochs`` done, checked where an epoch would begin.
 
 Rules 3 and 4 are agreed by all ranks of a torchrun job in one all-reduce,
@@ -27,6 +28,7 @@ from ..config import TrainConfig
 from .distributed import Group
 from .interrupt import StopRequest
 from .progress import Progress, TrainingError
+from .step_budget import resolved
 
 __all__ = ["StopRules", "budget_left", "cut_short_note"]
 
@@ -102,7 +104,7 @@ class StopRules:
 
     def _agreed(self, p: Progress) -> tuple[str, bool]:
         """The stop request or budget reason of any rank, and whether it is a request."""
-        mine = _budget_spent(self.config, p.step, self.clock())
+        mine = _budget_spent(resolved(self.config, p), p.step, self.clock())
         budget, signalled = self.group.any(bool(mine), bool(self.request.requested))
         if signalled:
             return self.request.requested or "a stop request to another process", True
@@ -115,15 +117,16 @@ def budget_left(config: TrainConfig, p: Progress) -> bool:
     """Whether a finished run may train on under ``config`` (its budget was raised on resume)."""
     return not (
         _epochs_done(config, p)
-        or _budget_spent(config, p.step, p.elapsed_s)
+        or _budget_spent(resolved(config, p), p.step, p.elapsed_s)
         or _early_stop(config, p)
     )
 
 
 def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
     """A plain warning when the time cap, not the step budget, ended a run that has both."""
+    config = resolved(config, p)
     if (
-        config.max_steps is None
+        not isinstance(config.max_steps, int)
         or p.step >= config.max_steps
         or not p.stop_reason.startswith("max_minutes")
     ):
@@ -145,7 +148,7 @@ def _early_stop(config: TrainConfig, p: Progress) -> str:
 
 
 def _budget_spent(config: TrainConfig, step: int, elapsed_s: float) -> str:
-    if config.max_steps is not None and step >= config.max_steps:
+    if isinstance(config.max_steps, int) and step >= config.max_steps:
         return f"max_steps={config.max_steps} reached"
     if config.max_minutes is not None and elapsed_s >= config.max_minutes * 60:
         return f"max_minutes={config.max_minutes} reached"
