@@ -64,8 +64,9 @@ def run_average(args: argparse.Namespace) -> int:
             f"--last {args.last} is more than the {len(kept)} snapshots {args.run_dir} keeps "
             f"(steps {steps})"
         )
-    averaged = average_run(
+    averaged, choice = average_run(
         args.run_dir, count=args.last, device=args.device, precision=args.precision, echo=stderr
     )
     print(averaged.line())
+    print(choice.line())
     return 0

@@ -29,7 +29,8 @@ def checkpoint_option(p: argparse.ArgumentParser) -> None:
         choices=CHECKPOINTS,
         help="the run's checkpoint: best (highest valid BLEU), last, averaged (the mean of "
         "the last snapshots: train.average_last, 'attnkit average RUN_DIR'), or auto "
-        "(default): averaged where it validated at least as well as best, else best",
+        "(default): of best, last and averaged, the one that scored highest on the whole "
+        "validation set when training ended (RUN/choice.json)",
     )
 
 

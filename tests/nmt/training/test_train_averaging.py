@@ -153,31 +153,3 @@ def test_one_snapshot_is_not_averaged_and_says_so(tmp_path):
 def test_a_negative_average_last_is_a_config_error():
     with pytest.raises(ValueError, match=r"train.average_last: must be >= 0, got -1"):
         RunConfig.from_dict(TINY, ["train.average_last=-1"])
-
-
-def test_auto_is_decided_on_the_whole_valid_set_when_training_read_part_of_it(tmp_path):
-    heard = []
-    run_dir = tmp_path / "part"
-    cfg = config("train.valid_bleu_sentences=8")  # 8 of the 24 valid sentences
-    train(cfg, run_dir, progress_bar=False, echo=heard.append)
-    folder = RunFolder(run_dir)
-    state = load_checkpoint(folder.averaged).state
-    every = RunConfig.from_dict(TINY, [*AVERAGED, "train.valid_bleu_sentences=null"])
-    for name, key in (("averaged", "whole_valid_bleu"), ("best", "best_whole_valid_bleu")):
-        run = load_run(run_dir, checkpoint=name)
-        data = validation_data(every, run.src_tok, run.tgt_tok)
-        scores = objective.validate(
-            run.model, data.valid, data.references, run.tgt_tok, every, run.device
-        )
-        assert state[key] == pytest.approx(scores["valid_bleu"], abs=1e-9), name
-    whole, best = state["whole_valid_bleu"], state["best_whole_valid_bleu"]
-    line = next(h for h in heard if h.startswith("averaged 3 snapshots"))
-    assert f"on the whole valid set {whole:.2f} vs {best:.2f}, {whole - best:+.2f}" in line
-    expected = "averaged" if whole >= best else "best"
-    assert folder.resolve_checkpoint("auto") == expected
-
-
-def test_a_run_that_reads_the_whole_valid_set_records_no_second_comparison(averaged_run):
-    run_dir, heard = averaged_run
-    assert "whole_valid_bleu" not in load_checkpoint(RunFolder(run_dir).averaged).state
-    assert not any("on the whole valid set" in h for h in heard)

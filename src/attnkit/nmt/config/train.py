@@ -25,7 +25,8 @@ class TrainConfig(_Section):
     (linear only, with ``max_minutes``) sizes the budget to the machine: the
     warm-up is timed and ``max_steps`` set to the steps that fill 95% of
     ``max_minutes`` (:mod:`attnkit.nmt.training.step_budget`); the number is
-    printed and kept in the checkpoints.
+    printed and kept in the checkpoints, and lowered at a validation where
+    the steps since have been slower.
 
     ``checkpoint_every`` also saves the resumable ``last`` checkpoint every N
     steps between validations. A step whose loss or gradient is not finite is

@@ -150,8 +150,8 @@ def export_run(
             one is replaced whole.
         quantization: the weights' type: ``None`` or ``"float32"`` (exact),
             ``"int8"`` or ``"int8_float32"`` (8-bit weights, about 4x smaller).
-        checkpoint: ``best``, ``last``, ``averaged`` or ``auto`` (averaged where it
-            validated at least as well as best, else best).
+        checkpoint: ``best``, ``last``, ``averaged`` or ``auto`` (the one chosen on the
+            whole validation set when training ended: ``RunFolder.resolve_checkpoint``).
 
     Returns:
         an :class:`ExportInfo`.

@@ -50,7 +50,8 @@ def load_run(
 ) -> LoadedRun:
     """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``,
     ``last``, ``averaged``: the mean of the last snapshots, ``train.average_last``, or
-    ``auto``: averaged where it validated at least as well as best, else best).
+    ``auto``: the one chosen on the whole validation set when training ended,
+    :meth:`~attnkit.nmt.runs.run_folder.RunFolder.resolve_checkpoint`).
 
     The checkpoint is float32 whatever precision the run trained in; ``precision``
     (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,

@@ -6,7 +6,9 @@ A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
 and the vocabularies it names), the ``best``/``last`` checkpoints
 (``best.json``, ``last.json``, ``last.prev.json`` and their safetensors),
 ``snapshots/`` and ``averaged.json`` (checkpoint averaging, ``train.average_last``:
-:mod:`.snapshots`), ``metrics.jsonl`` (one JSON row per validation), ``learning_curve.png``,
+:mod:`.snapshots`), ``choice.json`` (the checkpoint ``--checkpoint auto`` takes:
+:mod:`attnkit.nmt.training.checkpoint_choice`), ``metrics.jsonl`` (one JSON row per
+validation), ``learning_curve.png``,
 ``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
 arithmetic each training session ran in, and why), ``store/train/`` (the
 training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
@@ -28,11 +30,19 @@ from .checkpoint import checkpoint_exists, delete_checkpoint, record_path
 from .runlock import LOCK_NAME
 from .snapshots import Snapshots
 
-__all__ = ["AUTO", "AVERAGED", "RESUME_MAY_CHANGE", "RUNS_PARENT", "RunFolder", "changes_text"]
+__all__ = [
+    "AUTO",
+    "AVERAGED",
+    "RESUME_MAY_CHANGE",
+    "RUNS_PARENT",
+    "RunFolder",
+    "changes_text",
+    "checkpoint_step",
+]
 
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 AVERAGED = "averaged"  # the checkpoint averaging the last snapshots (train.average_last)
-AUTO = "auto"  # averaged where it validated at least as well as best, else best
+AUTO = "auto"  # what choice.json names, else averaged where it validated as well as best
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
 # its label, and the machine it runs on (threads, device and precision change the order or
@@ -104,6 +114,12 @@ class RunFolder:
         return self.path / "precision.json"
 
     @property
+    def choice(self) -> Path:
+        """The checkpoint ``auto`` takes and the scores behind it: ``{"chosen", "steps",
+        "scores", "whole_valid_set"}`` (:mod:`attnkit.nmt.training.checkpoint_choice`)."""
+        return self.path / "choice.json"
+
+    @property
     def lock(self) -> Path:
         return self.path / LOCK_NAME
 
@@ -132,12 +148,17 @@ class RunFolder:
         return self.checkpoint(AVERAGED)
 
     def resolve_checkpoint(self, name: str) -> str:
-        """``name``, or for ``auto``: ``averaged`` when the run has one whose valid BLEU
-        was at least the ``best`` checkpoint's when it was written, else ``best``.
-        The whole validation set's comparison decides where the record has one
-        (:mod:`attnkit.nmt.training.averaged`), else training's own validation BLEU."""
+        """``name``, or for ``auto``: the checkpoint ``choice.json`` names, while it holds
+        the step that was scored (:mod:`attnkit.nmt.training.checkpoint_choice`). Without
+        that record (a run trained before it existed, or resumed and not finished):
+        ``averaged`` when the run has one whose valid BLEU was at least the ``best``
+        checkpoint's when it was written (on the whole validation set where the record
+        has that comparison), else ``best``."""
         if name != AUTO:
             return name
+        chosen = self._recorded_choice()
+        if chosen:
+            return chosen
         state = _averaged_state(self.averaged)
         mine, theirs = "valid_bleu", "best_bleu"
         if "whole_valid_bleu" in state:
@@ -147,6 +168,16 @@ class RunFolder:
         except (KeyError, TypeError):
             wins = False  # no averaged checkpoint, or no scores to compare
         return AVERAGED if wins else "best"
+
+    def _recorded_choice(self) -> str:
+        """``choice.json``'s checkpoint if that checkpoint still holds the scored step, else ''."""
+        try:
+            record = json.loads(self.choice.read_text(encoding="utf-8"))
+            name, step = record["chosen"], record["steps"][record["chosen"]]
+            saved = json.loads(self.checkpoint(name).read_text(encoding="utf-8"))["state"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        return name if checkpoint_step(saved) == step else ""
 
     @property
     def snapshots(self) -> Snapshots:
@@ -179,6 +210,7 @@ class RunFolder:
             self.metrics,
             self.learning_curve,
             self.path / MANIFEST,
+            self.choice,
             self.prepared,
             self.precision,
         ):
@@ -354,6 +386,16 @@ def _salvage(line: str) -> dict:
         except ValueError:
             continue
     return row
+
+
+def checkpoint_step(state: object) -> int | None:
+    """The step of a checkpoint's training ``state``: ``progress.step`` for ``best`` and
+    ``last``, ``step`` for ``averaged`` (its newest snapshot's); None if it has none."""
+    if not isinstance(state, dict):
+        return None
+    progress = state.get("progress")
+    step = progress.get("step") if isinstance(progress, dict) else state.get("step")
+    return step if isinstance(step, int) else None
 
 
 def _averaged_state(record: Path) -> dict:

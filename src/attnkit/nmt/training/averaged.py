@@ -6,16 +6,10 @@ validations (:mod:`attnkit.nmt.runs.snapshots`); when training ends,
 Vaswani et al. 2017 sec. 6.1), scores the result with the validation of
 training (:func:`.objective.validate`) and saves it as ``RUN/averaged.json``
 (model weights only), its scores and the steps it averaged in the record's
-state. :func:`average_run` does the same after the fact (``attnkit average RUN``).
-
-Where training's validation BLEU reads only the first
-``train.valid_bleu_sentences`` sentences, the averaged and the ``best``
-weights are also compared on the whole validation set (greedy BLEU), and
-``--checkpoint auto`` follows that comparison: on 300 of Multi30k's 1,014
-valid sentences the averaged model of the quick preset scored 0.09 and 0.03
-below best in two runs, on all of them 1.39 and 0.12 above, and on test2016
-1.5 and 0.9 above (benchmarks/RESULTS.md, "A learning rate that ends with the
-budget").
+state. :func:`average_run` does the same after the fact (``attnkit average RUN``)
+and then chooses again which checkpoint ``--checkpoint auto`` takes
+(:mod:`.checkpoint_choice`, which compares ``averaged`` with ``best`` and
+``last`` on the whole validation set).
 """
 
 from __future__ import annotations
@@ -29,14 +23,14 @@ import torch
 from ..config import RunConfig
 from ..data.tokenizer import load_tokenizers
 from ..device import resolve_device
-from ..models.registry import build_translator
 from ..precision import Precision, resolve_precision
 from ..runs.averaging import average_weights
-from ..runs.checkpoint import latest_good, load_checkpoint, save_checkpoint
+from ..runs.checkpoint import latest_good, save_checkpoint
 from ..runs.run_folder import AVERAGED, RunFolder
 from ..runs.runlock import run_lock
-from . import objective
+from .checkpoint_choice import Choice, choose_checkpoint
 from .prepare import ValidationData, validation_data
+from .scoring import model_from_weights, validation_scores
 
 __all__ = ["Averaged", "average_run", "write_averaged"]
 
@@ -53,8 +47,6 @@ class Averaged:
         scores: its ``valid_loss``, ``valid_ppl`` and ``valid_bleu``.
         best_step, best_bleu: the ``best`` checkpoint's step and the valid BLEU
             training recorded for it (None without a readable ``best``).
-        whole: ``(averaged, best)`` greedy BLEU on the whole validation set,
-            where training's BLEU read only part of it and ``best`` exists.
     """
 
     path: Path
@@ -62,7 +54,6 @@ class Averaged:
     scores: dict[str, float]
     best_step: int | None
     best_bleu: float | None
-    whole: tuple[float, float] | None = None
 
     def line(self) -> str:
         """``averaged 3 snapshots (steps 10, 15, 20): valid BLEU 12.40 vs best 12.00 ...``."""
@@ -73,9 +64,6 @@ class Averaged:
             versus = (
                 f"best {self.best_bleu:.2f} (step {self.best_step}), {bleu - self.best_bleu:+.2f}"
             )
-        if self.whole is not None:
-            mean, best = self.whole
-            versus += f"; on the whole valid set {mean:.2f} vs {best:.2f}, {mean - best:+.2f}"
         steps = ", ".join(map(str, self.steps))
         return (
             f"averaged {len(self.steps)} snapshots (steps {steps}): valid BLEU {bleu:.2f} vs "
@@ -99,10 +87,8 @@ def write_averaged(
     model of ``config.model``, scored by :func:`.objective.validate` on ``device``
     under ``precision``, and written as the ``averaged`` checkpoint (weights
     only, atomically) with state ``{"averaged_steps", "step", "epoch",
-    "valid_loss", "valid_ppl", "valid_bleu", "best_step", "best_bleu"}``, and
-    ``"whole_valid_bleu"`` / ``"best_whole_valid_bleu"`` where training's BLEU
-    reads fewer sentences than the validation set holds (:func:`_whole_set`).
-    The global random state is left as it was.
+    "valid_loss", "valid_ppl", "valid_bleu", "best_step", "best_bleu"}``. The global
+    random state is left as it was.
 
     Raises:
         ValueError: fewer than 2 snapshots would be averaged, ``count`` is more
@@ -120,50 +106,16 @@ def write_averaged(
         )
     loaded = snapshots.load_last(count)
     weights = average_weights([snapshot.model for snapshot in loaded])
-    model = _model(config, data, weights, device, f"the snapshots in {snapshots.folder}")
-    scores = _validate(model, data, config, device, precision)
+    what = f"the snapshots in {snapshots.folder}"
+    model = model_from_weights(config, data, weights, device, what)
+    scores = validation_scores(model, data, config, device, precision)
     newest = loaded[-1].state
     best_step, best_bleu = _best(folder)
     steps = [snapshot.state["step"] for snapshot in loaded]
     state = {"averaged_steps": steps, "step": steps[-1], "epoch": newest.get("epoch"), **scores}
     state.update(best_step=best_step, best_bleu=best_bleu)
-    whole = None
-    if best_bleu is not None and _reads_part(config, data):
-        whole = _whole_set(model, folder, config, data, device, precision)
-        state.update(whole_valid_bleu=whole[0], best_whole_valid_bleu=whole[1])
     path = save_checkpoint(folder.path, AVERAGED, weights, state)
-    return Averaged(path, steps, scores, best_step, best_bleu, whole)
-
-
-def _model(config: RunConfig, data: ValidationData, weights, device, what: str):
-    with torch.random.fork_rng(devices=[]):  # a fresh model's random init draws from it
-        model = build_translator(config.model, data.src_tok.vocab_size, data.tgt_tok.vocab_size)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as err:
-        raise ValueError(f"{what} do not fit the model: {err}") from None
-    return model.to(device)
-
-
-def _validate(model, data: ValidationData, config: RunConfig, device, precision) -> dict:
-    with precision.autocast():
-        return objective.validate(model, data.valid, data.references, data.tgt_tok, config, device)
-
-
-def _reads_part(config: RunConfig, data: ValidationData) -> bool:
-    limit = config.train.valid_bleu_sentences
-    return limit is not None and limit < len(data.valid.src)
-
-
-def _whole_set(model, folder: RunFolder, config, data, device, precision) -> tuple[float, float]:
-    """Greedy valid BLEU of the averaged and the ``best`` weights on every validation sentence."""
-    every = config.model_copy(
-        update={"train": config.train.model_copy(update={"valid_bleu_sentences": None})}
-    )
-    best = _model(
-        every, data, load_checkpoint(folder.best).model, device, f"{folder.best}'s weights"
-    )
-    return tuple(_validate(m, data, every, device, precision)["valid_bleu"] for m in (model, best))
+    return Averaged(path, steps, scores, best_step, best_bleu)
 
 
 def _best(folder: RunFolder) -> tuple[int | None, float | None]:
@@ -182,8 +134,9 @@ def average_run(
     device: str = "cpu",
     precision: str = "auto",
     echo: Callable[[str], None] = print,
-) -> Averaged:
-    """``attnkit average RUN``: (re)build ``RUN/averaged.json`` from the snapshots it keeps.
+) -> tuple[Averaged, Choice]:
+    """``attnkit average RUN``: (re)build ``RUN/averaged.json`` from the snapshots it keeps,
+    then choose again the checkpoint ``--checkpoint auto`` takes (:mod:`.checkpoint_choice`).
 
     Holds the run folder's lock meanwhile (:mod:`attnkit.nmt.runs.runlock`), so
     it never writes while a training does.
@@ -212,4 +165,8 @@ def average_run(
     with run_lock(folder.path, warn=echo):
         config = RunConfig.load(folder.config)
         data = validation_data(config, *load_tokenizers(folder.path))
-        return write_averaged(folder, config, data, device=where, precision=arithmetic, count=count)
+        averaged = write_averaged(
+            folder, config, data, device=where, precision=arithmetic, count=count
+        )
+        choice = choose_checkpoint(folder, config, data, device=where, precision=arithmetic)
+    return averaged, choice

@@ -14,7 +14,9 @@ The run folder (:class:`~attnkit.nmt.runs.run_folder.RunFolder`) gets the
 resolved config, the tokenizers, the ``best``/``last`` checkpoints, the
 metrics log and the learning curve. With ``train.average_last N`` it also keeps
 the model weights of the last N validations (``snapshots/``) and, when
-training ends, their mean as the ``averaged`` checkpoint (:mod:`.averaged`).
+training ends, their mean as the ``averaged`` checkpoint (:mod:`.averaged`);
+then it records which checkpoint ``--checkpoint auto`` takes
+(:mod:`.checkpoint_choice`).
 One training at a time writes it: :func:`train` holds the folder's lock
 (:mod:`~attnkit.nmt.runs.runlock`) throughout.
 
@@ -59,6 +61,7 @@ from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from . import guided_alignment, messages, objective
 from .averaged import write_averaged
+from .checkpoint_choice import choose_checkpoint
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .optimizer import adam
@@ -176,6 +179,7 @@ class _Trainer:
         began = time.monotonic()
         scores = self._scores()
         self.budget.validated(time.monotonic() - began)
+        self._revise_budget()
         improved = p.validated(scores["valid_bleu"])
         self.scheduler.after_validation(scores["valid_bleu"])
         row = {"epoch": p.epoch, "step": p.step, "train_loss": train_loss, **scores}
@@ -205,30 +209,25 @@ class _Trainer:
             state = {key: row[key] for key in ("epoch", *_SCORES)}
             self.folder.snapshots.add(row["step"], self.model.state_dict(), state)
 
-    def write_averaged(self) -> None:
-        """Rank 0, when training ends: the ``averaged`` checkpoint of the newest
-        ``train.average_last`` snapshots (2 or more), validated; one line to ``echo``."""
-        count = self.config.train.average_last
-        if not (self.group.is_main and count):
+    def finish_checkpoints(self) -> None:
+        """Rank 0, when training ends: the ``averaged`` checkpoint (``train.average_last``),
+        then the choice of ``--checkpoint auto`` (:mod:`.checkpoint_choice`); a line each."""
+        if not self.group.is_main:
             return
+        d = self.data
+        data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
+        where = {"device": self.device, "precision": self.precision}
+        count = self.config.train.average_last
         kept = len(self.folder.snapshots.steps())
-        if min(count, kept) < 2:
+        if count and min(count, kept) < 2:
             self.echo(
                 f"train.average_last {count}: {kept} snapshot(s) kept; averaging needs 2 or "
                 "more, so no averaged checkpoint was written"
             )
-            return
-        d = self.data
-        data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
-        averaged = write_averaged(
-            self.folder,
-            self.config,
-            data,
-            device=self.device,
-            precision=self.precision,
-            count=min(count, kept),
-        )
-        self.echo(averaged.line())
+        elif count:
+            count = min(count, kept)
+            self.echo(write_averaged(self.folder, self.config, data, count=count, **where).line())
+        self.echo(choose_checkpoint(self.folder, self.config, data, **where).line())
 
     def _scores(self) -> dict[str, float]:
         """Rank 0's validation scores (:func:`.objective.validate`), on every rank."""
@@ -326,11 +325,22 @@ class _Trainer:
 
     def _choose_budget(self) -> None:
         """``max_steps: auto``: rank 0 sizes the step budget, every rank draws the line to it."""
-        steps, line = self.budget.choose(self.progress, self.elapsed(), self.epoch_steps)
-        (steps,) = self.group.broadcast([steps])
+        self._use_budget(self.budget.choose(self.progress, self.elapsed(), self.epoch_steps))
+
+    def _revise_budget(self) -> None:
+        """``max_steps: auto``, at a validation: a lower budget where the steps got slower."""
+        if self.budget.auto and self.progress.step_budget:  # the same on every rank
+            self._use_budget(self.budget.revise(self.progress, self.elapsed(), self.epoch_steps))
+
+    def _use_budget(self, decision: tuple[int, str] | None) -> None:
+        """Rank 0's decision (None: keep the budget) on every rank: the line is redrawn."""
+        mine, line = decision or (0, "")
+        (steps,) = self.group.broadcast([mine])
+        if not steps:
+            return
         self.progress.step_budget = int(steps)
         self.scheduler.set_total(int(steps))
-        self.echo(line)
+        self.echo(line)  # rank 0's, the one that echoes
 
 
 def _plottable(history: list[dict]) -> list[dict]:
@@ -483,5 +493,5 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
     note = cut_short_note(config.train, p, folder.path)
     if note:
         echo(note)
-    trainer.write_averaged()
+    trainer.finish_checkpoints()
     return TrainSummary(folder.path, p, False, trainer.history, main=group.is_main)

@@ -15,11 +15,19 @@ where ``t`` is the current step, ``s`` the seconds a training step took,
 ``v`` the seconds a validation took (0 while none has run) and
 ``valid_every`` the steps between validations (an epoch's batches when it
 is not set); the trailing ``- v`` leaves room for the validation at the end.
-``FILL = 0.95`` keeps a margin for a machine that gets busier later: the
-time cap still ends such a run, and training says so (:mod:`.stopping`).
-The warm-up rate does not depend on ``T``, so deciding at its end changes
-nothing already trained. The chosen ``T`` is saved in every checkpoint
-(``Progress.step_budget``), so a resumed run keeps it and repeats exactly.
+``FILL = 0.95`` keeps a margin. The warm-up rate does not depend on ``T``,
+so deciding at its end changes nothing already trained.
+
+Steps may slow down later (a machine that gets busier; on one Xeon the
+Transformer preset's steps took 0.46 s in its warm-up and 0.52 s after it),
+and a time cap that ends training early leaves the rate above its floor. So
+at every validation after the choice, the steps and validations timed since
+project when ``T`` would be reached; where that is past ``max_minutes``,
+``T`` is lowered to fill ``FILL`` of it again (never raised: the rate would
+climb back). The line is redrawn from the warm-up's end
+to the new ``T``, a small step down in the rate. The budget is saved in every
+checkpoint (``Progress.step_budget``): a resumed run keeps it and repeats
+exactly up to its next revision.
 """
 
 from __future__ import annotations
@@ -75,9 +83,10 @@ class _Window:
 class StepBudget:
     """Times the warm-up of a ``max_steps: auto`` run and chooses its step budget.
 
-    Call :meth:`stepped` after every optimizer step, :meth:`validated` with
-    each validation's duration, and :meth:`due` to learn whether to call
-    :meth:`choose` now.
+    Call :meth:`begin` where training starts or resumes, :meth:`stepped` after
+    every optimizer step, :meth:`validated` with each validation's duration,
+    :meth:`due` to learn whether to call :meth:`choose` now, and
+    :meth:`revise` after each validation.
 
     Args:
         config: the run's training settings (``max_steps``, ``max_minutes``,
@@ -117,14 +126,36 @@ class StepBudget:
     def choose(self, p: Progress, elapsed_s: float, epoch_steps: int) -> tuple[int, str]:
         """The step budget and the line that explains it, from the window timed so far."""
         w, cfg = self.window, self.config
-        seconds = time.monotonic() - w.at
-        valid_s = w.valid_s / w.validations if w.validations else 0.0
-        step_s = (seconds - w.valid_s) / (p.step - w.step)
-        every = cfg.valid_every or epoch_steps
-        budget_s = FILL * cfg.max_minutes * 60
-        steps = fit_steps(p.step, elapsed_s, budget_s, step_s, valid_s, every)
+        steps, step_s, valid_s, every = self._fit(p, elapsed_s, epoch_steps)
+        self.window = _Window(p.step, time.monotonic())  # what revise() times
         valid = f", {valid_s:.0f} s a validation every {every} steps" if w.validations else ""
         return steps, (
             f"train.max_steps auto: {steps} steps ({step_s:.3f} s a step over steps "
             f"{w.step}-{p.step}{valid}; {FILL:.0%} of max_minutes={cfg.max_minutes:g})"
         )
+
+    def revise(self, p: Progress, elapsed_s: float, epoch_steps: int) -> tuple[int, str] | None:
+        """A lower budget and its line, where the steps timed since the choice (or the
+        resume) would reach ``p.step_budget`` after ``max_minutes``; None otherwise."""
+        w = self.window
+        if not (self.auto and p.step_budget and w is not None and p.step > w.step):
+            return None
+        steps, step_s, valid_s, every = self._fit(p, elapsed_s, epoch_steps)
+        left = p.step_budget - p.step
+        ends_s = elapsed_s + left * (step_s + valid_s / max(every, 1)) + valid_s
+        if ends_s <= self.config.max_minutes * 60 or steps >= p.step_budget:
+            return None
+        return steps, (
+            f"train.max_steps auto: {steps} steps, down from {p.step_budget} (steps "
+            f"{w.step}-{p.step} took {step_s:.3f} s each)"
+        )
+
+    def _fit(self, p: Progress, elapsed_s: float, epoch_steps: int):
+        """:func:`fit_steps` from the window: (steps, s a step, s a validation, valid_every)."""
+        w, cfg = self.window, self.config
+        step_s = (time.monotonic() - w.at - w.valid_s) / (p.step - w.step)
+        valid_s = w.valid_s / w.validations if w.validations else 0.0
+        every = cfg.valid_every or epoch_steps
+        budget_s = FILL * cfg.max_minutes * 60
+        steps = fit_steps(p.step, elapsed_s, budget_s, step_s, valid_s, every)
+        return steps, step_s, valid_s, every
