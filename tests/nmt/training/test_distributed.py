@@ -264,6 +264,21 @@ def test_rank_0_keeps_the_snapshots_and_writes_the_averaged_checkpoint(tmp_path)
 
 
 @pytest.mark.slow
+def test_every_rank_takes_rank_0_s_auto_step_budget(tmp_path):
+    auto = ["--train.lr_schedule", "linear", "--train.max_steps", "auto",
+            "--train.warmup_steps", "20", "--train.max_minutes", "0.2", "--train.epochs", "100",
+            "--train.valid_every", "5", "--train.checkpoint_every", "null"]  # fmt: skip
+    logs = [ok(p) for p in plain_ranks(REVERSE, *SMALL, *auto, "--out", str(tmp_path / "run"))]
+    lines = [line for line in logs[0].splitlines() if line.startswith("train.max_steps auto:")]
+    assert lines and not any("train.max_steps auto:" in line for line in logs[1].splitlines())
+    budget = int(lines[-1].split()[2])  # the last word on it, lowered or not
+    assert "weights identical on all 2 processes" in logs[0]
+    progress = saved_progress(tmp_path / "run")
+    assert progress["step_budget"] == budget
+    assert progress["step"] == budget or "max_minutes=0.2 reached" in logs[0]
+
+
+@pytest.mark.slow
 def test_a_dead_peer_is_a_one_line_error_not_a_hang(tmp_path):
     run_dir = tmp_path / "run"
     main, other = plain_ranks(REVERSE, "--out", str(run_dir), *SMALL)
