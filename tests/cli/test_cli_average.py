@@ -1,5 +1,6 @@
 """``attnkit average RUN``, ``--checkpoint averaged`` and their errors, on a tiny trained run."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -51,7 +52,11 @@ def test_average_rebuilds_the_mean_of_the_newest_snapshots(copy_of_run, capsys):
     status, out, err = run(capsys, "average", str(copy_of_run), "--last", "2")
     assert status == 0, err
     assert out.startswith("averaged 2 snapshots (steps 15, 20): valid BLEU ")
-    assert out.count("\n") == 1 and "vs best " in out
+    line, choice = out.splitlines()
+    assert "vs best " in line
+    record = json.loads(folder.choice.read_text())  # the choice made again, averaged included
+    assert record["steps"]["averaged"] == 20 and choice.startswith("checkpoint auto: ")
+    assert choice.startswith(f"checkpoint auto: {record['chosen']} (")
     averaged = load_checkpoint(folder.averaged)
     assert averaged.state["averaged_steps"] == [15, 20]
     expected = _snapshot_mean(folder, (15, 20))

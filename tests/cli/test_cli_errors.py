@@ -78,7 +78,7 @@ def test_damaged_checkpoints_are_named(run_dir, capsys, tmp_path):
     run = copy_run(run_dir, tmp_path)
     best = json.loads((run / "best.json").read_text())["weights"]
     (run / best).write_bytes((run / best).read_bytes()[:100])
-    message = error_of(["translate", str(run), "s1 s2"], capsys)
+    message = error_of(["translate", str(run), "s1 s2", "--checkpoint", "best"], capsys)
     assert f"{run / best}: checksum mismatch" in message and "truncated or corrupt" in message
     (run / "last.json").write_text('{"format": "attnkit-checkpoint", "weights": "../x"}')
     (run / "last.prev.json").unlink()

@@ -191,7 +191,8 @@ def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
     cfg = config("train.max_steps=100000", "train.max_minutes=0.0001", "train.valid_every=null")
     summary = train(cfg, tmp_path / "run", progress_bar=False, echo=messages.append)
     assert summary.progress.stop_reason == "max_minutes=0.0001 reached"
-    note = messages[-1]
+    note = messages[-2]  # before the checkpoint choice's line
+    assert messages[-1].startswith("checkpoint auto: ")
     assert note.startswith("note: the time cap (train.max_minutes=0.0001) stopped training at step")
     assert "of train.max_steps=100000" in note and "--resume" in note
 

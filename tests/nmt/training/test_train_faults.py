@@ -151,7 +151,8 @@ def test_a_non_finite_step_is_skipped_with_a_warning(tmp_path, monkeypatch, kind
     why = "loss is nan" if kind == "loss" else "gradient norm is nan"
     assert len(warnings) == 1 and f"batch 3: {why}; step skipped" in warnings[0]
     assert summary.progress.step == 20 and summary.progress.skipped_steps == 1
-    assert "1 step(s) skipped as non-finite" in messages[-1]
+    stopped = next(m for m in messages if m.startswith("stopped: "))
+    assert "1 step(s) skipped as non-finite" in stopped
     weights = load_checkpoint(tmp_path / "last.json").model
     assert all(torch.isfinite(w).all() for w in weights.values())
 
