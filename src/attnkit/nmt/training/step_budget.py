@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ..config import TrainConfig
 from .progress import Progress
 
-__all__ = ["FILL", "StepBudget", "fit_steps", "resolved"]
+__all__ = ["FILL", "StepBudget", "fit_steps", "step_limit"]
 
 FILL = 0.95
 
@@ -62,14 +62,12 @@ def fit_steps(
     return step + max(1, math.floor(left / per_step))
 
 
-def resolved(config: TrainConfig, progress: Progress) -> TrainConfig:
-    """``config`` with ``max_steps: auto`` replaced by the budget ``progress`` records.
-
-    Until the budget is chosen (or for a number or None) ``config`` is returned as is.
-    """
-    if config.max_steps != "auto" or not progress.step_budget:
-        return config
-    return config.model_copy(update={"max_steps": progress.step_budget})
+def step_limit(config: TrainConfig, progress: Progress) -> int | None:
+    """The step budget in force: ``max_steps``, or for ``auto`` the one ``progress``
+    records (None until it is chosen, as for no ``max_steps``)."""
+    if config.max_steps == "auto":
+        return progress.step_budget or None
+    return config.max_steps
 
 
 @dataclass

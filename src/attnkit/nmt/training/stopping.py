@@ -28,7 +28,7 @@ from ..config import TrainConfig
 from .distributed import Group
 from .interrupt import StopRequest
 from .progress import Progress, TrainingError
-from .step_budget import resolved
+from .step_budget import step_limit
 
 __all__ = ["StopRules", "budget_left", "cut_short_note"]
 
@@ -104,7 +104,7 @@ class StopRules:
 
     def _agreed(self, p: Progress) -> tuple[str, bool]:
         """The stop request or budget reason of any rank, and whether it is a request."""
-        mine = _budget_spent(resolved(self.config, p), p.step, self.clock())
+        mine = _budget_spent(self.config, step_limit(self.config, p), p.step, self.clock())
         budget, signalled = self.group.any(bool(mine), bool(self.request.requested))
         if signalled:
             return self.request.requested or "a stop request to another process", True
@@ -117,23 +117,19 @@ def budget_left(config: TrainConfig, p: Progress) -> bool:
     """Whether a finished run may train on under ``config`` (its budget was raised on resume)."""
     return not (
         _epochs_done(config, p)
-        or _budget_spent(resolved(config, p), p.step, p.elapsed_s)
+        or _budget_spent(config, step_limit(config, p), p.step, p.elapsed_s)
         or _early_stop(config, p)
     )
 
 
 def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
     """A plain warning when the time cap, not the step budget, ended a run that has both."""
-    config = resolved(config, p)
-    if (
-        not isinstance(config.max_steps, int)
-        or p.step >= config.max_steps
-        or not p.stop_reason.startswith("max_minutes")
-    ):
+    limit = step_limit(config, p)
+    if limit is None or p.step >= limit or not p.stop_reason.startswith("max_minutes"):
         return ""
     return (
         f"note: the time cap (train.max_minutes={config.max_minutes:g}) stopped training at step "
-        f"{p.step} of train.max_steps={config.max_steps}: this machine was slower or busier than "
+        f"{p.step} of train.max_steps={limit}: this machine was slower or busier than "
         "the config assumes, so the result will fall short of the one recorded for it; "
         f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
         "finishes the budget"
@@ -147,9 +143,10 @@ def _early_stop(config: TrainConfig, p: Progress) -> str:
     return ""
 
 
-def _budget_spent(config: TrainConfig, step: int, elapsed_s: float) -> str:
-    if isinstance(config.max_steps, int) and step >= config.max_steps:
-        return f"max_steps={config.max_steps} reached"
+def _budget_spent(config: TrainConfig, limit: int | None, step: int, elapsed_s: float) -> str:
+    """Which budget is spent: ``limit`` steps (:func:`.step_budget.step_limit`) or the time."""
+    if limit is not None and step >= limit:
+        return f"max_steps={limit} reached"
     if config.max_minutes is not None and elapsed_s >= config.max_minutes * 60:
         return f"max_minutes={config.max_minutes} reached"
     return ""
