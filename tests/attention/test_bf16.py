@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from attnkit import SCORES, Attention, MultiHeadAttention, scaled_dot_product_attention
+from attnkit.attention.functional import dot_scores
 from mha_helpers import seeded_mha
 from score_helpers import WIDTHS, build_score
 
@@ -159,3 +160,19 @@ def test_multihead_fused_and_weights_paths_agree_in_bf16_cross_attention():
     weights_path, weights = mha(query, memory, memory, need_weights=True, **options)
     torch.testing.assert_close(fused.float(), weights_path.float(), atol=ATOL, rtol=0)
     assert_weights_ok(weights, 1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.125])
+def test_dot_scores_of_bf16_inputs_under_autocast_are_autocasts_product_of_float32(scale):
+    # the RNN decoder's bf16 query and prepared keys: multiplied in bf16 as they
+    # are (no float32 copy of the keys and back), bit for bit what autocast gives
+    # the float32 product, and within the bf16 tolerance of float32
+    torch.manual_seed(2)
+    query, keys = torch.randn(5, 1, 64).to(BF16), torch.randn(5, 9, 64).to(BF16)
+    with torch.autocast("cpu", dtype=BF16):
+        scores = dot_scores(query, keys, scale)
+        autocast_of_float32 = (query.float() * scale) @ keys.float().transpose(-2, -1)
+    assert scores.dtype == BF16
+    assert torch.equal(scores, autocast_of_float32)
+    exact = (query.float() @ keys.float().transpose(-2, -1)) * scale
+    torch.testing.assert_close(scores.float(), exact, rtol=2e-2, atol=2e-2 * scale)

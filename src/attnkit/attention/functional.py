@@ -109,7 +109,12 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
     that fits from passing through an unscaled one that does not. Other dtypes
     are multiplied as given and scaled in place after the product (no second
     ``(Tq, Tk)`` buffer; the same numbers as the worked examples of
-    :mod:`attnkit.lessons`).
+    :mod:`attnkit.lessons`). Inside an autocast region whose dtype is the
+    keys' (bf16 training and decoding), the product runs in that dtype as
+    autocast's other products do: ``Q`` is scaled in float32, rounded once,
+    and multiplied with the keys as they are, the numbers autocast would give
+    the float32 product, without copying the keys up to float32 and back down
+    at every decoder step.
 
     Args:
         query: ``(..., Tq, D)``, floating.
@@ -117,13 +122,23 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
         scale: factor on ``Q K^T`` (Vaswani et al. 2017, eq. 1: ``1/sqrt(D)``).
 
     Returns:
-        scores ``(..., Tq, Tk)`` in :func:`score_dtype` of the inputs' dtype.
+        scores ``(..., Tq, Tk)`` in :func:`score_dtype` of the inputs' dtype,
+        or in the autocast dtype inside autocast.
     """
     if query.dtype not in _LOW_PRECISION:
         scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
         return scores if scale == 1.0 else scores.mul_(scale)
     query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
+    if _autocast_dtype(key.device) == key.dtype:
+        return query.to(key.dtype) @ key.transpose(-2, -1)  # (..., Tq, Tk), autocast dtype
     return query @ key.float().transpose(-2, -1)  # (..., Tq, Tk), float32
+
+
+def _autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype autocast runs products in on ``device``, None outside autocast."""
+    if not torch.is_autocast_enabled(device.type):
+        return None
+    return torch.get_autocast_dtype(device.type)
 
 
 def scaled_dot_product_attention(
