@@ -5,6 +5,7 @@ From the root of a clone (one thread)::
     OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN [--beam 5] [--sentences 200] \
         [--early-stopping] [--precision bf16]
     OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN --int8
+    OMP_NUM_THREADS=1 python -m benchmarks.profile_decode RUN --bound
 
 The first form translates the first ``--sentences`` sentences of the run's test
 split under ``torch.profiler`` (after 20 to warm up; in bf16 inside the autocast
@@ -16,6 +17,14 @@ feed-forward layers are quantized by ``torch.ao.quantization.quantize_dynamic``
 sentences/s and sacreBLEU of each. (The attention projections are left in fp32:
 ``MultiHeadAttention`` reads their weights' dtype, which a quantized layer does
 not have; the tied output layer is a plain ``F.linear``.)
+
+``--bound`` asks how far bf16 can speed the search up at all: it profiles the
+same sentences in fp32 and in bf16 and prints, for each, the wall time and the
+own time of the matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``, the
+fused attention kernel) and of the rest. Even bf16 products that took no time
+would leave bf16's rest (the search's bookkeeping, the vocabulary-wide
+log-softmax and top-k, casts): fp32's wall time over that rest is the largest
+bf16/fp32 speed-up that faster products alone could give (Amdahl's law).
 """
 
 from __future__ import annotations
@@ -58,6 +67,45 @@ def profile_search(
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             translate_lines(run, lines, settings)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+
+
+PRODUCTS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+)
+
+
+def products_bound(run_dir: str, beam: int, sentences: int) -> str:
+    """Wall and matrix-product time of fp32 and bf16 search, and what faster products could give."""
+    from attnkit.nmt.decoding.settings import SearchSettings
+    from attnkit.nmt.decoding.translate import translate_lines
+
+    out, walls = [], {}
+    for precision in ("fp32", "bf16"):
+        run, lines, _ = _setup(run_dir, sentences, precision)
+        settings = SearchSettings.from_config(run.config.decode, beam_size=beam)
+        with run.precision.autocast():
+            translate_lines(run, lines[:WARMUP], settings)
+            start = time.perf_counter()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                translate_lines(run, lines, settings)
+            wall = time.perf_counter() - start
+        events = prof.key_averages()
+        products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS) / 1e6
+        walls[precision] = (wall, products)
+        out.append(
+            f"{precision}: wall {wall:.2f} s = matrix products {products:.2f} s "
+            f"({products / wall:.0%}) + the rest {wall - products:.2f} s"
+        )
+    fp32_wall, (bf16_wall, bf16_products) = walls["fp32"][0], walls["bf16"]
+    out.append(
+        f"bf16/fp32 speed: {fp32_wall / bf16_wall:.2f} measured; "
+        f"{fp32_wall / (bf16_wall - bf16_products):.2f} if bf16's products took no time"
+    )
+    return "\n".join(out)
 
 
 def feed_forward_int8(model: torch.nn.Module) -> torch.nn.Module:
@@ -106,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--int8", action="store_true", help="fp32 against feed-forward int8")
     parser.add_argument("--early-stopping", action="store_true", help="decode.early_stopping")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--bound", action="store_true", help="bf16's largest speed-up (Amdahl)")
     args = parser.parse_args(argv)
-    if args.int8:
+    if args.bound:
+        print(products_bound(args.run, args.beam, args.sentences))
+    elif args.int8:
         print(compare_int8(args.run, args.beam, args.sentences))
     else:
         print(
