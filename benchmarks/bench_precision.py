@@ -3,7 +3,7 @@
 ``python -m benchmarks.bench_precision`` (or ``attnkit bench --only precision``).
 For each model -- the Transformer preset's (configs/transformer.yaml: D=256,
 H=4, 3+3 layers, F=1024, V=8000, 128 sentences a batch) and the quick RNN's
-(configs/quick.yaml: E=128, D=192, scaled dot, Luong timing, V=4000, 64 a
+(configs/quick.yaml: E=160, D=256, scaled dot, Luong timing, V=4000, 128 a
 batch), the multi30k RNN's (configs/multi30k.yaml: E=256, D=384, V=8000, 96 a
 batch) -- one set of weights is trained step by step in fp32 and in bf16,
 alternated after a warm-up (:func:`benchmarks.timing.compare`), on the same
@@ -54,7 +54,7 @@ def models() -> dict[str, tuple[torch.nn.Module, int, int]]:
         d_model=256, heads=4, encoder_layers=3, decoder_layers=3, ff_dim=1024,
         dropout=0.2, attention_dropout=0.1, norm_first=True, share_embeddings=True,
     )  # fmt: skip
-    quick = RNNConfig(embed_dim=128, hidden_size=192, dropout=0.1, score="scaled_dot",
+    quick = RNNConfig(embed_dim=160, hidden_size=256, dropout=0.1, score="scaled_dot",
                       query_timing="current")  # fmt: skip
     multi30k = RNNConfig(embed_dim=256, hidden_size=384, dropout=0.3, score="scaled_dot",
                          query_timing="current")  # fmt: skip
@@ -62,7 +62,7 @@ def models() -> dict[str, tuple[torch.nn.Module, int, int]]:
         "transformer (configs/transformer.yaml)": (
             TransformerTranslator(transformer, 8000, 8000), 8000, 128),
         "rnn (configs/multi30k.yaml)": (RNNTranslator(multi30k, 8000, 8000), 8000, 96),
-        "rnn (configs/quick.yaml)": (RNNTranslator(quick, 4000, 4000), 4000, 64),
+        "rnn (configs/quick.yaml)": (RNNTranslator(quick, 4000, 4000), 4000, 128),
     }  # fmt: skip
 
 
