@@ -5,7 +5,9 @@ For each model -- the Transformer preset's (configs/transformer.yaml: D=256,
 H=4, 3+3 layers, F=1024, V=8000, 128 sentences a batch) and the quick RNN's
 (configs/quick.yaml: E=160, D=256, scaled dot, Luong timing, V=4000, 128 a
 batch), the multi30k RNN's (configs/multi30k.yaml: E=256, D=384, V=8000, 96 a
-batch) -- one set of weights is trained step by step in fp32 and in bf16,
+batch), and the quick preset until 2026-12-06 (E=128, D=192, 64 a batch; its
+milliseconds per sentence beside today's say what the wider preset costs) --
+one set of weights is trained step by step in fp32 and in bf16,
 alternated after a warm-up (:func:`benchmarks.timing.compare`), on the same
 synthetic batches (16 +- 3 tokens a sentence, like Multi30k). A step is what
 ``train_step`` does: :func:`attnkit.nmt.training.objective.token_loss` under
@@ -54,15 +56,19 @@ def models() -> dict[str, tuple[torch.nn.Module, int, int]]:
         d_model=256, heads=4, encoder_layers=3, decoder_layers=3, ff_dim=1024,
         dropout=0.2, attention_dropout=0.1, norm_first=True, share_embeddings=True,
     )  # fmt: skip
-    quick = RNNConfig(embed_dim=160, hidden_size=256, dropout=0.1, score="scaled_dot",
-                      query_timing="current")  # fmt: skip
-    multi30k = RNNConfig(embed_dim=256, hidden_size=384, dropout=0.3, score="scaled_dot",
-                         query_timing="current")  # fmt: skip
+
+    def rnn(embed: int, hidden: int, dropout: float, vocab: int) -> RNNTranslator:
+        config = RNNConfig(embed_dim=embed, hidden_size=hidden, dropout=dropout,
+                           score="scaled_dot", query_timing="current")  # fmt: skip
+        return RNNTranslator(config, vocab, vocab)
+
     return {
         "transformer (configs/transformer.yaml)": (
             TransformerTranslator(transformer, 8000, 8000), 8000, 128),
-        "rnn (configs/multi30k.yaml)": (RNNTranslator(multi30k, 8000, 8000), 8000, 96),
-        "rnn (configs/quick.yaml)": (RNNTranslator(quick, 4000, 4000), 4000, 128),
+        "rnn (configs/multi30k.yaml)": (rnn(256, 384, 0.3, 8000), 8000, 96),
+        "rnn (configs/quick.yaml)": (rnn(160, 256, 0.1, 4000), 4000, 128),
+        # the quick preset until 2026-12-06, to weigh the two per sentence
+        "rnn (quick_narrow: E=128, D=192, 64 a batch)": (rnn(128, 192, 0.1, 4000), 4000, 64),
     }  # fmt: skip
 
 
@@ -119,7 +125,8 @@ def run(quick: bool) -> Result:
         f"Training step, bf16 autocast vs fp32, {torch.get_num_threads()} thread(s); "
         f"{cpu_name()}; bf16 flag: {flag or 'none (no avx512_bf16/amx_bf16)'}; "
         f"auto picks {auto.reason}",
-        ["model", "parameters", "tokens/batch", "fp32 ms/step", "bf16 ms/step", "bf16/fp32"],
+        ["model", "parameters", "tokens/batch", "fp32 ms/step", "bf16 ms/step",
+         "fp32 ms/sentence", "bf16 ms/sentence", "bf16/fp32"],  # fmt: skip
     )
     ratios = {}
     for name, (model, vocab, sentences) in models().items():
@@ -132,9 +139,10 @@ def run(quick: bool) -> Result:
             warmup=1 if quick else 2,
         )
         params = sum(p.numel() for p in model.parameters())
-        table.add(name, params, tokens, timing.baseline_s * 1e3, timing.candidate_s * 1e3,
-                  timing.ratio)  # fmt: skip
-        preset = Path(name.split("(")[1].rstrip(")")).stem  # transformer, multi30k, quick
+        fp32_ms, bf16_ms = timing.baseline_s * 1e3, timing.candidate_s * 1e3
+        table.add(name, params, tokens, fp32_ms, bf16_ms, fp32_ms / sentences,
+                  bf16_ms / sentences, timing.ratio)  # fmt: skip
+        preset = Path(name.split("(")[1].split(":")[0].rstrip(")")).stem  # quick, quick_narrow…
         ratios[f"precision_bf16_over_fp32_time_{preset}"] = timing.ratio
     return Result([table], ratios)
 
