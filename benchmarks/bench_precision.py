@@ -125,8 +125,16 @@ def run(quick: bool) -> Result:
         f"Training step, bf16 autocast vs fp32, {torch.get_num_threads()} thread(s); "
         f"{cpu_name()}; bf16 flag: {flag or 'none (no avx512_bf16/amx_bf16)'}; "
         f"auto picks {auto.reason}",
-        ["model", "parameters", "tokens/batch", "fp32 ms/step", "bf16 ms/step",
-         "fp32 ms/sentence", "bf16 ms/sentence", "bf16/fp32"],  # fmt: skip
+        [
+            "model",
+            "parameters",
+            "tokens/batch",
+            "fp32 ms/step",
+            "bf16 ms/step",
+            "fp32 ms/sentence",
+            "bf16 ms/sentence",
+            "bf16/fp32",
+        ],
     )
     ratios = {}
     for name, (model, vocab, sentences) in models().items():
