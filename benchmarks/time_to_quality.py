@@ -9,7 +9,8 @@ machine, with the same threads:
 - vocabulary: the joint 4,000-piece sentencepiece model that attnkit's run
   trains first; Joey NMT loads the same file and gets the same pieces as its
   vocabulary file;
-- model: the quick preset's, GRU, E=128, bidirectional encoder D=192 per
+- model: the quick preset's (its sizes read from configs/quick.yaml; E=128,
+  D=192 until 2026-12-06, E=160, D=256 since), GRU, bidirectional encoder D per
   direction, bridge to the decoder state, the current decoder state as the
   query, ``tanh(W_c [c_t; h_t])``, no input feeding, untied embeddings;
 - the score is where the toolkits differ. attnkit's preset uses Luong's
@@ -21,8 +22,9 @@ machine, with the same threads:
   both parameter counts. (On 2026-12-01 the two Joey scores started alike:
   validation BLEU 0.9 / 2.0 for ``luong`` and 0.0 / 2.7 for ``bahdanau`` at
   steps 250 / 500, where attnkit had 7.9 / 21.6.);
-- training: Adam at 0.002, batches of 64 sentences, label smoothing 0.1,
-  gradient norm clipped at 1.0, dropout 0.1, learning rate halved when
+- training: Adam at 0.002, the preset's batch size (64 sentences until
+  2026-12-06, 128 since), label smoothing 0.1, gradient norm clipped at 1.0,
+  dropout 0.1, learning rate halved when
   validation BLEU stalls once (Joey NMT has no linear decay to a step budget,
   so attnkit's run leaves the preset's ``lr_schedule: linear`` for this
   one); each toolkit batches its own way (attnkit by length buckets, Joey
@@ -255,10 +257,14 @@ def joey_config(data: Path, model_dir: Path, spm_model: Path, attention: str = "
             "tokenizer_cfg": {"model_file": str(spm_model)},
         }
 
+    preset = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())
+    model = preset["model"]
+
     def rnn(**extra) -> dict:
-        embed = {"embedding_dim": 128, "scale": False}
-        return {"type": "recurrent", "rnn_type": "gru", "hidden_size": 192,
-                "embeddings": embed, "dropout": 0.1, "num_layers": 1, **extra}  # fmt: skip
+        embed = {"embedding_dim": model["embed_dim"], "scale": False}
+        return {"type": "recurrent", "rnn_type": "gru", "hidden_size": model["hidden_size"],
+                "embeddings": embed, "dropout": model["dropout"], "num_layers": 1,
+                **extra}  # fmt: skip
 
     return {
         "name": "multi30k_quick_preset",
@@ -283,7 +289,7 @@ def joey_config(data: Path, model_dir: Path, spm_model: Path, attention: str = "
             "decrease_factor": 0.5,
             "label_smoothing": 0.1,
             "normalization": "tokens",
-            "batch_size": 64,
+            "batch_size": preset["train"]["batch_size"],
             "batch_type": "sentence",
             "epochs": 100,
             "validation_freq": VALID_EVERY,
