@@ -128,9 +128,10 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
     if query.dtype not in _LOW_PRECISION:
         scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
         return scores if scale == 1.0 else scores.mul_(scale)
-    query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
-    if _autocast_dtype(key.device) == key.dtype:
+    if _autocast_dtype(key.device) == key.dtype:  # autocast would round float32 back down
+        query = query if scale == 1.0 else query.float() * scale  # (..., Tq, D)
         return query.to(key.dtype) @ key.transpose(-2, -1)  # (..., Tq, Tk), autocast dtype
+    query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
     return query @ key.float().transpose(-2, -1)  # (..., Tq, Tk), float32
 
 
