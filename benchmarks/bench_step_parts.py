@@ -133,7 +133,7 @@ def adam_pair(model: torch.nn.Module):
 
 def attention_kernel_pair():
     """A bf16 Transformer preset step: attnkit's kernel choice against always the fused one."""
-    model, vocab, sentences = models()["transformer (configs/transformer.yaml)"]
+    _, model, vocab, sentences = models()["transformer"]
     step = stepper(model, resolve_precision("bf16", torch.device("cpu")), batches(vocab, sentences))
 
     def always_fused():
@@ -145,8 +145,7 @@ def attention_kernel_pair():
 
 def _adam_rows():
     rows = []
-    for name, (model, _, _) in models().items():
-        preset = name.split("/")[-1].removesuffix(".yaml)")  # "transformer", "quick", ...
+    for preset, (name, model, _, _) in models().items():
         count = sum(p.numel() for p in model.parameters())
         part = f"Adam update, {name}, {count:,} parameters"
         rows.append((f"adam_{preset}", part, "fp32", adam_pair(model)))

@@ -51,10 +51,10 @@ def _setup(run_dir: str, sentences: int, precision: str = "fp32"):
     return run, test.src[:sentences], test.tgt[:sentences]
 
 
-def profile_search(
-    run_dir: str, beam: int, sentences: int, early_stopping: bool = False, precision: str = "fp32"
-) -> str:
-    """The operator table of one search over the sentences."""
+def _profiled_search(
+    run_dir: str, beam: int, sentences: int, precision: str, early_stopping: bool = False
+):
+    """Profile one search over the sentences (after WARMUP of them): (profiler, wall seconds)."""
     from attnkit.nmt.decoding.settings import SearchSettings
     from attnkit.nmt.decoding.translate import translate_lines
 
@@ -64,8 +64,18 @@ def profile_search(
     )
     with run.precision.autocast():
         translate_lines(run, lines[:WARMUP], settings)
+        start = time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             translate_lines(run, lines, settings)
+        wall = time.perf_counter() - start
+    return prof, wall
+
+
+def profile_search(
+    run_dir: str, beam: int, sentences: int, early_stopping: bool = False, precision: str = "fp32"
+) -> str:
+    """The operator table of one search over the sentences."""
+    prof, _ = _profiled_search(run_dir, beam, sentences, precision, early_stopping)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
 
 
@@ -80,19 +90,9 @@ PRODUCTS = (
 
 def products_bound(run_dir: str, beam: int, sentences: int) -> str:
     """Wall and matrix-product time of fp32 and bf16 search, and what faster products could give."""
-    from attnkit.nmt.decoding.settings import SearchSettings
-    from attnkit.nmt.decoding.translate import translate_lines
-
     out, walls = [], {}
     for precision in ("fp32", "bf16"):
-        run, lines, _ = _setup(run_dir, sentences, precision)
-        settings = SearchSettings.from_config(run.config.decode, beam_size=beam)
-        with run.precision.autocast():
-            translate_lines(run, lines[:WARMUP], settings)
-            start = time.perf_counter()
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                translate_lines(run, lines, settings)
-            wall = time.perf_counter() - start
+        prof, wall = _profiled_search(run_dir, beam, sentences, precision)
         events = prof.key_averages()
         products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS) / 1e6
         walls[precision] = (wall, products)
