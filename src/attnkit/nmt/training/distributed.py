@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import hashlib
 import os
 import signal
@@ -234,6 +235,9 @@ def join(device: torch.device) -> Iterator[Group]:
         yield Group(dist.get_rank(), dist.get_world_size(), local_world, device)
     finally:
         if created:
+            # DDP's reducer and its threads go before the group they use: left to exit, they
+            # were once torn down after it and the process aborted (std::terminate)
+            gc.collect()
             dist.destroy_process_group()
 
 

@@ -404,6 +404,8 @@ def train(
                 return _train_locked(trainer, resume, overwrite)
             except WriteError as err:
                 raise err.with_note(messages.after_write_failure(folder, err)) from err
+            finally:
+                del trainer  # its DDP reducer holds the process group join() destroys next
 
 
 def _silent(_line: str) -> None:
