@@ -167,6 +167,15 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --engine ctranslate2: the export to use (default: RUN_DIR/ctranslate2)",
     )
+    p.add_argument(
+        "--ensemble",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="decode with this run's model too, the models' next-token probabilities "
+        "averaged at every step (repeat for more; same tokenizers, any architecture; "
+        "its --checkpoint as RUN_DIR's)",
+    )
 
 
 def _load(args: argparse.Namespace):
@@ -197,6 +206,12 @@ def _engine(args: argparse.Namespace, run):
     """The search engine ``--engine`` names (attnkit's own search, or the CTranslate2 export)."""
     if args.export_dir and args.engine != "ctranslate2":
         raise UsageError("--export-dir needs --engine ctranslate2")
+    if args.ensemble and args.engine != "attnkit":
+        raise UsageError(
+            f"--ensemble decodes with attnkit's own search, not --engine {args.engine}"
+        )
+    for folder in args.ensemble:
+        check_run_folder(folder)
     from ..nmt.export.ctranslate2 import EngineUnavailable
     from ..nmt.export.engine import open_engine
 
@@ -207,6 +222,7 @@ def _engine(args: argparse.Namespace, run):
             export_dir=args.export_dir,
             checkpoint=args.checkpoint,
             threads=args.threads,
+            ensemble=args.ensemble,
         )
     except EngineUnavailable as err:
         raise UsageError(str(err)) from None

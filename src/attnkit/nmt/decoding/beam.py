@@ -47,11 +47,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..models.translator import DecoderState, SourceMemory, Translator
+from ..models.translator import DecoderState, SourceMemory
 from ..vocab_ids import BOS, EOS
 from .inference import inference
 from .settings import SearchSettings
-from .steps import Hypothesis, block_repeats, max_lengths, next_log_probs
+from .steps import Hypothesis, SearchModel, block_repeats, max_lengths, next_log_probs
 
 __all__ = ["beam_search", "beam_search_n_best", "coverage_penalty", "length_penalty"]
 
@@ -181,7 +181,7 @@ class _Beams:
 
 
 def beam_search(
-    model: Translator,
+    model: SearchModel,
     src: Tensor,
     src_lengths: Tensor,
     settings: SearchSettings = SearchSettings(),  # noqa: B008 (frozen, so safe as a default)
@@ -190,7 +190,7 @@ def beam_search(
     """Batched beam search; the best hypothesis per sentence (see the module docstring).
 
     Args:
-        model: the translator (run in eval mode without gradients here).
+        model: the translator or ensemble (run in eval mode without gradients here).
         src: ``(B, S)`` long, padded with PAD.
         src_lengths: ``(B,)`` integer, any order.
         settings: beam size K (1 gives the greedy translation), length and
@@ -210,7 +210,7 @@ def beam_search(
 
 
 def beam_search_n_best(
-    model: Translator,
+    model: SearchModel,
     src: Tensor,
     src_lengths: Tensor,
     settings: SearchSettings = SearchSettings(),  # noqa: B008 (frozen, so safe as a default)
@@ -252,7 +252,7 @@ def beam_search_n_best(
     return [sorted(hyps, key=lambda h: -h.score) for hyps in finished]
 
 
-def _initial_beams(model: Translator, memory: SourceMemory, k: int) -> _Beams:
+def _initial_beams(model: SearchModel, memory: SourceMemory, k: int) -> _Beams:
     """Expand every sentence to K rows; only beam 0 is live at the first step."""
     batch, device = memory.mask.shape[0], memory.mask.device
     rows = torch.arange(batch, device=device).repeat_interleave(k)  # (N,)

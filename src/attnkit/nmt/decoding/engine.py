@@ -14,9 +14,9 @@ from typing import Protocol
 import torch
 
 from ..data.batching import Examples
-from ..models.translator import Translator
 from .search import Hypothesis, decode_n_best
 from .settings import SearchSettings
+from .steps import SearchModel
 
 __all__ = ["SearchEngine", "TorchEngine"]
 
@@ -40,9 +40,10 @@ class SearchEngine(Protocol):
 
 @dataclass(frozen=True)
 class TorchEngine:
-    """attnkit's own search (:func:`~attnkit.nmt.decoding.search.decode_n_best`) on ``model``."""
+    """attnkit's own search (:func:`~attnkit.nmt.decoding.search.decode_n_best`) on ``model``,
+    a translator or an :class:`~attnkit.nmt.decoding.ensemble.Ensemble`."""
 
-    model: Translator
+    model: SearchModel
     device: torch.device | str = "cpu"
     name: str = "attnkit"
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..models.translator import Translator
 from ..vocab_ids import BOS, EOS
 from .inference import inference
 from .settings import GREEDY, SearchSettings
-from .steps import Hypothesis, block_repeats, max_lengths, next_log_probs
+from .steps import Hypothesis, SearchModel, block_repeats, max_lengths, next_log_probs
 
 __all__ = ["greedy_decode"]
 
 
 def greedy_decode(
-    model: Translator,
+    model: SearchModel,
     src: Tensor,
     src_lengths: Tensor,
     settings: SearchSettings = GREEDY,
@@ -27,7 +26,7 @@ def greedy_decode(
     """Greedy decoding: emit the most probable token at each step until ``<eos>``.
 
     Args:
-        model: the translator (run in eval mode without gradients here; its
+        model: the translator or ensemble (run in eval mode without gradients here; its
             mode is restored afterwards).
         src: ``(B, S)`` long, padded with PAD.
         src_lengths: ``(B,)`` integer, any order.

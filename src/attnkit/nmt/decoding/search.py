@@ -14,11 +14,10 @@ from typing import Any
 import torch
 
 from ..data.batching import Examples, make_batch, sorted_batches
-from ..models.translator import Translator
 from .beam import beam_search, beam_search_n_best, coverage_penalty, length_penalty
 from .greedy import greedy_decode
 from .settings import GREEDY, SearchSettings
-from .steps import Hypothesis
+from .steps import Hypothesis, SearchModel
 
 __all__ = [
     "Hypothesis",
@@ -33,7 +32,7 @@ __all__ = [
 
 
 def decode_examples(
-    model: Translator,
+    model: SearchModel,
     examples: Examples,
     settings: SearchSettings = GREEDY,
     *,
@@ -50,7 +49,7 @@ def decode_examples(
 
 
 def decode_n_best(
-    model: Translator,
+    model: SearchModel,
     examples: Examples,
     settings: SearchSettings = GREEDY,
     *,
@@ -66,7 +65,7 @@ def decode_n_best(
     so each batch carries little padding; the results come back in input order.
 
     Args:
-        model: the translator (run in eval mode without gradients; its mode is
+        model: the translator or ensemble (run in eval mode without gradients; its mode is
             restored afterwards).
         examples: tokenized sources (``examples.tgt`` is ignored), ids without
             specials; the batches append ``</s>``.

@@ -1,5 +1,6 @@
-"""What greedy and beam search share: the :class:`Hypothesis` they return, one decoder
-step as log-probabilities, the length limits, and n-gram blocking.
+"""What greedy and beam search share: what they ask of a model (:class:`SearchModel`), the
+:class:`Hypothesis` they return, one decoder step as log-probabilities, the length
+limits, and n-gram blocking.
 
 Notation: ``N`` rows (sentences, or sentences times beams), ``t`` steps so
 far, ``S`` source length, ``V`` target vocabulary size.
@@ -8,14 +9,41 @@ far, ``S`` source length, ``V`` target vocabulary size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from ..models.translator import DecoderState, SourceMemory, Translator
+from ..models.translator import DecoderState, SourceMemory
 from ..vocab_ids import BOS, PAD
 
-__all__ = ["Hypothesis", "block_repeats", "max_lengths", "next_log_probs"]
+__all__ = ["Hypothesis", "SearchModel", "block_repeats", "max_lengths", "next_log_probs"]
+
+
+class SearchModel(Protocol):
+    """What greedy and beam search ask of a model: a
+    :class:`~attnkit.nmt.models.translator.Translator` (whose methods say what each
+    does), or an :class:`~attnkit.nmt.decoding.ensemble.Ensemble` of them.
+
+    ``train``/``eval``/``training`` are ``nn.Module``'s: the search runs in eval mode.
+    """
+
+    training: bool
+
+    @property
+    def beams_share_memory(self) -> bool: ...
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> SourceMemory: ...
+
+    def initial_state(self, memory: Any) -> DecoderState: ...
+
+    def step(
+        self, prev_tokens: Tensor, state: Any, memory: Any
+    ) -> tuple[Tensor, Tensor, DecoderState]: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
 
 
 @dataclass
@@ -57,7 +85,7 @@ def max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: float) -> Tens
 
 
 def next_log_probs(
-    model: Translator, tokens: Tensor, state: DecoderState, memory: SourceMemory
+    model: SearchModel, tokens: Tensor, state: DecoderState, memory: SourceMemory
 ) -> tuple[Tensor, Tensor, DecoderState]:
     """One step: log-probabilities ``(N, V)`` with PAD and BOS ruled out, weights ``(N, S)``."""
     logits, weights, state = model.step(tokens, state, memory)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,6 +48,7 @@ import torch
 from ..data.batching import Examples
 from ..decoding.beam import coverage_penalty, length_penalty
 from ..decoding.engine import SearchEngine, TorchEngine
+from ..decoding.ensemble import load_ensemble
 from ..decoding.search import Hypothesis
 from ..decoding.settings import SearchSettings
 from ..decoding.steps import max_lengths
@@ -71,6 +73,7 @@ def open_engine(
     export_dir: str | Path | None = None,
     checkpoint: str = "best",
     threads: int | None = None,
+    ensemble: Sequence[str | Path] = (),
 ) -> SearchEngine:
     """The search engine called ``name`` for ``run``: ``attnkit`` or ``ctranslate2``.
 
@@ -80,17 +83,26 @@ def open_engine(
         export_dir: the CTranslate2 export (default ``RUN/ctranslate2``).
         checkpoint: the run's checkpoint the export must come from.
         threads: CPU threads for CTranslate2 (default: PyTorch's thread count).
+        ensemble: folders of other runs to decode with ``run``'s model, their
+            predictions averaged (:mod:`attnkit.nmt.decoding.ensemble`); ``attnkit``
+            only.
 
     Raises:
-        ValueError: an unknown engine, or an export made from another checkpoint
-            than the run's ``checkpoint`` now is (the message says how to re-export).
-        FileNotFoundError: no export in ``export_dir``.
+        ValueError: an unknown engine, an export made from another checkpoint
+            than the run's ``checkpoint`` now is (the message says how to re-export),
+            an ``ensemble`` for ``ctranslate2``, or an ensemble run with other
+            tokenizers than ``run``'s.
+        FileNotFoundError: no export in ``export_dir``, or an ensemble folder that
+            is no run folder or lacks ``checkpoint``.
         EngineUnavailable: CTranslate2 is not installed.
     """
-    if name == "attnkit":
-        return TorchEngine(run.model, run.device)
-    if name != "ctranslate2":
+    if name not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
+    if name == "attnkit":
+        model = load_ensemble(run, ensemble, checkpoint=checkpoint) if ensemble else run.model
+        return TorchEngine(model, run.device)
+    if ensemble:
+        raise ValueError(f"an ensemble decodes with attnkit's own search, not {name}")
     folder = Path(export_dir) if export_dir is not None else default_export_dir(run.folder)
     manifest = read_manifest(folder)
     checkpoint = RunFolder(run.folder).resolve_checkpoint(checkpoint)

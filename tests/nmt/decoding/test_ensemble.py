@@ -1,0 +1,150 @@
+"""Ensemble decoding: the mean of the members' probabilities, step by step and over a
+whole hypothesis; one member decodes as itself; mixed architectures; bad members."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnkit.cli import main
+from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.decoding.engine import TorchEngine
+from attnkit.nmt.decoding.ensemble import Ensemble, load_ensemble
+from attnkit.nmt.decoding.search import beam_search, greedy_decode
+from attnkit.nmt.decoding.translate import translate_lines
+from attnkit.nmt.runs.checkpoint import save_checkpoint
+from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.vocab_ids import BOS, EOS
+from conftest_nmt import TOY_VOCAB, make_run, pad, random_sequences, tiny_model, tiny_transformer
+
+
+def _members():
+    return [
+        tiny_model(embed_dim=16, hidden_size=16, seed=1, score="additive"),
+        tiny_transformer(seed=2),
+        tiny_model(
+            embed_dim=16,
+            hidden_size=16,
+            seed=3,
+            rnn="lstm",
+            input_feeding=True,
+            query_timing="current",
+        ),
+    ]
+
+
+def _sources(n: int = 5):
+    return pad(random_sequences(n, 2, 8, torch.Generator().manual_seed(0)))
+
+
+def test_a_step_is_the_log_of_the_members_mean_probability_and_mean_attention():
+    members = _members()
+    src, src_lengths = _sources()
+    ensemble = Ensemble(members)
+    tokens = torch.full((src.shape[0],), BOS)
+    with torch.no_grad():
+        log_probs, weights, _ = ensemble.step(
+            tokens,
+            ensemble.initial_state(ensemble.encode(src, src_lengths)),
+            ensemble.encode(src, src_lengths),
+        )
+        own = []
+        for model in members:
+            memory = model.encode(src, src_lengths)
+            own.append(model.step(tokens, model.initial_state(memory), memory))
+    probs = torch.stack([logits.softmax(-1) for logits, _, _ in own]).mean(0)  # (B, V)
+    torch.testing.assert_close(log_probs, probs.log(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(src.shape[0]))
+    torch.testing.assert_close(weights, torch.stack([w for _, w, _ in own]).mean(0))
+
+
+def test_a_beam_hypothesis_scores_the_mean_probability_of_its_tokens_under_teacher_forcing():
+    members = _members()
+    src, src_lengths = _sources()
+    hypotheses = beam_search(Ensemble(members), src, src_lengths, beam_size=3, length_penalty=0.0)
+    for i, hyp in enumerate(hypotheses):
+        gold = [*hyp.tokens, EOS] if hyp.ended else hyp.tokens
+        tgt_in = torch.tensor([[BOS, *gold[:-1]]])
+        one = (src[i : i + 1, : src_lengths[i]], src_lengths[i : i + 1])
+        with torch.no_grad():
+            probs = torch.stack([model(*one, tgt_in)[0][0].softmax(-1) for model in members])
+        expected = probs.mean(0)[torch.arange(len(gold)), gold].log().sum()  # sum_t log mean_m p_m
+        assert hyp.log_prob == pytest.approx(float(expected), abs=1e-4)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+@pytest.mark.parametrize("build", [tiny_model, tiny_transformer])
+def test_one_member_or_two_copies_decode_as_the_model_itself(search, build):
+    model = build(embed_dim=16, hidden_size=16) if build is tiny_model else build()
+    src, src_lengths = _sources()
+
+    def decode(m):
+        if search == "greedy":
+            return greedy_decode(m, src, src_lengths)
+        return beam_search(m, src, src_lengths, beam_size=4)
+
+    alone = decode(model)
+    for ensemble in (Ensemble([model]), Ensemble([model, model])):
+        for mine, theirs in zip(decode(ensemble), alone, strict=True):
+            assert mine.tokens == theirs.tokens
+            assert mine.log_prob == pytest.approx(theirs.log_prob, abs=1e-5)
+            torch.testing.assert_close(mine.weights, theirs.weights)
+
+
+def test_beams_share_memory_only_when_every_member_can():
+    rnn, transformer = tiny_model(), tiny_transformer()
+    assert transformer.beams_share_memory and not rnn.beams_share_memory
+    assert Ensemble([transformer, tiny_transformer(seed=5)]).beams_share_memory
+    assert not Ensemble([transformer, rnn]).beams_share_memory
+
+
+def test_members_must_share_vocabularies():
+    with pytest.raises(ValueError, match=r"member 1 has src_vocab_size=15, member 0 12"):
+        Ensemble([tiny_model(), tiny_model(vocab=TOY_VOCAB + 3)])
+    with pytest.raises(ValueError, match="at least one member"):
+        Ensemble([])
+
+
+SENTENCES = ["ein Mann läuft", "eine Frau singt", "ein Hund", "der Mann singt laut"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two runs with the same tokenizer and other weights, and one with another tokenizer."""
+    tok = WordTokenizer.train(SENTENCES)
+    first = make_run(tmp_path_factory.mktemp("first"), tok)
+    second = make_run(tmp_path_factory.mktemp("second"), tok)
+    torch.manual_seed(7)
+    weights = {k: torch.randn_like(v) for k, v in load_run(second).model.state_dict().items()}
+    save_checkpoint(second, "best", weights, {})
+    other = make_run(tmp_path_factory.mktemp("other"), WordTokenizer.train(SENTENCES[:2]))
+    return first, second, other
+
+
+def test_load_ensemble_reads_the_other_runs_and_refuses_another_tokenizer(runs):
+    first, second, other = runs
+    run = load_run(first)
+    ensemble = load_ensemble(run, [second], checkpoint="best")
+    assert ensemble.members[0] is run.model and len(ensemble.members) == 2
+    for name, value in load_run(second).model.state_dict().items():
+        assert torch.equal(ensemble.members[1].state_dict()[name], value), name
+    with pytest.raises(ValueError, match=rf"{other}'s source tokenizer differs from {first}'s"):
+        load_ensemble(run, [other], checkpoint="best")
+
+
+def test_the_cli_decodes_with_the_ensemble(runs, capsys):
+    first, second, _ = runs
+    run = load_run(first)
+    expected = TorchEngine(load_ensemble(run, [second], checkpoint="best"))
+    wanted = [t.text for t in translate_lines(run, SENTENCES, engine=expected)]
+    alone = [t.text for t in translate_lines(run, SENTENCES)]
+    assert wanted != alone  # the second member changes the translations
+    assert main(["translate", str(first), *SENTENCES, "--ensemble", str(second)]) == 0
+    assert capsys.readouterr().out.splitlines() == wanted
+
+
+def test_the_cli_refuses_an_ensemble_for_another_engine(runs, capsys):
+    first, second, _ = runs
+    args = ["evaluate", str(first), "--ensemble", str(second), "--engine", "ctranslate2"]
+    assert main(args) == 2
+    assert "--ensemble decodes with attnkit's own search" in capsys.readouterr().err
