@@ -216,7 +216,7 @@ def _engine(args: argparse.Namespace, run):
     from ..nmt.export.engine import open_engine
 
     try:
-        return open_engine(
+        engine = open_engine(
             args.engine,
             run,
             export_dir=args.export_dir,
@@ -226,6 +226,10 @@ def _engine(args: argparse.Namespace, run):
         )
     except EngineUnavailable as err:
         raise UsageError(str(err)) from None
+    if args.ensemble:
+        runs = [args.run_dir, *args.ensemble]
+        stderr(f"ensemble of {len(runs)} runs: {', '.join(runs)}")
+    return engine
 
 
 def run_translate(args: argparse.Namespace) -> int:

@@ -140,7 +140,9 @@ def test_the_cli_decodes_with_the_ensemble(runs, capsys):
     alone = [t.text for t in translate_lines(run, SENTENCES)]
     assert wanted != alone  # the second member changes the translations
     assert main(["translate", str(first), *SENTENCES, "--ensemble", str(second)]) == 0
-    assert capsys.readouterr().out.splitlines() == wanted
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == wanted
+    assert f"ensemble of 2 runs: {first}, {second}" in captured.err
 
 
 def test_the_cli_refuses_an_ensemble_for_another_engine(runs, capsys):
