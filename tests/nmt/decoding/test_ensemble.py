@@ -150,3 +150,24 @@ def test_the_cli_refuses_an_ensemble_for_another_engine(runs, capsys):
     args = ["evaluate", str(first), "--ensemble", str(second), "--engine", "ctranslate2"]
     assert main(args) == 2
     assert "--ensemble decodes with attnkit's own search" in capsys.readouterr().err
+
+
+def test_under_bf16_autocast_a_step_is_float32_and_near_the_float32_step():
+    members = _members()
+    src, src_lengths = _sources()
+    ensemble = Ensemble(members)
+    tokens = torch.full((src.shape[0],), BOS)
+
+    def first_step():
+        memory = ensemble.encode(src, src_lengths)
+        return ensemble.step(tokens, ensemble.initial_state(memory), memory)
+
+    with torch.no_grad():
+        exact = first_step()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = first_step()
+    assert low[0].dtype == low[1].dtype == torch.float32
+    torch.testing.assert_close(low[0].exp().sum(-1), torch.ones(src.shape[0]))
+    # bf16 keeps 8 significant bits: probabilities and weights within a few hundredths
+    torch.testing.assert_close(low[0].exp(), exact[0].exp(), atol=2e-2, rtol=0)
+    torch.testing.assert_close(low[1], exact[1], atol=2e-2, rtol=0)
