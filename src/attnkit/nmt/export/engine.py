@@ -81,7 +81,8 @@ def open_engine(
         name: one of :data:`ENGINES`.
         run: the loaded run (its tokenizers; attnkit's model for ``attnkit``).
         export_dir: the CTranslate2 export (default ``RUN/ctranslate2``).
-        checkpoint: the run's checkpoint the export must come from.
+        checkpoint: the run's checkpoint the export must come from, and the one each
+            ``ensemble`` run loads.
         threads: CPU threads for CTranslate2 (default: PyTorch's thread count).
         ensemble: folders of other runs to decode with ``run``'s model, their
             predictions averaged (:mod:`attnkit.nmt.decoding.ensemble`); ``attnkit``
