@@ -80,7 +80,7 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         metavar="N",
         help="with --attention-json: add the N best beam hypotheses of each line "
-        "(tokens, weights, score)",
+        "(a 'hypotheses' list: translation, tgt_tokens, weights, score)",
     )
     p.add_argument(
         "--plot",
@@ -174,7 +174,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
         metavar="RUN_DIR",
         help="decode with this run's model too, the models' next-token probabilities "
         "averaged at every step (repeat for more; same tokenizers, any architecture; "
-        "its --checkpoint as RUN_DIR's)",
+        "each loads the --checkpoint the first run does, auto choosing per run)",
     )
 
 
@@ -210,8 +210,7 @@ def _engine(args: argparse.Namespace, run):
         raise UsageError(
             f"--ensemble decodes with attnkit's own search, not --engine {args.engine}"
         )
-    for folder in args.ensemble:
-        check_run_folder(folder)
+    _check_ensemble(args)
     from ..nmt.export.ctranslate2 import EngineUnavailable
     from ..nmt.export.engine import open_engine
 
@@ -227,9 +226,25 @@ def _engine(args: argparse.Namespace, run):
     except EngineUnavailable as err:
         raise UsageError(str(err)) from None
     if args.ensemble:
+        from ..nmt.runs.run_folder import RunFolder
+
         runs = [args.run_dir, *args.ensemble]
-        stderr(f"ensemble of {len(runs)} runs: {', '.join(runs)}")
+        loaded = [f"{r} ({RunFolder(Path(r)).resolve_checkpoint(args.checkpoint)})" for r in runs]
+        stderr(f"ensemble of {len(runs)} runs: {', '.join(loaded)}")
     return engine
+
+
+def _check_ensemble(args: argparse.Namespace) -> None:
+    """Each ``--ensemble`` folder holds a run (the error names the option); repeats warn."""
+    seen = {Path(args.run_dir).resolve()}
+    for folder in args.ensemble:
+        try:
+            check_run_folder(folder)
+        except UsageError as err:
+            raise UsageError(f"--ensemble {folder}: {err}") from None
+        if Path(folder).resolve() in seen:
+            warn(f"--ensemble {folder} is already in the ensemble: its model counts twice")
+        seen.add(Path(folder).resolve())
 
 
 def run_translate(args: argparse.Namespace) -> int:

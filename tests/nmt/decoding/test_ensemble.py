@@ -142,7 +142,18 @@ def test_the_cli_decodes_with_the_ensemble(runs, capsys):
     assert main(["translate", str(first), *SENTENCES, "--ensemble", str(second)]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == wanted
-    assert f"ensemble of 2 runs: {first}, {second}" in captured.err
+    assert f"ensemble of 2 runs: {first} (best), {second} (best)" in captured.err
+
+
+def test_the_cli_names_the_option_of_a_bad_ensemble_folder_and_warns_of_repeats(
+    runs, tmp_path, capsys
+):
+    first, second, _ = runs
+    assert main(["translate", str(first), "ein Hund", "--ensemble", str(tmp_path)]) == 2
+    assert f"--ensemble {tmp_path}: {tmp_path} has no config.yaml" in capsys.readouterr().err
+    assert main(["translate", str(first), "ein Hund", "--ensemble", str(first)]) == 0
+    err = capsys.readouterr().err
+    assert f"--ensemble {first} is already in the ensemble: its model counts twice" in err
 
 
 def test_the_cli_refuses_an_ensemble_for_another_engine(runs, capsys):
