@@ -88,6 +88,8 @@ class Ensemble(nn.Module):
             message names the member and both sizes).
     """
 
+    steps_normalized = True  # step returns the mean's log-probabilities
+
     def __init__(self, members: Sequence[Translator]) -> None:
         super().__init__()
         if not members:
@@ -132,8 +134,8 @@ class Ensemble(nn.Module):
 
         Returns:
             ``(log_probs (B, V) float32, weights (B, S) float32, new_state)``: the
-            log of the members' mean next-token probability (already normalised,
-            so ``log_softmax`` leaves it as it is, up to rounding) and the mean of
+            log of the members' mean next-token probability (already normalised:
+            ``steps_normalized``, so the search uses it as it is) and the mean of
             their attention weights.
 
         Raises:

@@ -29,6 +29,7 @@ class SearchModel(Protocol):
     """
 
     training: bool
+    steps_normalized: bool  # step returns log-probabilities, not logits
 
     @property
     def beams_share_memory(self) -> bool: ...
@@ -89,7 +90,7 @@ def next_log_probs(
 ) -> tuple[Tensor, Tensor, DecoderState]:
     """One step: log-probabilities ``(N, V)`` with PAD and BOS ruled out, weights ``(N, S)``."""
     logits, weights, state = model.step(tokens, state, memory)
-    log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
+    log_probs = logits if model.steps_normalized else logits.float().log_softmax(dim=-1)  # (N, V)
     log_probs[:, PAD] = -torch.inf
     log_probs[:, BOS] = -torch.inf
     return log_probs, weights, state

@@ -133,6 +133,8 @@ class Translator(nn.Module, ABC):
     rows sets ``beams_share_memory = True``: it then accepts ``prev_tokens`` of
     ``k * B`` rows for a memory of ``B`` sentences, row ``r`` reading sentence
     ``r // k``, and beam search keeps one copy of each source instead of ``k``.
+    ``steps_normalized`` is False: :meth:`step` returns logits, which the search
+    normalises (an ensemble of translators, already normalised, says True).
 
     Args:
         src_vocab_size: source vocabulary size, including the special tokens.
@@ -143,6 +145,7 @@ class Translator(nn.Module, ABC):
     """
 
     beams_share_memory: bool = False
+    steps_normalized: bool = False
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
