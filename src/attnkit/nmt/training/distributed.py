@@ -235,8 +235,8 @@ def join(device: torch.device) -> Iterator[Group]:
         yield Group(dist.get_rank(), dist.get_world_size(), local_world, device)
     finally:
         if created:
-            # DDP's reducer and its threads go before the group they use: left to exit, they
-            # were once torn down after it and the process aborted (std::terminate)
+            # DDP's reducer and its threads go before the group they use (a rank once
+            # aborted at exit in this teardown, std::terminate; not reproduced since)
             gc.collect()
             dist.destroy_process_group()
 
