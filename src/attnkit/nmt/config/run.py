@@ -38,6 +38,15 @@ class RunConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _sampling_needs_subwords(self) -> RunConfig:
+        if self.train.subword_sampling is not None and self.tokenizer.kind != "sentencepiece":
+            raise ValueError(
+                "train.subword_sampling samples sentencepiece segmentations: it needs "
+                f"tokenizer.kind: sentencepiece, got {self.tokenizer.kind}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _full_context_needs_self_attention(self) -> RunConfig:
         guided = self.train.guided_alignment
         if guided is not None and guided.full_context and self.model.arch != "transformer":

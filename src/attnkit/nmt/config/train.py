@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from .guided_alignment import GuidedAlignmentConfig
 from .section import _Section
+from .subword_sampling import SubwordSamplingConfig
 
 
 class TrainConfig(_Section):
@@ -53,6 +54,10 @@ class TrainConfig(_Section):
     ``avx512_bf16``/``amx_bf16``, a CUDA GPU with bf16), else fp32.
     Checkpoints are float32 either way.
 
+    ``subword_sampling`` trains each epoch on a new sampled segmentation of the
+    training pairs (subword regularization, Kudo 2018;
+    :mod:`attnkit.nmt.config.subword_sampling`); off by default.
+
     Budgets and bookkeeping (``epochs``, ``max_steps``, ``max_minutes``,
     ``early_stopping``, ``valid_every``, ``checkpoint_every``,
     ``valid_bleu_sentences``, ``average_last``) may change when a run is resumed, and so may
@@ -89,6 +94,7 @@ class TrainConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     guided_alignment: GuidedAlignmentConfig | None = None
+    subword_sampling: SubwordSamplingConfig | None = None
 
     @model_validator(mode="after")
     def _linear_needs_a_step_budget(self) -> TrainConfig:
@@ -134,5 +140,14 @@ class TrainConfig(_Section):
             raise ValueError(
                 "train.guided_alignment supervises the teacher-forced attention: it needs "
                 f"train.teacher_forcing 1.0, got {self.teacher_forcing}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _guided_keeps_one_segmentation(self) -> TrainConfig:
+        if self.guided_alignment is not None and self.subword_sampling is not None:
+            raise ValueError(
+                "train.subword_sampling re-segments the training text each epoch, but "
+                "train.guided_alignment's links are mapped onto one segmentation: use one of them"
             )
         return self

@@ -27,6 +27,7 @@ from .store import (
     fingerprint,
     open_or_build,
 )
+from .subword_sampling import SampledSegmentation
 from .tokenizer import Tokenizer, train_tokenizers
 from .word_links import AlignedEncoder
 from .word_split import WordRule
@@ -131,11 +132,12 @@ def store_fingerprint(
     tgt_tok: Tokenizer,
     alignments: str | Path | None = None,
     words: WordRule = "whitespace",
+    sampling: SampledSegmentation | None = None,
 ) -> str:
     """What the training store depends on, hashed: data section, training files, tokenizers,
     and the guided-alignment file when there is one (its path, size and modification time)
     with the word rule its indices count (left out for ``whitespace``, so stores built
-    before the rule existed keep their fingerprint)."""
+    before the rule existed keep their fingerprint), or the sampled segmentation."""
     parts = {
         "data": data.model_dump(mode="json"),
         "files": [file_identity(path) for path in train_split_files(data)],
@@ -146,6 +148,8 @@ def store_fingerprint(
         parts["alignments"] = file_identity(alignments)
         if words != "whitespace":
             parts["alignment_words"] = words
+    if sampling is not None:
+        parts["sampling"] = sampling.key()
     return fingerprint(parts)
 
 
@@ -160,6 +164,7 @@ def open_training_store(
     progress: Callable[[int], None] | None = None,
     alignments: str | Path | None = None,
     words: WordRule = "whitespace",
+    sampling: SampledSegmentation | None = None,
 ) -> TokenStore:
     """The training split as a token store in ``folder``: reused if current, else built.
 
@@ -179,6 +184,8 @@ def open_training_store(
             the pairs that pass the same filters (``store.links``); the pairs'
             words are then encoded one by one (:mod:`.word_links`).
         words: what the alignment file's indices count (:mod:`.word_split`).
+        sampling: encode with sampled segmentations (:mod:`.subword_sampling`), not the
+            best one; not with ``alignments``.
 
     Raises:
         FileNotFoundError, ValueError: the corpus files' own errors (file and line),
@@ -186,9 +193,15 @@ def open_training_store(
     """
     if alignments is not None and not Path(alignments).is_file():
         raise FileNotFoundError(f"alignment file not found: {alignments}")
-    key = store_fingerprint(data, src_tok, tgt_tok, alignments, words)
+    if alignments is not None and sampling is not None:
+        raise ValueError("alignment links need one segmentation: no sampling with alignments")
+    key = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling)
 
-    encoders = (src_tok.encode_batch, tgt_tok.encode_batch)
+    encoders = (
+        (src_tok.encode_batch, tgt_tok.encode_batch)
+        if sampling is None
+        else sampling.encoders(src_tok, tgt_tok)
+    )
     encoder = (
         PairEncoder(*encoders)
         if alignments is None

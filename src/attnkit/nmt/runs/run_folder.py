@@ -11,7 +11,9 @@ and the vocabularies it names), the ``best``/``last`` checkpoints
 validation), ``learning_curve.png``,
 ``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
 arithmetic each training session ran in, and why), ``store/train/`` (the
-training split as a memory-mapped token store) and ``.lock`` (:mod:`.runlock`).
+training split as a memory-mapped token store), ``store/sampled/`` (the current
+epoch's sampled segmentation of it, ``train.subword_sampling``) and ``.lock``
+(:mod:`.runlock`).
 :class:`RunFolder` is the one place these names are spelled.
 """
 
@@ -127,6 +129,12 @@ class RunFolder:
     def store(self) -> Path:
         """The training split's token store (:mod:`attnkit.nmt.data.store`), a folder."""
         return self.path / "store" / "train"
+
+    @property
+    def sampled_store(self) -> Path:
+        """The current epoch's sampled segmentation of the training split, a token store
+        rebuilt each epoch (``train.subword_sampling``)."""
+        return self.path / "store" / "sampled"
 
     @property
     def prepared(self) -> Path:

@@ -52,7 +52,7 @@ import torch
 
 from ...atomic import WriteError, writing
 from ..config import RunConfig
-from ..data.batching import Batch, make_batch
+from ..data.batching import Batch, Examples, make_batch
 from ..device import resolve_device
 from ..models.registry import build_translator
 from ..precision import resolve_precision
@@ -65,7 +65,7 @@ from .checkpoint_choice import choose_checkpoint
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .optimizer import adam
-from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data
+from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data, sampled_epoch
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
@@ -96,6 +96,7 @@ class _Trainer:
         self.precision = resolve_precision(config.train.precision, self.device)
         self.budget = StepBudget(config.train)
         self.epoch_steps = 0  # batches in the current epoch
+        self.sampled: tuple[int, Examples] | None = None  # (epoch, pairs): subword sampling
 
     def setup(self, data: TrainingData) -> None:
         cfg, self.data = self.config.train, data
@@ -285,7 +286,8 @@ class _Trainer:
 
     def train_epoch(self) -> None:
         """Train (the rest of) the current epoch; validate at its end or every ``valid_every``."""
-        cfg, p, examples = self.config.train, self.progress, self.data.train
+        cfg, p = self.config.train, self.progress
+        examples = self.epoch_examples()
         batches = self.order.batches(examples, cfg)
         self.epoch_steps = len(batches)
         bar = messages.epoch_bar(len(batches), p, enabled=self.bar)
@@ -311,6 +313,16 @@ class _Trainer:
             p.epoch_batches_done = 0
             if not cfg.valid_every:
                 self.validate_pending()
+
+    def epoch_examples(self) -> Examples:
+        """The current epoch's training pairs: the store's, or a sampled segmentation of them."""
+        if self.config.train.subword_sampling is None:
+            return self.data.train
+        if self.sampled is None or self.sampled[0] != self.progress.epoch:
+            self.sampled = None  # the last epoch's pairs go before the next are encoded
+            args = (self.config, self.folder, self.data, self.progress.epoch, self.group, self.echo)
+            self.sampled = (self.progress.epoch, sampled_epoch(*args))
+        return self.sampled[1]
 
     def _after_step(self) -> None:
         """Validate every ``valid_every`` steps, else save ``last`` every ``checkpoint_every``."""

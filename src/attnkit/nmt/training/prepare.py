@@ -16,6 +16,7 @@ from ..config import DataConfig, RunConfig, TrainConfig
 from ..data.batching import EpochBatches, Examples, bucket_batches, encode_examples
 from ..data.corpus import ParallelCorpus, load_split, stream_split
 from ..data.store import TokenStore, file_identity, fingerprint
+from ..data.subword_sampling import SampledSegmentation
 from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
 from ..data.training_split import (
     open_training_store,
@@ -33,6 +34,7 @@ __all__ = [
     "ValidationData",
     "prepare_data",
     "prepare_run",
+    "sampled_epoch",
     "validation_data",
 ]
 
@@ -299,6 +301,43 @@ def prepare_run(
             echo=echo,
             progress_bar=progress_bar,
         )
+
+
+def sampled_epoch(
+    config: RunConfig,
+    folder: RunFolder,
+    data: TrainingData,
+    epoch: int,
+    group: Group,
+    echo: Callable[[str], None],
+) -> Examples:
+    """The training pairs of ``epoch`` in a newly sampled segmentation (``train.subword_sampling``).
+
+    They are encoded into their own token store (``RUN/store/sampled``), which
+    replaces the previous epoch's, with the run's tokenizers and length limits;
+    a pair whose sampled segmentation is over the limits is left out of this epoch.
+    The store stays until the next epoch replaces it, so a run resumed
+    mid-epoch trains on the pairs it left (:mod:`attnkit.nmt.data.subword_sampling`).
+    Rank 0 encodes; the other ranks map what it wrote. One line to ``echo``
+    says how many pairs and tokens the epoch has.
+    """
+    sampling = SampledSegmentation.for_epoch(config.train.subword_sampling, epoch)
+    with group.main_first():
+        store = open_training_store(
+            config.data,
+            folder.sampled_store,
+            data.src_tok,
+            data.tgt_tok,
+            threads=torch.get_num_threads(),
+            sampling=sampling,
+        )
+    counts = store.counts
+    over = f", {counts.dropped} over the length limits left out" if counts.dropped else ""
+    echo(
+        f"epoch {epoch}: sampled segmentation, {counts.pairs:,} pairs, "
+        f"{counts.src_tokens:,} source / {counts.tgt_tokens:,} target tokens{over}"
+    )
+    return Examples(store.src, store.tgt)
 
 
 class EpochOrder:
