@@ -3,6 +3,7 @@ resumed run trains on the pairs it left; the settings it cannot work with are re
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -71,9 +72,17 @@ def test_a_resumed_run_trains_on_the_epoch_it_left(corpus, tmp_path):
     for copy in copies:
         shutil.copytree(first, copy)
     shutil.rmtree(copies[2] / "store" / "sampled")
+    heard: list[list[str]] = []
     for copy in copies:
         more = sampled_config(corpus, "train.max_steps=20")
-        train(more, copy, resume=True, progress_bar=False, echo=quiet)
+        heard.append([])
+        train(more, copy, resume=True, progress_bar=False, echo=heard[-1].append)
+    said = [next(line for line in log if "sampled segmentation" in line) for log in heard]
+    assert [("kept in" in line, bool(re.search(r" in \d+\.\d s, ", line))) for line in said] == [
+        (True, False),
+        (True, False),
+        (False, True),
+    ]
     a, b, resampled = (weights(copy) for copy in copies)
     assert all((a[k] == b[k]).all() for k in a)
     assert any((a[k] != resampled[k]).any() for k in a)

@@ -319,10 +319,11 @@ def sampled_epoch(
     The store stays until the next epoch replaces it, so a run resumed
     mid-epoch trains on the pairs it left (:mod:`attnkit.nmt.data.subword_sampling`).
     Rank 0 encodes; the other ranks map what it wrote. One line to ``echo``
-    says how long that took and how many pairs and tokens the epoch has.
+    says how long that took (or that the epoch's sample was kept) and how many
+    pairs and tokens the epoch has.
     """
     sampling = SampledSegmentation.for_epoch(config.train.subword_sampling, epoch)
-    start = time.perf_counter()
+    start, read = time.perf_counter(), []
     with group.main_first():
         store = open_training_store(
             config.data,
@@ -330,14 +331,15 @@ def sampled_epoch(
             data.src_tok,
             data.tgt_tok,
             threads=torch.get_num_threads(),
+            progress=read.append,  # called only while a new sample is encoded
             sampling=sampling,
         )
     counts = store.counts
+    how = f"in {time.perf_counter() - start:.1f} s" if read else f"kept in {folder.sampled_store}"
     over = f", {counts.dropped} over the length limits left out" if counts.dropped else ""
     echo(
-        f"epoch {epoch}: sampled segmentation in {time.perf_counter() - start:.1f} s, "
-        f"{counts.pairs:,} pairs, {counts.src_tokens:,} source / {counts.tgt_tokens:,} "
-        f"target tokens{over}"
+        f"epoch {epoch}: sampled segmentation {how}, {counts.pairs:,} pairs, "
+        f"{counts.src_tokens:,} source / {counts.tgt_tokens:,} target tokens{over}"
     )
     return Examples(store.src, store.tgt)
 
