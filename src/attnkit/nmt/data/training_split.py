@@ -190,6 +190,8 @@ def open_training_store(
     Raises:
         FileNotFoundError, ValueError: the corpus files' own errors (file and line),
             and the alignment file's (missing, line count, bad link; file and line).
+        ValueError: both ``alignments`` and ``sampling``.
+        TypeError: ``sampling`` of a side whose tokenizer is not sentencepiece.
     """
     if alignments is not None and not Path(alignments).is_file():
         raise FileNotFoundError(f"alignment file not found: {alignments}")
