@@ -49,3 +49,27 @@ def test_the_module_drops_in_training_mode_only():
 def test_a_probability_outside_0_1_is_named(p):
     with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\)"):
         Dropout(p)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_one_pass_mask_rounds_as_the_two_products_did(dtype):
+    # The mask and scale are applied by one fused op forward and backward; the
+    # result must be bit for bit ``x * keep * scale`` (keep 0/1: one rounding).
+    x = torch.randn(33, 65, dtype=dtype, requires_grad=True)
+    grad = torch.randn(33, 65, dtype=dtype)
+    torch.manual_seed(4)
+    y = dropout(x, 0.3)
+    y.backward(grad)
+    torch.manual_seed(4)
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    lanes = words.view(torch.int16)[: x.numel()].view(x.shape)
+    dropped = round(0.3 * 65536)
+    keep = (lanes >= dropped - 32768).to(dtype)
+    scale = 65536 / (65536 - dropped)
+    assert torch.equal(y, x.detach() * keep * scale)
+    assert torch.equal(x.grad, grad * scale * keep)
+
+
+def test_a_rate_that_rounds_to_zero_returns_the_input():
+    x = torch.randn(4, 5)
+    assert dropout(x, 1e-6) is x
