@@ -8,9 +8,11 @@ Forward plus backward, fp32 and bf16 autocast, alternated (:func:`.timing.compar
   batch (2,560 target positions, every seventh PAD, D 256, V 8,000, label smoothing 0.1);
 - dropout: :func:`attnkit.attention.dropout.dropout` against ``F.dropout`` on a
   feed-forward activation (128 x 20 x 1024, p 0.2);
-- a bidirectional GRU (the multi30k RNN's: 256 -> 384, 96 sentences of 10-20 tokens,
-  packed) in bf16 through :func:`attnkit.nmt.models.rnn.autocast_rnn.run_rnn` against
-  the same call under plain autocast, which leaves it in float32 (bf16 only);
+- the multi30k RNN's GRUs (256 -> 384; the encoder's bidirectional over 96 sentences
+  of 10-20 tokens, the decoder's over 96 x 20 tokens from a given state) through
+  :func:`attnkit.nmt.models.rnn.autocast_rnn.run_rnn` (attnkit's GRU layers, in bf16
+  under autocast) against ``nn.GRU`` (over a packed sequence for the encoder), which
+  plain autocast leaves in float32;
 - the Adam update: :func:`attnkit.nmt.training.optimizer.adam` (PyTorch's fused kernel)
   against ``torch.optim.Adam``'s default (``foreach``) on the parameters and random
   gradients of the Transformer preset's model and the quick preset's (fp32 master
@@ -92,26 +94,31 @@ def dropout_pair(bf16: bool):
     )
 
 
-def gru_pair():
+def gru_pair(bf16: bool, bidirectional: bool):
+    """The multi30k RNN's GRUs: the encoder's (bidirectional, 10-20 tokens, packed for
+    PyTorch) and the decoder's (one direction, 20 tokens, from a given state)."""
     torch.manual_seed(0)
-    gru = torch.nn.GRU(256, 384, batch_first=True, bidirectional=True)
+    gru = torch.nn.GRU(256, 384, batch_first=True, bidirectional=bidirectional)
     x = torch.randn(96, 20, 256, requires_grad=True)
-    lengths = torch.randint(10, 21, (96,))
-    lengths[0] = 20
-
-    def packed():
-        return pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    lengths, state = None, torch.randn(1, 96, 384)
+    if bidirectional:
+        lengths, state = torch.randint(10, 21, (96,)), None
+        lengths[0] = 20
 
     def ours():
-        out, final = run_rnn(gru, packed())
-        return out.data.float().sum() + final.float().sum()
+        out, final = run_rnn(gru, x, state, lengths)
+        return out.float().sum() + final.float().sum()
 
     def plain():
-        out, final = gru(packed())
+        if lengths is None:
+            out, final = gru(x, state)
+            return out.float().sum() + final.float().sum()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = gru(packed)
         return out.data.float().sum() + final.float().sum()
 
     leaves = (x, *gru.parameters())
-    return _backward(_autocast(ours, True), *leaves), _backward(_autocast(plain, True), *leaves)
+    return _backward(_autocast(ours, bf16), *leaves), _backward(_autocast(plain, bf16), *leaves)
 
 
 def adam_pair(model: torch.nn.Module):
@@ -161,12 +168,16 @@ def run(quick: bool) -> Result:
     )
     ratios = {}
     loss, drop = "output layer + loss (2560 x 256 -> 8000)", "dropout (128 x 20 x 1024, p 0.2)"
+    bi_gru, gru = "bi-GRU 256 -> 384, 96 x 10-20 tokens", "GRU 256 -> 384, 96 x 20 tokens"
     rows = [
         ("output_fp32", loss, "fp32", loss_pair(False)),
         ("output_bf16", loss, "bf16", loss_pair(True)),
         ("dropout_fp32", drop, "fp32", dropout_pair(False)),
         ("dropout_bf16", drop, "bf16", dropout_pair(True)),
-        ("bi-GRU_bf16", "bi-GRU 256 -> 384, 96 x 10-20, packed", "bf16", gru_pair()),
+        ("bi-GRU_fp32", bi_gru, "fp32", gru_pair(False, True)),
+        ("bi-GRU_bf16", bi_gru, "bf16", gru_pair(True, True)),
+        ("GRU_fp32", gru, "fp32", gru_pair(False, False)),
+        ("GRU_bf16", gru, "bf16", gru_pair(True, False)),
         (
             "attention_kernel_bf16",
             "Transformer preset step, attention kernel per dtype",

@@ -1,14 +1,17 @@
-"""Run ``nn.GRU`` / ``nn.LSTM`` in the autocast dtype, which CPU autocast does not do.
+"""Run an ``nn.GRU`` / ``nn.LSTM`` over a padded batch, in the autocast dtype under autocast.
 
-Inside ``torch.autocast("cpu", dtype=torch.bfloat16)`` PyTorch casts linear
-layers to bf16 but leaves ``nn.GRU`` (and any packed sequence) in float32, so
-the recurrences -- most of an RNN translator's arithmetic -- ran at float32
-speed. :func:`run_rnn` runs them in the autocast dtype with copies of the
-weights, as autocast does for a linear layer, so the float32 master weights
-still receive float32 gradients. The gain is small on a CPU, where PyTorch's
-GRU is a step-by-step loop of small products (a bidirectional 256 -> 384 GRU,
-forward and backward: 171 against 179 ms on an AMD EPYC with avx512_bf16,
-``python -m benchmarks.bench_step_parts``, benchmarks/RESULTS.md).
+Two things PyTorch's modules do not do on a CPU:
+
+* Inside ``torch.autocast("cpu", dtype=torch.bfloat16)`` PyTorch casts linear
+  layers to bf16 but leaves ``nn.GRU`` (and any packed sequence) in float32,
+  so the recurrences -- most of an RNN translator's arithmetic -- would run at
+  float32 speed. :func:`run_rnn` runs them in the autocast dtype with copies of
+  the weights, as autocast does for a linear layer, so the float32 master
+  weights still receive float32 gradients.
+* A GRU runs through :func:`~.gru_layer.run_gru` (one product per weight
+  gradient instead of one per step; sentences of several lengths without
+  packing). An LSTM runs through the module, over a packed sequence when the
+  sentences' lengths differ.
 """
 
 from __future__ import annotations
@@ -16,31 +19,54 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
-from torch.nn.utils.rnn import PackedSequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .gru_layer import run_gru
 
 __all__ = ["run_rnn"]
 
 
-def run_rnn(rnn: nn.RNNBase, inputs: Tensor | PackedSequence, state=None):
-    """``rnn(inputs, state)``; inside an autocast region, in its dtype.
+def run_rnn(rnn: nn.RNNBase, inputs: Tensor, state=None, lengths: Tensor | None = None):
+    """``rnn(inputs, state)`` over a padded batch; inside an autocast region, in its dtype.
 
     Args:
-        rnn: an ``nn.GRU`` or ``nn.LSTM``.
-        inputs: ``(B, T, E)`` (batch first) or a :class:`PackedSequence`.
+        rnn: a batch-first ``nn.GRU`` or ``nn.LSTM``.
+        inputs: ``(B, T, E)``.
         state: ``h_0`` ``(L*dirs, B, D)`` (a pair ``(h_0, c_0)`` for an LSTM), or None.
+        lengths: ``(B,)`` real lengths in ``[1, T]``; each sentence is run as if
+            alone (as a packed sequence would run it). None: all ``T``.
 
     Returns:
-        ``(outputs, final state)`` as ``rnn`` returns them, in the autocast dtype
-        (bf16) inside autocast and in float32 outside it.
+        ``(outputs (B, T, dirs*D), final state)`` as ``rnn`` returns them (outputs
+        zero past each length), in the autocast dtype (bf16) inside autocast and
+        in the weights' dtype outside it.
     """
     device = rnn.weight_hh_l0.device.type
-    if not torch.is_autocast_enabled(device):
-        return rnn(inputs, state)
-    dtype = torch.get_autocast_dtype(device)
-    weights = {name: p.to(dtype) for name, p in rnn.named_parameters()}
-    if isinstance(state, tuple):
-        state = tuple(s.to(dtype) for s in state)
-    elif state is not None:
-        state = state.to(dtype)
+    params = dict(rnn.named_parameters())
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        params = {name: p.to(dtype) for name, p in params.items()}
+        inputs = inputs.to(dtype)
+        if isinstance(state, tuple):
+            state = tuple(s.to(dtype) for s in state)
+        elif state is not None:
+            state = state.to(dtype)
     with torch.autocast(device, enabled=False):
-        return functional_call(rnn, weights, (inputs.to(dtype), state))
+        if isinstance(rnn, nn.GRU):
+            return run_gru(
+                params, inputs, state, lengths,
+                num_layers=rnn.num_layers, bidirectional=rnn.bidirectional,
+                dropout_p=rnn.dropout, training=rnn.training,
+            )  # fmt: skip
+        return _run_module(rnn, params, inputs, state, lengths)
+
+
+def _run_module(rnn: nn.RNNBase, params: dict[str, Tensor], inputs: Tensor, state, lengths):
+    """The module itself with ``params``, over a packed sequence if the lengths differ."""
+    steps = inputs.shape[1]
+    if lengths is None or bool((lengths == steps).all()):
+        return functional_call(rnn, params, (inputs, state))
+    packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    outputs, final = functional_call(rnn, params, (packed, state))
+    outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=steps)
+    return outputs, final

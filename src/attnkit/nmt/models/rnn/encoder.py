@@ -1,15 +1,15 @@
-"""Bidirectional RNN encoder over packed sequences (Bahdanau et al. 2015, sec. 3.2, A.2.1).
+"""Bidirectional RNN encoder over sentences of any length (Bahdanau et al. 2015, 3.2, A.2.1).
 
 Each source token gets an annotation ``h_j = [->h_j; <-h_j]``: the states of a
 forward and a backward RNN at position ``j``, concatenated. With ``D`` units
 per direction (Bahdanau et al. use the same ``n`` for each encoder direction
 and for the decoder, A.2.2) the annotations are ``2D`` wide.
 
-Padded batches are packed with ``pack_padded_sequence(enforce_sorted=False)``,
-so the backward RNN starts at each sentence's own last token and no state ever
-sees a ``<pad>``: a sentence encodes to the same states alone or inside a
-padded batch, in any order. A batch without padding skips packing (about
-half of the length-bucketed Multi30k batches; every reverse-task batch).
+Each sentence runs for its own length (:func:`.autocast_rnn.run_rnn`: a GRU
+keeps its state past the length, an LSTM runs over a packed sequence), so the
+backward RNN starts at each sentence's own last token and no state ever sees a
+``<pad>``: a sentence encodes to the same states alone or inside a padded
+batch, in any order.
 
 Notation: ``B`` batch, ``S`` source length, ``E`` embedding size, ``D`` hidden
 units per direction, ``V`` source vocabulary size.
@@ -21,7 +21,6 @@ from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ....attention.dropout import Dropout
 from ...vocab_ids import PAD
@@ -49,7 +48,7 @@ class EncodedSource(NamedTuple):
 
 
 class RNNEncoder(nn.Module):
-    """Embedding, dropout and a bidirectional GRU/LSTM over packed sequences.
+    """Embedding, dropout and a bidirectional GRU/LSTM run for each sentence's own length.
 
     Args:
         vocab_size: V, number of source symbols (row ``PAD`` = 0 is kept at zero).
@@ -104,18 +103,9 @@ class RNNEncoder(nn.Module):
                 outside ``[1, S]`` (see :func:`check_source`).
         """
         check_source(src, src_lengths)
-        batch, src_len = src.shape
+        batch = src.shape[0]
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        if bool((src_lengths == src_len).all()):
-            # nothing to skip: packing would only cost (its backward zero-fills
-            # the whole packed input once per time step on the CPU)
-            states, final = run_rnn(self.rnn, embedded)
-        else:
-            packed = pack_padded_sequence(
-                embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False
-            )
-            packed_states, final = run_rnn(self.rnn, packed)
-            states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src_len)
+        states, final = run_rnn(self.rnn, embedded, lengths=src_lengths)
         # states: (B, S, 2D), zeros past each length. PyTorch returns the final
         # states (h_n, and c_n for an LSTM) in the original batch order.
         hidden, cell = final if isinstance(final, tuple) else (final, None)

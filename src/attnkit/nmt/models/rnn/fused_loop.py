@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .gru_layer import gate_factors, gru_step
+
 
 def bahdanau_gru_loop(
     embedded: Tensor,
@@ -97,11 +99,7 @@ class _Loop(torch.autograd.Function):
         keep = mask.to(values.dtype)  # (B, S)
 
         new = values.new_empty
-        qh, gates, out = (
-            new(steps, batch, a_dim + 3 * d),
-            new(steps, batch, 3 * d),
-            new(steps, batch, d),
-        )
+        qh, rz, n, out = (new(steps, batch, k) for k in (a_dim + 3 * d, 2 * d, d, d))
         hidden = new(steps, *prepared.shape)  # (T, B, S, A)
         weights, contexts = new(steps, *mask.shape), new(steps, batch, 1, values.shape[-1])
         s = initial
@@ -113,34 +111,24 @@ class _Loop(torch.autograd.Function):
             a = torch.mul(torch.softmax(scores, dim=-1), keep, out=weights[t])
             c = torch.bmm(a[:, None, :], values, out=contexts[t])[:, 0]  # (B, Dv)
             gi = torch.addmm(x_gates[t], c, w_ctx)  # W_i [E y; c] + b_i
-            rz = torch.sigmoid(
-                gi[:, : 2 * d] + q[:, a_dim : a_dim + 2 * d], out=gates[t, :, : 2 * d]
-            )
-            pre_n = torch.addcmul(gi[:, 2 * d :], rz[:, :d], q[:, a_dim + 2 * d :])
-            n = torch.tanh(pre_n, out=gates[t, :, 2 * d :])
-            s = torch.lerp(n, s, rz[:, d:], out=out[t])  # (1 - z) n + z s
+            s = gru_step(gi, q[:, a_dim:], s, rz[t], n[t], out[t])
         contexts = contexts.squeeze(2)
         ctx.save_for_backward(
-            inputs, initial, values, w_q, v, w_ih, w_hh, qh, gates, out, hidden, weights, contexts
+            inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights, contexts
         )
         return out.transpose(0, 1), contexts.transpose(0, 1), weights.transpose(0, 1)
 
     @staticmethod
     def backward(ctx: Any, g_out, g_ctx, g_weights):
         (inputs, initial, values, w_q, v, w_ih, w_hh,
-         qh, gates, out, hidden, weights, contexts) = ctx.saved_tensors  # fmt: skip
+         qh, rz, n, out, hidden, weights, contexts) = ctx.saved_tensors  # fmt: skip
         steps, batch, embed = inputs.shape
         d, a_dim = out.shape[-1], w_q.shape[0]
         w_state = torch.cat([w_q, w_hh])  # (A + 3D, D)
         w_ctx = w_ih[:, embed:]  # (3D, Dv)
         prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
-        r, z, n = gates.split(d, dim=-1)
-        # d s_t / d(gate pre-activations), for all steps at once
-        f_n = (1 - z) * (1 - n * n)
-        f_r = f_n * qh[..., a_dim + 2 * d :] * r * (1 - r)
-        f_x = torch.cat([f_r, (prev - n) * z * (1 - z), f_n], dim=-1).view(steps, batch, 3, d)
-        f_h = f_x.clone()
-        f_h[:, :, 2] *= r
+        f_x, f_h = gate_factors(rz, n, qh[..., a_dim + 2 * d :], prev)
+        z = rz[..., d:]
 
         new = out.new_empty
         g_x, g_qh = new(steps, batch, 3 * d), new(steps, batch, a_dim + 3 * d)

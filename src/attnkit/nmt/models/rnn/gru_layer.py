@@ -1,0 +1,200 @@
+"""``nn.GRU`` over whole sequences with a hand-written backward, organised as cuDNN organises it.
+
+PyTorch's CPU GRU is a loop of small per-step products whose autograd graph
+also computes every weight gradient per step: ``T`` products of ``(3D, B) x
+(B, D)`` and ``T`` accumulations of a ``3D x D`` gradient. Over a packed
+sequence it is worse: each step's slice of the input projection gets a
+gradient the size of the whole packed input, zero-filled and summed ``T``
+times. :func:`gru_layer` runs the same equations (``nn.GRU``'s, gate order
+r, z, n; Cho et al. 2014, eqs. 5-8)::
+
+    r = sigma(W_ir x + b_ir + W_hr s + b_hr)
+    z = sigma(W_iz x + b_iz + W_hz s + b_hz)
+    n = tanh(W_in x + b_in + r * (W_hn s + b_hn))
+    s' = (1 - z) * n + z * s
+
+with the input projection one product for all steps, and a backward pass
+that runs only the recursion through the states; each weight gradient is one
+product over all ``B*T`` positions after it. Sentences shorter than the batch
+keep their state past their length (``z`` is pinned to 1 there), as a packed
+sequence would, and the backward direction starts at each sentence's own last
+token. :func:`run_gru` stacks layers and directions as ``nn.GRU`` does; the
+Bahdanau decoder's loop (:mod:`.fused_loop`) shares the step and its gradient.
+
+Notation: ``B`` batch, ``T`` steps, ``E`` input size, ``D`` hidden units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ....attention.dropout import dropout
+
+__all__ = ["gate_factors", "gru_layer", "gru_step", "run_gru"]
+
+
+def gru_step(gi: Tensor, gh: Tensor, s: Tensor, rz: Tensor, n: Tensor, out: Tensor) -> Tensor:
+    """One GRU step into preallocated (contiguous) buffers: the new state, written to ``out``.
+
+    Args:
+        gi: ``W_i x + b_i`` ``(B, 3D)``; gh: ``W_h s + b_h`` ``(B, 3D)``; s: ``(B, D)``.
+        rz: ``(B, 2D)``, receives ``[r, z]``; n: ``(B, D)``, receives ``n``; out: ``(B, D)``.
+    """
+    d = s.shape[-1]
+    torch.sigmoid(gi[:, : 2 * d] + gh[:, : 2 * d], out=rz)
+    torch.tanh(torch.addcmul(gi[:, 2 * d :], rz[:, :d], gh[:, 2 * d :]), out=n)
+    return torch.lerp(n, s, rz[:, d:], out=out)  # (1 - z) n + z s
+
+
+def gate_factors(rz: Tensor, n: Tensor, gh_n: Tensor, prev: Tensor) -> tuple[Tensor, Tensor]:
+    """``d s_t / d`` the gates' pre-activations, for all steps at once.
+
+    Args:
+        rz: ``[r, z]`` ``(T, B, 2D)``; n: ``(T, B, D)``; gh_n: ``W_hn s_{t-1} + b_hn``
+            ``(T, B, D)``; prev: ``s_{t-1}`` ``(T, B, D)``.
+
+    Returns:
+        ``(f_x, f_h)``, each ``(T, B, 3, D)``: multiplied by ``dL/ds_t`` they give the
+        gradient of ``W_i x + b_i`` and of ``W_h s_{t-1} + b_h``.
+    """
+    d = prev.shape[-1]
+    r, z = rz.split(d, dim=-1)
+    f_n = (1 - z) * (1 - n * n)
+    f_r = f_n * gh_n * r * (1 - r)
+    f_x = torch.cat([f_r, (prev - n) * z * (1 - z), f_n], dim=-1).view(*prev.shape[:2], 3, d)
+    f_h = f_x.clone()
+    f_h[:, :, 2] *= r
+    return f_x, f_h
+
+
+def gru_layer(
+    inputs: Tensor,
+    initial: Tensor,
+    weights: tuple[Tensor, Tensor, Tensor, Tensor],
+    lengths: Tensor | None = None,
+    reverse: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """One GRU direction over a padded batch.
+
+    Args:
+        inputs: ``(B, T, E)``, float (the weights' dtype).
+        initial: ``s_0`` ``(B, D)``.
+        weights: ``(W_ih (3D, E), b_ih (3D,), W_hh (3D, D), b_hh (3D,))``, ``nn.GRU``'s layout.
+        lengths: ``(B,)`` integer real lengths in ``[1, T]``, or None (all ``T``).
+        reverse: run from each sentence's last real token back to its first.
+
+    Returns:
+        ``(outputs, final)``: the states ``(B, T, D)``, zero past each length, and
+        each sentence's last state ``(B, D)``.
+    """
+    steps = inputs.shape[1]
+    keep = None
+    if lengths is not None and bool((lengths < steps).any()):
+        positions = torch.arange(steps, device=inputs.device)
+        keep = positions[None, :] < lengths.to(inputs.device)[:, None]  # (B, T)
+    order = None
+    if reverse:  # position t reads t's mirror within the sentence; padding stays put
+        last = steps - 1 if keep is None else lengths.to(inputs.device)[:, None] - 1
+        order = torch.arange(steps, device=inputs.device).expand(inputs.shape[0], steps)
+        order = torch.where(order <= last, last - order, order)  # an involution
+        inputs = inputs.gather(1, order[:, :, None].expand_as(inputs))
+    outputs, final = _GRULayer.apply(inputs, initial, *weights, keep)
+    if keep is not None:
+        outputs = outputs * keep[:, :, None].to(outputs.dtype)
+    if order is not None:
+        outputs = outputs.gather(1, order[:, :, None].expand_as(outputs))
+    return outputs, final
+
+
+class _GRULayer(torch.autograd.Function):
+    """Buffers are time-major, ``(T, B, ...)``, so every step reads and writes whole blocks."""
+
+    @staticmethod
+    def forward(ctx: Any, inputs, initial, w_ih, b_ih, w_hh, b_hh, keep):
+        batch, steps, size = inputs.shape
+        d = initial.shape[-1]
+        x = inputs.transpose(0, 1).contiguous()  # (T, B, E)
+        gi = torch.addmm(b_ih, x.view(-1, size), w_ih.t()).view(steps, batch, 3 * d)
+        if keep is not None:  # z = sigmoid(inf) = 1 past a length: the state is kept exactly
+            gi[:, :, d : 2 * d].masked_fill_(~keep.t()[:, :, None], torch.inf)
+        gh, rz, n, out = (inputs.new_empty(steps, batch, k * d) for k in (3, 2, 1, 1))
+        s, w = initial, w_hh.t()
+        for t in range(steps):
+            s = gru_step(gi[t], torch.addmm(b_hh, s, w, out=gh[t]), s, rz[t], n[t], out[t])
+        ctx.save_for_backward(x, initial, w_ih, w_hh, gh, rz, n, out)
+        return out.transpose(0, 1), s.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g_out, g_final):
+        x, initial, w_ih, w_hh, gh, rz, n, out = ctx.saved_tensors
+        steps, batch, d = out.shape
+        prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
+        f_x, f_h = gate_factors(rz, n, gh[..., 2 * d :], prev)
+        z = rz[..., d:]
+        g_x, g_h = x.new_empty(steps, batch, 3 * d), x.new_empty(steps, batch, 3 * d)
+        g_s = torch.zeros_like(initial) if g_final is None else g_final
+        for t in reversed(range(steps)):
+            if g_out is not None:
+                g_s = g_s + g_out[:, t]
+            torch.mul(f_x[t], g_s[:, None], out=g_x[t].view(batch, 3, d))
+            g_ht = torch.mul(f_h[t], g_s[:, None], out=g_h[t].view(batch, 3, d)).view(batch, -1)
+            g_s = torch.addmm(g_s * z[t], g_ht, w_hh)
+
+        def flat(t: Tensor) -> Tensor:
+            return t.reshape(steps * batch, -1)
+
+        g_inputs = torch.matmul(g_x, w_ih).transpose(0, 1)  # (B, T, E)
+        g_w_ih, g_w_hh = flat(g_x).t() @ flat(x), flat(g_h).t() @ flat(prev)
+        return g_inputs, g_s, g_w_ih, flat(g_x).sum(0), g_w_hh, flat(g_h).sum(0), None
+
+
+def run_gru(
+    params: Mapping[str, Tensor],
+    inputs: Tensor,
+    state: Tensor | None = None,
+    lengths: Tensor | None = None,
+    *,
+    num_layers: int = 1,
+    bidirectional: bool = False,
+    dropout_p: float = 0.0,
+    training: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """``nn.GRU(batch_first=True)`` with :func:`gru_layer` for every layer and direction.
+
+    Args:
+        params: the GRU's parameters by ``nn.GRU``'s names (``weight_ih_l0``,
+            ``bias_hh_l0_reverse``, ...), in the dtype to compute in.
+        inputs: ``(B, T, E)``.
+        state: ``h_0`` ``(L*dirs, B, D)`` or None (zeros).
+        lengths: ``(B,)`` real lengths, as a packed sequence would give them; None: all ``T``.
+        num_layers, bidirectional: as the module's.
+        dropout_p, training: dropout on every layer's output but the last, in training.
+
+    Returns:
+        ``(outputs (B, T, dirs*D), h_n (L*dirs, B, D))``, outputs zero past each length.
+    """
+    dirs = 2 if bidirectional else 1
+    d = params["weight_hh_l0"].shape[-1]
+    if state is None:
+        state = inputs.new_zeros(num_layers * dirs, inputs.shape[0], d)
+    finals, x = [], inputs
+    for layer in range(num_layers):
+        if layer and training and dropout_p > 0:
+            x = dropout(x, dropout_p)
+        outs = []
+        for direction in range(dirs):
+            suffix = f"_l{layer}" + ("_reverse" if direction else "")
+            weights = tuple(
+                params[f"{k}{suffix}"] for k in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
+            )
+            out, final = gru_layer(
+                x, state[layer * dirs + direction], weights, lengths, bool(direction)
+            )
+            outs.append(out)
+            finals.append(final)
+        x = outs[0] if dirs == 1 else torch.cat(outs, dim=-1)
+    return x, torch.stack(finals)

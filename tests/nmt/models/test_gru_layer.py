@@ -1,0 +1,49 @@
+"""gru_layer / run_gru (nmt/models/rnn/gru_layer.py): lengths without packing, layers, dropout."""
+
+import torch
+
+from attnkit.nmt.models.rnn.gru_layer import gru_layer, run_gru
+
+
+def weights(e, d, dtype=torch.float64):
+    torch.manual_seed(1)
+    return tuple(torch.randn(*shape, dtype=dtype) * 0.3 for shape in
+                 ((3 * d, e), (3 * d,), (3 * d, d), (3 * d,)))  # fmt: skip
+
+
+def test_a_sentence_runs_the_same_alone_and_inside_a_padded_batch_both_directions():
+    torch.manual_seed(0)
+    batch = torch.randn(3, 6, 4, dtype=torch.float64)
+    lengths = torch.tensor([6, 2, 4])
+    s0 = torch.randn(3, 5, dtype=torch.float64)
+    w = weights(4, 5)
+    for reverse in (False, True):
+        out, final = gru_layer(batch, s0, w, lengths, reverse)
+        for b, n in enumerate(lengths.tolist()):
+            alone, alone_final = gru_layer(batch[b : b + 1, :n], s0[b : b + 1], w, None, reverse)
+            torch.testing.assert_close(out[b, :n], alone[0], rtol=0, atol=1e-14)
+            torch.testing.assert_close(final[b], alone_final[0], rtol=0, atol=1e-14)
+            assert torch.all(out[b, n:] == 0)  # nothing past the length
+
+
+def test_padding_gets_no_gradient_and_the_kept_state_passes_its_gradient_through():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    out, final = gru_layer(x, s0, weights(3, 4), torch.tensor([5, 2]))
+    (out.sum() + final.sum()).backward()
+    assert torch.all(x.grad[1, 2:] == 0)
+    # the short sentence's final state is its state after 2 steps
+    torch.testing.assert_close(final[1], out[1, 1], rtol=0, atol=0)
+
+
+def test_stacked_layers_drop_out_between_layers_in_training_only():
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(4, 5, num_layers=2, batch_first=True, dropout=0.5).double()
+    params = dict(gru.named_parameters())
+    x = torch.randn(3, 6, 4, dtype=torch.float64)
+    options = {"num_layers": 2, "dropout_p": 0.5}
+    evaluated, _ = run_gru(params, x, None, **options, training=False)
+    torch.testing.assert_close(evaluated, gru.eval()(x)[0], rtol=1e-12, atol=1e-12)
+    trained, _ = run_gru(params, x, None, **options, training=True)
+    assert not torch.allclose(trained, evaluated)
