@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .gru_layer import gate_factors, gru_step
+from .gru_layer import gate_factors, gru_step, n_first, rz_first
 
 
 def bahdanau_gru_loop(
@@ -124,26 +124,26 @@ class _Loop(torch.autograd.Function):
          qh, rz, n, out, hidden, weights, contexts) = ctx.saved_tensors  # fmt: skip
         steps, batch, embed = inputs.shape
         d, a_dim = out.shape[-1], w_q.shape[0]
-        w_state = torch.cat([w_q, w_hh])  # (A + 3D, D)
-        w_ctx = w_ih[:, embed:]  # (3D, Dv)
+        # a step's gradient row is [x_n, r, z, h_n, attention] (gate_factors' order), so
+        # [n, r, z] (input side) and [r, z, h_n, attention] (state side) are blocks of it
+        w_state = torch.cat([w_hh, w_q])  # (3D + A, D)
+        w_ctx = n_first(w_ih[:, embed:])  # (3D, Dv)
         prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
-        f_x, f_h = gate_factors(rz, n, qh[..., a_dim + 2 * d :], prev)
+        factors = gate_factors(rz, n, qh[..., a_dim + 2 * d :], prev)  # (T, B, 4, D)
         z = rz[..., d:]
 
-        new = out.new_empty
-        g_x, g_qh = new(steps, batch, 3 * d), new(steps, batch, a_dim + 3 * d)
-        g_c = new(contexts.shape)
+        g = out.new_empty(steps, batch, 4 * d + a_dim)
+        g_c = out.new_empty(contexts.shape)
         g_prepared, g_v = torch.zeros_like(hidden[0]), v.new_zeros(1, a_dim)
         g_s = torch.zeros_like(initial)
         for t in reversed(range(steps)):
             if g_out is not None:
                 g_s = g_s + g_out[:, t]
-            gx = torch.mul(f_x[t], g_s[:, None], out=g_x[t].view(batch, 3, d)).view(batch, -1)
-            torch.mul(f_h[t], g_s[:, None], out=g_qh[t, :, a_dim:].view(batch, 3, d))
+            torch.mul(factors[t], g_s[:, None], out=g[t, :, : 4 * d].view(batch, 4, d))
             if g_ctx is None:
-                c_grad = torch.mm(gx, w_ctx, out=g_c[t])
+                c_grad = torch.mm(g[t, :, : 3 * d], w_ctx, out=g_c[t])
             else:
-                c_grad = torch.addmm(g_ctx[:, t], gx, w_ctx, out=g_c[t])  # (B, Dv)
+                c_grad = torch.addmm(g_ctx[:, t], g[t, :, : 3 * d], w_ctx, out=g_c[t])  # (B, Dv)
             g_a = torch.bmm(values, c_grad[:, :, None])[:, :, 0]  # (B, S)
             if g_weights is not None:
                 g_a = g_a + g_weights[:, t]
@@ -151,21 +151,22 @@ class _Loop(torch.autograd.Function):
             g_e = a * (g_a - (a * g_a).sum(-1, keepdim=True))  # softmax backward, (B, S)
             # through e = v^T tanh(.), per step while (B, S, A) is still in cache
             g_pre = torch.ops.aten.tanh_backward(g_e[:, :, None] * v, hidden[t])  # (B, S, A)
-            torch.sum(g_pre, dim=1, out=g_qh[t, :, :a_dim])
+            torch.sum(g_pre, dim=1, out=g[t, :, 4 * d :])
             g_prepared += g_pre
             g_v = torch.addmm(g_v, g_e.view(1, -1), hidden[t].view(-1, a_dim))
-            g_s = torch.addmm(g_s * z[t], g_qh[t], w_state)
+            g_s = torch.addmm(g_s * z[t], g[t, :, d:], w_state)
 
         # every weight gradient: one product over all T*B positions
         def flat(x: Tensor) -> Tensor:
             return x.reshape(steps * batch, -1)
 
-        g_w_state = torch.mm(flat(g_qh).t(), flat(prev))
-        g_w_ih = torch.mm(flat(g_x).t(), flat(torch.cat([inputs, contexts], dim=-1)))
-        g_embedded = torch.matmul(g_x, w_ih[:, :embed]).transpose(0, 1)  # (B, T, E)
+        g_x, g_state = flat(g[..., : 3 * d]), flat(g[..., d:])  # [n, r, z]; [r, z, n, A]
+        g_w_state = g_state.t() @ flat(prev)  # (3D + A, D)
+        g_w_ih = rz_first(g_x.t() @ flat(torch.cat([inputs, contexts], dim=-1)))
+        g_embedded = (g_x @ n_first(w_ih[:, :embed])).view(steps, batch, -1).transpose(0, 1)
         g_values = torch.einsum("tbs,tbv->bsv", weights, g_c)  # (B, S, Dv)
-        g_b_hh = flat(g_qh)[:, a_dim:].sum(0)
+        g_b_hh = g_state[:, : 3 * d].sum(0)
         return (
             g_embedded, g_s, g_prepared, g_values, None,
-            g_w_state[:a_dim], g_v[0], g_w_ih, flat(g_x).sum(0), g_w_state[a_dim:], g_b_hh,
+            g_w_state[3 * d :], g_v[0], g_w_ih, rz_first(g_x.sum(0)), g_w_state[: 3 * d], g_b_hh,
         )  # fmt: skip

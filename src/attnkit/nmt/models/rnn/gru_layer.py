@@ -34,7 +34,7 @@ from torch import Tensor
 
 from ....attention.dropout import dropout
 
-__all__ = ["gate_factors", "gru_layer", "gru_step", "run_gru"]
+__all__ = ["gate_factors", "gru_layer", "gru_step", "n_first", "run_gru", "rz_first"]
 
 
 def gru_step(gi: Tensor, gh: Tensor, s: Tensor, rz: Tensor, n: Tensor, out: Tensor) -> Tensor:
@@ -50,7 +50,7 @@ def gru_step(gi: Tensor, gh: Tensor, s: Tensor, rz: Tensor, n: Tensor, out: Tens
     return torch.lerp(n, s, rz[:, d:], out=out)  # (1 - z) n + z s
 
 
-def gate_factors(rz: Tensor, n: Tensor, gh_n: Tensor, prev: Tensor) -> tuple[Tensor, Tensor]:
+def gate_factors(rz: Tensor, n: Tensor, gh_n: Tensor, prev: Tensor) -> Tensor:
     """``d s_t / d`` the gates' pre-activations, for all steps at once.
 
     Args:
@@ -58,17 +58,32 @@ def gate_factors(rz: Tensor, n: Tensor, gh_n: Tensor, prev: Tensor) -> tuple[Ten
             ``(T, B, D)``; prev: ``s_{t-1}`` ``(T, B, D)``.
 
     Returns:
-        ``(f_x, f_h)``, each ``(T, B, 3, D)``: multiplied by ``dL/ds_t`` they give the
-        gradient of ``W_i x + b_i`` and of ``W_h s_{t-1} + b_h``.
+        ``(T, B, 4, D)``, ordered ``[x_n, r, z, h_n]``: multiplied by ``dL/ds_t``, its
+        first three give the gradient of ``W_i x + b_i`` in the order ``[n, r, z]``
+        (:func:`n_first`) and its last three that of ``W_h s_{t-1} + b_h`` in
+        ``nn.GRU``'s order, so each is one contiguous block of a step's row.
     """
     d = prev.shape[-1]
     r, z = rz.split(d, dim=-1)
-    f_n = (1 - z) * (1 - n * n)
-    f_r = f_n * gh_n * r * (1 - r)
-    f_x = torch.cat([f_r, (prev - n) * z * (1 - z), f_n], dim=-1).view(*prev.shape[:2], 3, d)
-    f_h = f_x.clone()
-    f_h[:, :, 2] *= r
-    return f_x, f_h
+    factors = prev.new_empty(*prev.shape[:2], 4, d)
+    f_xn, f_r, f_z, f_hn = factors.unbind(2)
+    torch.mul(1 - z, 1 - n * n, out=f_xn)
+    torch.mul(f_xn, r, out=f_hn)
+    torch.mul(f_hn * gh_n, 1 - r, out=f_r)
+    torch.mul((prev - n) * z, 1 - z, out=f_z)
+    return factors
+
+
+def n_first(t: Tensor) -> Tensor:
+    """Rows of a GRU input weight or bias ``(3D, ...)`` from ``[r, z, n]`` to ``[n, r, z]``."""
+    d = t.shape[0] // 3
+    return torch.cat([t[2 * d :], t[: 2 * d]])
+
+
+def rz_first(t: Tensor) -> Tensor:
+    """The inverse of :func:`n_first`: rows ``[n, r, z]`` back to ``[r, z, n]``."""
+    d = t.shape[0] // 3
+    return torch.cat([t[d:], t[:d]])
 
 
 def gru_layer(
@@ -133,23 +148,23 @@ class _GRULayer(torch.autograd.Function):
         x, initial, w_ih, w_hh, gh, rz, n, out = ctx.saved_tensors
         steps, batch, d = out.shape
         prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
-        f_x, f_h = gate_factors(rz, n, gh[..., 2 * d :], prev)
+        factors = gate_factors(rz, n, gh[..., 2 * d :], prev)  # (T, B, 4, D)
         z = rz[..., d:]
-        g_x, g_h = x.new_empty(steps, batch, 3 * d), x.new_empty(steps, batch, 3 * d)
+        g = x.new_empty(steps, batch, 4 * d)  # per step [x_n, r, z, h_n]
         g_s = torch.zeros_like(initial) if g_final is None else g_final
         for t in reversed(range(steps)):
             if g_out is not None:
                 g_s = g_s + g_out[:, t]
-            torch.mul(f_x[t], g_s[:, None], out=g_x[t].view(batch, 3, d))
-            g_ht = torch.mul(f_h[t], g_s[:, None], out=g_h[t].view(batch, 3, d)).view(batch, -1)
-            g_s = torch.addmm(g_s * z[t], g_ht, w_hh)
+            torch.mul(factors[t], g_s[:, None], out=g[t].view(batch, 4, d))
+            g_s = torch.addmm(g_s * z[t], g[t, :, d:], w_hh)
 
         def flat(t: Tensor) -> Tensor:
             return t.reshape(steps * batch, -1)
 
-        g_inputs = torch.matmul(g_x, w_ih).transpose(0, 1)  # (B, T, E)
-        g_w_ih, g_w_hh = flat(g_x).t() @ flat(x), flat(g_h).t() @ flat(prev)
-        return g_inputs, g_s, g_w_ih, flat(g_x).sum(0), g_w_hh, flat(g_h).sum(0), None
+        g_x, g_h = flat(g[..., : 3 * d]), flat(g[..., d:])  # [n, r, z]; [r, z, n]
+        g_inputs = (g_x @ n_first(w_ih)).view(steps, batch, -1).transpose(0, 1)  # (B, T, E)
+        g_w_ih, g_b_ih = rz_first(g_x.t() @ flat(x)), rz_first(g_x.sum(0))
+        return g_inputs, g_s, g_w_ih, g_b_ih, g_h.t() @ flat(prev), g_h.sum(0), None
 
 
 def run_gru(
