@@ -1,5 +1,6 @@
 """gru_layer / run_gru (nmt/models/rnn/gru_layer.py): lengths without packing, layers, dropout."""
 
+import pytest
 import torch
 
 from attnkit.nmt.models.rnn.gru_layer import gru_layer, run_gru
@@ -47,3 +48,11 @@ def test_stacked_layers_drop_out_between_layers_in_training_only():
     torch.testing.assert_close(evaluated, gru.eval()(x)[0], rtol=1e-12, atol=1e-12)
     trained, _ = run_gru(params, x, None, **options, training=True)
     assert not torch.allclose(trained, evaluated)
+
+
+def test_a_length_outside_the_batch_is_named():
+    gru = torch.nn.GRU(4, 5, batch_first=True).double()
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    for lengths in (torch.tensor([3, 0]), torch.tensor([4, 1]), torch.tensor([3])):
+        with pytest.raises(ValueError, match=r"lengths must be \(2,\) with each in \[1, 3\]"):
+            run_gru(dict(gru.named_parameters()), x, None, lengths)

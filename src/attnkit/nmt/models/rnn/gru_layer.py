@@ -181,8 +181,8 @@ def run_gru(
     """``nn.GRU(batch_first=True)`` with :func:`gru_layer` for every layer and direction.
 
     Args:
-        params: the GRU's parameters by ``nn.GRU``'s names (``weight_ih_l0``,
-            ``bias_hh_l0_reverse``, ...), in the dtype to compute in.
+        params: the GRU's parameters (with biases) by ``nn.GRU``'s names
+            (``weight_ih_l0``, ``bias_hh_l0_reverse``, ...), in the dtype to compute in.
         inputs: ``(B, T, E)``.
         state: ``h_0`` ``(L*dirs, B, D)`` or None (zeros).
         lengths: ``(B,)`` real lengths, as a packed sequence would give them; None: all ``T``.
@@ -191,7 +191,18 @@ def run_gru(
 
     Returns:
         ``(outputs (B, T, dirs*D), h_n (L*dirs, B, D))``, outputs zero past each length.
+
+    Raises:
+        ValueError: ``lengths`` not ``(B,)`` or a length outside ``[1, T]``.
+        KeyError: a parameter missing from ``params`` (a GRU without biases).
     """
+    if lengths is not None:
+        batch, steps = inputs.shape[:2]
+        if lengths.shape != (batch,) or bool((lengths < 1).any() | (lengths > steps).any()):
+            raise ValueError(
+                f"lengths must be ({batch},) with each in [1, {steps}], got shape "
+                f"{tuple(lengths.shape)}, range [{int(lengths.min())}, {int(lengths.max())}]"
+            )
     dirs = 2 if bidirectional else 1
     d = params["weight_hh_l0"].shape[-1]
     if state is None:
