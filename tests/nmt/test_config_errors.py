@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from attnkit.cli import main
@@ -104,6 +104,7 @@ def test_random_config_is_valid_or_a_validation_error(raw):
 
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(KEYS + ["model.heads", "train.lr.x", "data.toy.task.x"]), leaf_values())
+@example(key="data.bundled", value="\n")  # a newline in the value, escaped in the message
 def test_one_changed_value_is_valid_or_names_its_key(key, value):
     text = yaml.safe_dump(value).removesuffix("\n...\n").strip()
     message = check_outcome(BASE, [f"{key}={text}"])

@@ -84,7 +84,7 @@ class RunConfig(_Section):
             return config
         except ValidationError as err:
             blamed = _blamed_overrides(err, overrides)
-            where = f"override {' '.join(blamed)}" if blamed else source
+            where = f"override {' '.join(map(_escaped, blamed))}" if blamed else source
             raise ValueError(f"invalid {where}:\n{format_validation_error(err, cls)}") from None
         except RecursionError:
             raise ValueError(f"{source}: a value refers to itself (a YAML alias loop)") from None
@@ -132,3 +132,9 @@ class RunConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _escaped(text: str) -> str:
+    """``text`` with its unprintable characters (a newline in an override's value) escaped,
+    so that an error message keeps its first line whole."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
