@@ -110,8 +110,9 @@ def test_hypothesis_scores_and_weights_match_the_teacher_forced_pass(variant) ->
         assert g.score == g.log_prob
 
 
-def test_transformer_beams_sharing_one_source_row_search_as_with_repeated_rows() -> None:
-    model = _model({"arch": "transformer"})
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
+def test_beams_sharing_one_source_row_search_as_with_repeated_rows(variant) -> None:
+    model = _model(variant)
     assert model.beams_share_memory
     src, src_lengths = pad(_sources(6, seed=3))
     shared = beam_search_n_best(model, src, src_lengths, beam_size=4, length_penalty=1.0)

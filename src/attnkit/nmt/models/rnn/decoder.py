@@ -343,7 +343,18 @@ class AttentionDecoder(nn.Module):
         return out.squeeze(1), RNNState(hidden, cell, state.feed)
 
     def _attend(self, query: Tensor, memory: RNNMemory) -> tuple[Tensor, Tensor]:
-        """Context and weights for a step query ``(B, D)`` or all steps ``(B, T, D)``."""
+        """Context and weights for a step query ``(B, D)`` or all steps ``(B, T, D)``.
+
+        A step query of ``k * B`` rows (beam search's ``k`` beams of each of the
+        memory's ``B`` sentences, row ``r`` reading sentence ``r // k``) attends as
+        ``(B, k, D)``: one small matrix product per sentence instead of ``k``
+        matrix-vector products over ``k`` copies of its encoder states.
+        """
+        sentences = memory.batch_size
+        if query.dim() == 2 and query.shape[0] != sentences:
+            beams = query.view(sentences, -1, query.shape[-1])  # (B, k, D)
+            context, weights = self._attend(beams, memory)  # (B, k, Dv), (B, k, S)
+            return context.flatten(0, 1), weights.flatten(0, 1)  # (k*B, Dv), (k*B, S)
         mask = memory.mask if query.dim() == 2 else memory.mask[:, None, :]  # (B, S) or (B, 1, S)
         return self.attention(
             query,

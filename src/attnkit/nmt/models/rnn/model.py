@@ -28,6 +28,10 @@ class RNNTranslator(Translator):
     memory is an :class:`RNNMemory` (encoder states, projected keys, mask,
     ``s_0``) and its decoder state an :class:`RNNState`.
 
+    Beam search keeps one memory row per sentence for its beams
+    (``beams_share_memory``): the decoder attends with each sentence's ``k``
+    beam states at once (:meth:`AttentionDecoder._attend`).
+
     Args:
         config: the architecture.
         src_vocab_size: source vocabulary size, including the special tokens.
@@ -36,6 +40,8 @@ class RNNTranslator(Translator):
     Raises:
         ValueError: a vocabulary smaller than the special tokens plus one symbol.
     """
+
+    beams_share_memory = True  # k decoder rows read one memory row
 
     def __init__(self, config: RNNConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__(src_vocab_size, tgt_vocab_size)
@@ -83,9 +89,10 @@ class RNNTranslator(Translator):
     def _step(
         self, prev_tokens: Tensor, state: RNNState, memory: RNNMemory
     ) -> tuple[Tensor, Tensor, RNNState]:
-        if state.hidden.shape[1] != memory.batch_size:
+        if state.hidden.shape[1] != prev_tokens.shape[0]:
             raise ValueError(
-                f"state has B={state.hidden.shape[1]} but memory has B={memory.batch_size}; "
+                f"state has B={state.hidden.shape[1]} rows but prev_tokens has "
+                f"{prev_tokens.shape[0]} (memory: {memory.batch_size} sentences); "
                 "reorder both with index_select"
             )
         return self.decoder.step(prev_tokens, state, memory)
