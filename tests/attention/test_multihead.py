@@ -145,9 +145,12 @@ def test_value_defaults_to_key():
 @pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
 def test_packed_projections_equal_the_modules_called_one_by_one(cross):
     """Q/K/V (self) and K/V (cross) run as one product with stacked weights; a hooked
-    projection runs as a module. Both give the same output and parameter gradients."""
+    projection runs as a module, and so do a few positions (a decoding step). The
+    same output and parameter gradients either way."""
     mha = make(dtype=torch.float64)
-    x, memory = torch.randn(B, T, E, dtype=torch.float64), torch.randn(B, 5, E, dtype=torch.float64)
+    # at least as many positions (B*T) as the stacked weight has rows, or nothing is stacked
+    x = torch.randn(B, 2 * E, E, dtype=torch.float64)
+    memory = torch.randn(B, 2 * E, E, dtype=torch.float64)
     args = (x, memory) if cross else (x,)
     results = []
     for hooked in (False, True):

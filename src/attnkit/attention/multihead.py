@@ -239,19 +239,19 @@ class MultiHeadAttention(TorchInterop, nn.Module):
 
         Projections that read the same input run as one product (:func:`_packed_linear`):
         Q, K and V in self-attention, K and V when ``value`` is ``key``; not
-        when a projection was replaced or hooked (:func:`_plain`), which then
-        runs as a module. Cached keys and values are reused or extended.
+        when a projection was replaced or hooked, or for a few positions
+        (:func:`_stackable`). Cached keys and values are reused or extended.
         """
         cross = key is not None if cache is None or cache.cross is None else cache.cross
         if cache is not None and cross and cache.key is not None:
             # encoder states, projected on the first call
             return self._split_heads(self.q_proj(query), self.num_heads), cache.key, cache.value
-        packable = _plain(self.q_proj, self.k_proj, self.v_proj)
-        if key is None and packable:
-            q, k, v = _packed_linear(query, (self.q_proj, self.k_proj, self.v_proj))
-        elif key is not None and (value is None or value is key) and packable:
+        qkv = (self.q_proj, self.k_proj, self.v_proj)
+        if key is None and _stackable(query, qkv):
+            q, k, v = _packed_linear(query, qkv)
+        elif key is not None and (value is None or value is key) and _stackable(key, qkv[1:]):
             q = self.q_proj(query)
-            k, v = _packed_linear(key, (self.k_proj, self.v_proj))
+            k, v = _packed_linear(key, qkv[1:])
         else:
             key = query if key is None else key
             value = key if value is None else value
@@ -343,14 +343,21 @@ def _packed_linear(x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tenso
     return F.linear(x, weight, bias).split(widths, dim=-1)  # each (..., width)
 
 
-def _plain(*projections: nn.Module) -> bool:
-    """Whether every projection is an ``nn.Linear`` (not a subclass) without hooks or a
-    ``forward`` of its own, so that a product with its weight is what calling it would do."""
-    return all(
+def _stackable(x: Tensor, projections: tuple[nn.Module, ...]) -> bool:
+    """Whether :func:`_packed_linear` may and should apply ``projections`` to ``x``.
+
+    May: each is an ``nn.Linear`` (not a subclass) without hooks or a ``forward``
+    of its own, so that a product with its weight is what calling it would do.
+    Should: ``x`` has at least as many positions as the stacked weight has rows;
+    that weight is a new tensor at every call (copied, and cast under autocast),
+    which costs more than it saves on a decoding step's few queries.
+    """
+    plain = all(
         type(p) is nn.Linear
         and not (p._forward_hooks or p._forward_pre_hooks or "forward" in vars(p))
         for p in projections
     )
+    return plain and x.numel() // x.shape[-1] >= sum(p.out_features for p in projections)
 
 
 def _any_head(row_has_key: Tensor) -> Tensor:
