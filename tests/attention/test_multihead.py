@@ -142,29 +142,6 @@ def test_value_defaults_to_key():
     assert torch.equal(mha(query, memory)[0], mha(query, memory, memory)[0])
 
 
-@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
-def test_packed_projections_equal_the_modules_called_one_by_one(cross):
-    """Q/K/V (self) and K/V (cross) run as one product with stacked weights; a hooked
-    projection runs as a module, and so do a few positions (a decoding step). The
-    same output and parameter gradients either way."""
-    mha = make(dtype=torch.float64)
-    # at least as many positions (B*T) as the stacked weight has rows, or nothing is stacked
-    x = torch.randn(B, 2 * E, E, dtype=torch.float64)
-    memory = torch.randn(B, 2 * E, E, dtype=torch.float64)
-    args = (x, memory) if cross else (x,)
-    results = []
-    for hooked in (False, True):
-        handle = mha.k_proj.register_forward_hook(lambda *_: None) if hooked else None
-        mha.zero_grad()
-        out, _ = mha(*args)
-        out.square().sum().backward()
-        results.append([out] + [p.grad.clone() for p in mha.parameters()])
-        if handle is not None:
-            handle.remove()
-    for packed, separate in zip(*results, strict=True):
-        torch.testing.assert_close(packed, separate, rtol=1e-12, atol=1e-12)
-
-
 @PATHS
 def test_gradcheck_float64_with_padding_and_a_masked_row(need_weights):
     torch.manual_seed(0)

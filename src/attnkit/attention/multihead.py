@@ -22,7 +22,6 @@ import math
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .functional import attend, takes_fused_kernel, zero_dead_keys
@@ -44,9 +43,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
     between grouped-query attention (Ainslie et al. 2023).
 
     The projections are separate ``nn.Linear`` layers: ``q_proj`` E -> E,
-    ``k_proj`` kdim -> Hkv*Dh, ``v_proj`` vdim -> Hkv*Dh, ``out_proj`` E -> E;
-    those that read the same input (Q, K, V in self-attention; K, V in
-    cross-attention) are applied as one product with their weights stacked.
+    ``k_proj`` kdim -> Hkv*Dh, ``v_proj`` vdim -> Hkv*Dh, ``out_proj`` E -> E.
 
     Args:
         embed_dim: model width ``E``, the width of queries and of the output.
@@ -190,7 +187,8 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             query = query.unsqueeze(1)  # (B, 1, E)
         self._check_inputs(query, key, value, cache)
         b, tq, _ = query.shape
-        q, k, v = self._project(query, key, value, cache)  # (B, H|Hkv, Tq|Tk, Dh)
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, Tq, Dh)
+        k, v = self._keys_values(query, key, value, cache)  # (B, Hkv, Tk, Dh) each
         dropout_p = self.dropout if self.training else 0.0
         fused = takes_fused_kernel(q, k, v, dropout_p, need_weights)
         resolved = self._mask(key_padding_mask, attn_mask, is_causal, fused, q, k)
@@ -232,36 +230,20 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         group = self.num_heads // self.num_kv_heads
         return x if group == 1 else x.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
 
-    def _project(
+    def _keys_values(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Projected queries ``(B, H, Tq, Dh)``, keys and values ``(B, Hkv, Tk, Dh)``.
-
-        Projections that read the same input run as one product (:func:`_packed_linear`):
-        Q, K and V in self-attention, K and V when ``value`` is ``key``; not
-        when a projection was replaced or hooked, or for a few positions
-        (:func:`_stackable`). Cached keys and values are reused or extended.
-        """
+    ) -> tuple[Tensor, Tensor]:
+        """Projected keys and values ``(B, Hkv, Tk, Dh)``, cached ones included."""
         cross = key is not None if cache is None or cache.cross is None else cache.cross
         if cache is not None and cross and cache.key is not None:
-            # encoder states, projected on the first call
-            return self._split_heads(self.q_proj(query), self.num_heads), cache.key, cache.value
-        qkv = (self.q_proj, self.k_proj, self.v_proj)
-        if key is None and _stackable(query, qkv):
-            q, k, v = _packed_linear(query, qkv)
-        elif key is not None and (value is None or value is key) and _stackable(key, qkv[1:]):
-            q = self.q_proj(query)
-            k, v = _packed_linear(key, qkv[1:])
-        else:
-            key = query if key is None else key
-            value = key if value is None else value
-            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
-        q = self._split_heads(q, self.num_heads)  # (B, H, Tq, Dh)
-        k = self._split_heads(k, self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
-        v = self._split_heads(v, self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
+            return cache.key, cache.value  # encoder states, projected on the first call
+        source_k = query if key is None else key
+        source_v = source_k if value is None else value
+        k = self._split_heads(self.k_proj(source_k), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
+        v = self._split_heads(self.v_proj(source_v), self.num_kv_heads)  # (B, Hkv, Tq|Tk, Dh)
         if cache is None or cross or cache.key is None:
-            return q, k, v
-        return q, torch.cat([cache.key, k], dim=2), torch.cat([cache.value, v], dim=2)
+            return k, v
+        return torch.cat([cache.key, k], dim=2), torch.cat([cache.value, v], dim=2)
 
     def _mask(
         self,
@@ -328,36 +310,6 @@ class MultiHeadAttention(TorchInterop, nn.Module):
                 f"cache has batch size {cache.key.shape[0]} but query has B={b} "
                 f"(query {tuple(query.shape)})"
             )
-
-
-def _packed_linear(x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
-    """``tuple(p(x) for p in projections)`` as one product with the weights stacked.
-
-    One ``(.., E) x (E, sum of widths)`` product instead of several reads
-    ``x`` once: under autocast it is cast to bf16 once, and backward forms one
-    input gradient instead of adding several. The parameters stay separate.
-    """
-    weight = torch.cat([p.weight for p in projections])  # (sum of widths, E)
-    bias = None if projections[0].bias is None else torch.cat([p.bias for p in projections])
-    widths = [p.out_features for p in projections]
-    return F.linear(x, weight, bias).split(widths, dim=-1)  # each (..., width)
-
-
-def _stackable(x: Tensor, projections: tuple[nn.Module, ...]) -> bool:
-    """Whether :func:`_packed_linear` may and should apply ``projections`` to ``x``.
-
-    May: each is an ``nn.Linear`` (not a subclass) without hooks or a ``forward``
-    of its own, so that a product with its weight is what calling it would do.
-    Should: ``x`` has at least as many positions as the stacked weight has rows;
-    that weight is a new tensor at every call (copied, and cast under autocast),
-    which costs more than it saves on a decoding step's few queries.
-    """
-    plain = all(
-        type(p) is nn.Linear
-        and not (p._forward_hooks or p._forward_pre_hooks or "forward" in vars(p))
-        for p in projections
-    )
-    return plain and x.numel() // x.shape[-1] >= sum(p.out_features for p in projections)
 
 
 def _any_head(row_has_key: Tensor) -> Tensor:
