@@ -255,6 +255,9 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(batch) -> None:
         model.step(tgt_in[:2, 0], model.initial_state(enc), enc)
     with pytest.raises(ValueError, match="state has B=2"):
         model.step(tgt_in[:, 0], model.initial_state(enc).index_select(torch.tensor([0, 1])), enc)
+    beams = tgt_in[:, 0].repeat_interleave(2)  # two beams a sentence may share the memory
+    with pytest.raises(ValueError, match=r"state has B=3 rows but prev_tokens has 6 \(memory: 3"):
+        model.step(beams, model.initial_state(enc), enc)
 
 
 def test_vocabulary_too_small_is_rejected() -> None:

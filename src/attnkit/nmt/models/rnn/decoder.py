@@ -105,8 +105,9 @@ class RNNMemory(NamedTuple):
     def index_select(self, index: Tensor) -> RNNMemory:
         """Pick, repeat or reorder sentences: ``index`` ``(B',)`` long -> batch ``B'``.
 
-        Beam search expands each sentence to ``K`` rows with
-        ``index = arange(B).repeat_interleave(K)``.
+        Repeating each sentence ``K`` times (``index = arange(B).repeat_interleave(K)``)
+        is not needed for beam search, whose ``K`` rows of a sentence read one
+        copy (:meth:`AttentionDecoder._attend`).
         """
         return RNNMemory(
             self.states.index_select(0, index),
