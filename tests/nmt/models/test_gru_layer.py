@@ -53,6 +53,7 @@ def test_stacked_layers_drop_out_between_layers_in_training_only():
 def test_a_length_outside_the_batch_is_named():
     gru = torch.nn.GRU(4, 5, batch_first=True).double()
     x = torch.randn(2, 3, 4, dtype=torch.float64)
-    for lengths in (torch.tensor([3, 0]), torch.tensor([4, 1]), torch.tensor([3])):
+    empty = torch.tensor([], dtype=torch.long)
+    for lengths in (torch.tensor([3, 0]), torch.tensor([4, 1]), torch.tensor([3]), empty):
         with pytest.raises(ValueError, match=r"lengths must be \(2,\) with each in \[1, 3\]"):
             run_gru(dict(gru.named_parameters()), x, None, lengths)

@@ -199,9 +199,12 @@ def run_gru(
     if lengths is not None:
         batch, steps = inputs.shape[:2]
         if lengths.shape != (batch,) or bool((lengths < 1).any() | (lengths > steps).any()):
+            shown = (
+                f", range [{int(lengths.min())}, {int(lengths.max())}]" if lengths.numel() else ""
+            )
             raise ValueError(
                 f"lengths must be ({batch},) with each in [1, {steps}], got shape "
-                f"{tuple(lengths.shape)}, range [{int(lengths.min())}, {int(lengths.max())}]"
+                f"{tuple(lengths.shape)}{shown}"
             )
     dirs = 2 if bidirectional else 1
     d = params["weight_hh_l0"].shape[-1]
