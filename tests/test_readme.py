@@ -30,6 +30,13 @@ def test_the_attention_examples_run_in_order():
     assert namespace["out_t"].shape == (2, 1, 512) and not namespace["out_t"].isnan().any()
 
 
+@pytest.mark.parametrize("block", _python_blocks())
+def test_every_examples_imports_resolve(block):
+    """Even the blocks that need a trained run: their ``import`` lines run as written."""
+    imports = [line for line in block.splitlines() if re.match(r"(from \S+ )?import ", line)]
+    exec("\n".join(imports), {})  # noqa: S102
+
+
 @pytest.mark.parametrize("block", [b for b in _python_blocks() if "Attention(score)" in b])
 def test_the_attention_layer_example_takes_a_key_mask(block):
     namespace: dict = {}
