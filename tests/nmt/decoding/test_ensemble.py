@@ -100,6 +100,12 @@ def test_beams_share_memory_only_when_every_member_can():
     assert not Ensemble([transformer, unshared]).beams_share_memory
 
 
+def test_the_step_limit_is_the_smallest_members():
+    short, long, rnn = tiny_transformer(max_positions=8), tiny_transformer(), tiny_model()
+    assert Ensemble([rnn, long, short]).max_target_len == 8
+    assert Ensemble([rnn, rnn]).max_target_len is None
+
+
 def test_members_must_share_vocabularies():
     with pytest.raises(ValueError, match=r"member 1 has src_vocab_size=15, member 0 12"):
         Ensemble([tiny_model(), tiny_model(vocab=TOY_VOCAB + 3)])

@@ -292,3 +292,19 @@ def test_beam_size_one_equals_greedy_with_ngram_blocking() -> None:
     beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0, no_repeat_ngram=2)
     for g, b in zip(greedy, beam, strict=True):
         _assert_same(g, b)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_transformer_stops_where_its_position_table_ends(search):
+    """``max_len_a``/``b`` allow 20 steps; positions end at 8: every hypothesis stops there."""
+    model = tiny_transformer(max_positions=8)
+    assert model.max_target_len == 8 and tiny_model().max_target_len is None
+    src, lengths = pad(_sources(n=6, seed=3))
+    if search == "greedy":
+        hyps = greedy_decode(model, src, lengths, max_len_a=0.0, max_len_b=20)
+    else:
+        hyps = beam_search(model, src, lengths, beam_size=3, max_len_a=0.0, max_len_b=20)
+    steps = [h.weights.shape[0] for h in hyps]
+    assert max(steps) == 8 and all(s <= 8 for s in steps)
+    unlimited = greedy_decode(tiny_transformer(), src, lengths, max_len_a=0.0, max_len_b=20)
+    assert max(h.weights.shape[0] for h in unlimited) > 8  # so the cap, not EOS, stopped them

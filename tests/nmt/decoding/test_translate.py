@@ -142,3 +142,18 @@ def test_undecodable_arguments_and_dollar_signs_in_plots(spm_run, capsys, tmp_pa
     captured = capsys.readouterr()
     assert captured.out.count("\n") == 2 and "Traceback" not in captured.err
     assert (plots / "sentence_001.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_transformer_reads_no_more_source_than_its_positions(tmp_path):
+    """No ``data.max_src_len``: the default limit (256) would overrun 16 positions."""
+    tok = WordTokenizer.train(["ein Mann", "zwei Hunde"])
+    model = {"arch": "transformer", "max_positions": 16, "d_model": 8, "heads": 2,
+             "encoder_layers": 1, "decoder_layers": 1, "ff_dim": 16}  # fmt: skip
+    folder = make_run(
+        tmp_path, tok, data={"max_src_len": None}, model=model,
+        decode={"max_len_a": 1.0, "max_len_b": 40},
+    )  # fmt: skip
+    warnings = []
+    (result,) = translate_lines(load_run(folder), ["ein Mann " * 50], warn=warnings.append)
+    assert warnings == ["line 1: 100 tokens, truncated to the model's limit of 15"]
+    assert result.weights.shape[1] == 15 + 1 and result.weights.shape[0] <= 16  # + EOS

@@ -231,7 +231,9 @@ def beam_search_n_best(
             _source_words(src, memory.lengths),
             settings.early_stopping,
         )
-        limits = max_lengths(memory.lengths, settings.max_len_a, settings.max_len_b).tolist()
+        limits = max_lengths(
+            memory.lengths, settings.max_len_a, settings.max_len_b, model.max_target_len
+        ).tolist()
         finished: list[list[Hypothesis]] = [[] for _ in limits]
         beams = _initial_beams(model, memory, beam_size)
         step = 0

@@ -109,6 +109,12 @@ class Ensemble(nn.Module):
         """Whether beams may share one memory row: only if every member allows it."""
         return all(model.beams_share_memory for model in self.members)
 
+    @property
+    def max_target_len(self) -> int | None:
+        """The smallest of the members' step limits (None if none has one)."""
+        limits = [m.max_target_len for m in self.members if m.max_target_len is not None]
+        return min(limits, default=None)
+
     def encode(self, src: Tensor, src_lengths: Tensor) -> EnsembleMemory:
         """Every member's memory of ``src`` ``(B, S)`` (see ``Translator.encode``)."""
         return EnsembleMemory(tuple(model.encode(src, src_lengths) for model in self.members))

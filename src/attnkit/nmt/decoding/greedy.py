@@ -45,7 +45,9 @@ def greedy_decode(
     settings = settings.with_overrides(**overrides)
     with inference(model):
         memory = model.encode(src, src_lengths)
-        limits = max_lengths(memory.lengths, settings.max_len_a, settings.max_len_b)
+        limits = max_lengths(
+            memory.lengths, settings.max_len_a, settings.max_len_b, model.max_target_len
+        )
         tokens = torch.full_like(memory.lengths, BOS)  # (B,)
         state, done = model.initial_state(memory), torch.zeros_like(memory.mask[:, 0])
         steps, weights, log_probs = [], [], []

@@ -30,6 +30,7 @@ class SearchModel(Protocol):
 
     training: bool
     steps_normalized: bool  # step returns log-probabilities, not logits
+    max_target_len: int | None  # the most steps the model can take; None: no limit
 
     @property
     def beams_share_memory(self) -> bool: ...
@@ -73,9 +74,16 @@ class Hypothesis:
         return self.weights.shape[0] > len(self.tokens)
 
 
-def max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: float) -> Tensor:
-    """Per-sentence step limits ``int(a * src_len + b)`` ``(B,)``; each must be >= 1."""
+def max_lengths(
+    src_lengths: Tensor, max_len_a: float, max_len_b: float, cap: int | None = None
+) -> Tensor:
+    """Per-sentence step limits ``min(int(a * src_len + b), cap)`` ``(B,)``; each must be >= 1.
+
+    ``cap``: the model's own limit (``SearchModel.max_target_len``), None for none.
+    """
     limits = (max_len_a * src_lengths.double() + max_len_b).floor().long()  # (B,)
+    if cap is not None:
+        limits = limits.clamp(max=cap)
     if limits.numel() and int(limits.min()) < 1:
         raise ValueError(
             f"max_len_a={max_len_a} and max_len_b={max_len_b} give a length limit "

@@ -76,8 +76,11 @@ class Translation:
 
 def input_limit(config: RunConfig) -> int:
     """Longest source (tokens, without EOS) translated: ``decode.max_input_len``, else
-    ``data.max_src_len`` (what the model was trained on), else 256."""
-    return config.decode.max_input_len or config.data.max_src_len or DEFAULT_INPUT_LIMIT
+    ``data.max_src_len`` (what the model was trained on), else 256; never more than
+    a Transformer's ``model.max_positions`` minus the EOS."""
+    limit = config.decode.max_input_len or config.data.max_src_len or DEFAULT_INPUT_LIMIT
+    positions = getattr(config.model, "max_positions", None)  # the RNN has no table
+    return limit if positions is None else min(limit, positions - 1)
 
 
 def _clean(text: str) -> str:

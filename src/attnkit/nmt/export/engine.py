@@ -142,6 +142,7 @@ class CTranslate2Engine:
             intra_threads=threads or torch.get_num_threads(),
         )
         self.src_tok = run.src_tok
+        self.max_target_len = run.model.max_target_len  # as attnkit's search stops
         pieces = run.tgt_tok.pieces(range(run.tgt_tok.vocab_size))
         self.tgt_ids = {piece: i for i, piece in enumerate(pieces)}
 
@@ -152,7 +153,9 @@ class CTranslate2Engine:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         lengths = torch.tensor([len(ids) + 1 for ids in examples.src])  # </s> appended
-        limits = max_lengths(lengths, settings.max_len_a, settings.max_len_b).tolist()
+        limits = max_lengths(
+            lengths, settings.max_len_a, settings.max_len_b, self.max_target_len
+        ).tolist()
         groups: dict[int, list[int]] = defaultdict(list)
         for index, limit in enumerate(limits):
             groups[limit].append(index)

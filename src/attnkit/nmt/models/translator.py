@@ -135,6 +135,9 @@ class Translator(nn.Module, ABC):
     ``r // k``, and beam search keeps one copy of each source instead of ``k``.
     ``steps_normalized`` is False: :meth:`step` returns logits, which the search
     normalises (an ensemble of translators, already normalised, says True).
+    ``max_target_len`` is the most decoder steps the model can take (a table of
+    positions ends there; ``</s>`` included), None for no limit: the search stops
+    every hypothesis there, whatever ``max_len_a``/``max_len_b`` allow.
 
     Args:
         src_vocab_size: source vocabulary size, including the special tokens.
@@ -146,6 +149,7 @@ class Translator(nn.Module, ABC):
 
     beams_share_memory: bool = False
     steps_normalized: bool = False
+    max_target_len: int | None = None
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()

@@ -126,6 +126,7 @@ class TransformerTranslator(Translator):
                 "set tokenizer.joint: true or model.share_embeddings: false"
             )
         self.config = config
+        self.max_target_len = config.max_positions  # step t reads position t
         d = config.d_model
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d, padding_idx=PAD)
         self.src_embedding = (
