@@ -211,6 +211,8 @@ def _engine(args: argparse.Namespace, run):
             f"--ensemble decodes with attnkit's own search, not --engine {args.engine}"
         )
     _check_ensemble(args)
+    if args.engine == "ctranslate2":
+        _export_precision(run)
     from ..nmt.export.ctranslate2 import EngineUnavailable
     from ..nmt.export.engine import open_engine
 
@@ -232,6 +234,24 @@ def _engine(args: argparse.Namespace, run):
         loaded = [f"{r} ({RunFolder(Path(r)).resolve_checkpoint(args.checkpoint)})" for r in runs]
         stderr(f"ensemble of {len(runs)} runs: {', '.join(loaded)}")
     return engine
+
+
+def _export_precision(run) -> None:
+    """CTranslate2 decodes in the export's own compute type (bf16 is no CPU type of its):
+    ``--precision bf16`` is refused, and an ``auto`` that chose bf16 becomes fp32, so
+    nothing announces a bf16 that does not run."""
+    if run.precision.name != "bf16":
+        return
+    if run.precision.setting == "bf16":
+        raise UsageError(
+            "--precision bf16 is for attnkit's own search; --engine ctranslate2 decodes in "
+            "the export's compute type (see 'attnkit export --quantization'); use "
+            "--precision auto or fp32"
+        )
+    from dataclasses import replace
+
+    reason = "fp32: --engine ctranslate2 decodes in the export's compute type"
+    run.precision = replace(run.precision, name="fp32", reason=reason)
 
 
 def _check_ensemble(args: argparse.Namespace) -> None:

@@ -224,6 +224,24 @@ def test_cli_exports_then_translates_and_evaluates_with_ctranslate2(trained, tmp
     assert "BLEU" in capsys.readouterr().out
 
 
+def test_cli_ctranslate2_decodes_in_the_exports_type_not_bf16(
+    trained, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "ct2"
+    assert main(["export", str(trained), "--quantization", "float32", str(out)]) == 0
+    capsys.readouterr()
+    args = ["translate", str(trained), "s1 s2 s3", "--engine", "ctranslate2"]
+    args += ["--export-dir", str(out)]
+    assert main([*args, "--precision", "fp32"]) == 0
+    fp32 = capsys.readouterr().out
+    assert main([*args, "--precision", "bf16"]) == 2
+    assert "--precision bf16 is for attnkit's own search" in capsys.readouterr().err
+    monkeypatch.setenv("ATTNKIT_PRECISION", "bf16")  # what auto picks on a CPU with bf16
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert captured.out == fp32 and "precision bf16" not in captured.err
+
+
 def test_cli_without_ctranslate2_says_how_to_install_it(trained, monkeypatch, capsys):
     monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
     assert main(["export", str(trained)]) == 2
