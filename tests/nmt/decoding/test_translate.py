@@ -157,3 +157,18 @@ def test_a_transformer_reads_no_more_source_than_its_positions(tmp_path):
     (result,) = translate_lines(load_run(folder), ["ein Mann " * 50], warn=warnings.append)
     assert warnings == ["line 1: 100 tokens, truncated to the model's limit of 15"]
     assert result.weights.shape[1] == 15 + 1 and result.weights.shape[0] <= 16  # + EOS
+
+
+def test_translate_lines_decodes_in_the_runs_precision(word_run):
+    """A run loaded in bf16 searches under bf16 autocast: near the fp32 weights, not equal."""
+    lines = ["ein Mann", "zwei Hunde ein Mann"]
+    fp32 = translate_lines(load_run(word_run), lines)
+    bf16 = translate_lines(load_run(word_run, precision="bf16"), lines)
+    for a, b in zip(fp32, bf16, strict=True):
+        assert a.weights.dtype == b.weights.dtype == torch.float32
+        if a.weights.shape == b.weights.shape:
+            torch.testing.assert_close(b.weights, a.weights, atol=0.05, rtol=0)
+    assert any(
+        a.weights.shape != b.weights.shape or not torch.equal(a.weights, b.weights)
+        for a, b in zip(fp32, bf16, strict=True)
+    )

@@ -158,6 +158,8 @@ def translate_lines(
         engine: who searches (default: attnkit's own search on ``run.model``);
             an exported model's engine gives the same kind of translations.
 
+    The search runs in ``run.precision`` (``load_run(..., precision=...)``).
+
     Raises:
         ValueError: bad settings or a length limit < 1.
     """
@@ -165,7 +167,8 @@ def translate_lines(
     settings = settings.with_overrides(beam_size=beam_size)
     sources = prepare_sources(run, lines, warn=warn, first_line=first_line)
     engine = engine or TorchEngine(run.model, run.device)
-    found = engine.n_best(Examples(sources.ids), settings, max(n_best, 1))
+    with run.precision.autocast():  # the run's arithmetic, in this thread
+        found = engine.n_best(Examples(sources.ids), settings, max(n_best, 1))
     results = [Translation(line, "", [], [], None) for line in sources.lines]
     for i, src_ids, n, hyps in zip(
         sources.wanted, sources.ids, sources.lengths, found, strict=True

@@ -55,7 +55,9 @@ def load_run(
 
     The checkpoint is float32 whatever precision the run trained in; ``precision``
     (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,
-    ``option`` naming it in messages) is the one it will decode in.
+    ``option`` naming it in messages) is the one it will decode in:
+    :func:`~attnkit.nmt.decoding.translate.translate_lines` applies it; code that
+    calls the model or the search itself enters ``run.precision.autocast()``.
 
     Raises:
         FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
