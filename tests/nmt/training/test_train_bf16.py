@@ -139,6 +139,19 @@ def test_precision_may_change_on_resume_and_each_session_is_recorded(tmp_path):
     assert [(s["step"], s["precision"]) for s in sessions(tmp_path)] == [(0, "fp32"), (2, "bf16")]
 
 
+def test_a_damaged_precision_record_is_moved_aside_with_a_warning(tmp_path):
+    train_quietly(tmp_path, "train.max_steps=2", "train.valid_every=2", "train.precision=fp32")
+    torn = '{"sessions": [{"step": 0, "setting": "fp32", "prec'
+    (tmp_path / "precision.json").write_text(torn)
+    heard: list[str] = []
+    more = ("train.max_steps=4", "train.valid_every=2", "train.precision=fp32")
+    train_quietly(tmp_path, *more, resume=True, echo=heard.append)
+    assert any("precision.json is unreadable" in line and "precision.json.damaged" in line
+               for line in heard)  # fmt: skip
+    assert (tmp_path / "precision.json.damaged").read_text() == torn
+    assert [s["step"] for s in sessions(tmp_path)] == [2]
+
+
 @pytest.mark.parametrize(
     ("flags", "chosen", "reason"),
     [

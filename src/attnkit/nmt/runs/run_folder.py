@@ -10,7 +10,8 @@ and the vocabularies it names), the ``best``/``last`` checkpoints
 :mod:`attnkit.nmt.training.checkpoint_choice`), ``metrics.jsonl`` (one JSON row per
 validation), ``learning_curve.png``,
 ``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
-arithmetic each training session ran in, and why), ``store/train/`` (the
+arithmetic each training session ran in, and why; an unreadable one is moved
+to ``precision.json.damaged``), ``store/train/`` (the
 training split as a memory-mapped token store), ``store/sampled/`` (the current
 epoch's sampled segmentation of it, ``train.subword_sampling``) and ``.lock``
 (:mod:`.runlock`).
@@ -20,6 +21,7 @@ epoch's sampled segmentation of it, ``train.subword_sampling``) and ``.lock``
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -272,16 +274,27 @@ class RunFolder:
             self.metrics.unlink(missing_ok=True)
         return resuming
 
-    def record_precision(self, step: int, fields: dict[str, str]) -> None:
+    def record_precision(
+        self, step: int, fields: dict[str, str], warn: Callable[[str], None] | None = None
+    ) -> None:
         """Add the session starting at ``step`` to ``precision.json`` (sessions past ``step``,
         from a run resumed earlier, are dropped), atomically.
 
-        ``fields`` are :meth:`attnkit.nmt.precision.Precision.record`'s.
+        ``fields`` are :meth:`attnkit.nmt.precision.Precision.record`'s. A file that
+        cannot be read as sessions is moved aside to ``precision.json.damaged``, not
+        lost, and ``warn`` gets one line saying so.
         """
-        try:
-            sessions = json.loads(self.precision.read_text(encoding="utf-8"))["sessions"]
-        except (OSError, ValueError, KeyError, TypeError):
-            sessions = []
+        sessions = []
+        if self.precision.exists():
+            try:
+                sessions = list(json.loads(self.precision.read_text(encoding="utf-8"))["sessions"])
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                aside = self.precision.with_name(self.precision.name + ".damaged")
+                os.replace(self.precision, aside)
+                (warn or _ignore)(
+                    f"warning: {self.precision} is unreadable ({type(err).__name__}: {err}); "
+                    f"moved to {aside.name}, the record starts again at step {step}"
+                )
         kept = [s for s in sessions if isinstance(s, dict) and s.get("step", 0) < step]
         text = json.dumps({"sessions": [*kept, {"step": step, **fields}]}, indent=2) + "\n"
         atomic_write_bytes(self.precision, text.encode("utf-8"))

@@ -481,7 +481,7 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
         trainer.resume(ckpt)
         echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
     if group.is_main:
-        folder.record_precision(trainer.progress.step, trainer.precision.record())
+        folder.record_precision(trainer.progress.step, trainer.precision.record(), warn=echo)
     p, stop = trainer.progress, trainer.stop
     trainer.budget.begin(p.step)
     while not stop.reason_to_stop(p):
