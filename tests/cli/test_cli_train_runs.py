@@ -57,6 +57,19 @@ def test_resume_with_a_raised_budget_trains_on(tmp_path, capsys):
     assert status == 0 and "reusing it" in err
 
 
+def test_reusing_a_finished_run_keeps_its_config(tmp_path, capsys):
+    """A change --resume allows is saved only when training goes on."""
+    config, out = write_config(tmp_path), str(tmp_path / "run")
+    assert run(capsys, "train", config, "--out", out, "--no-progress")[0] == 0
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    status, _, err = run(capsys, "train", "--resume", out, "--train.max_minutes", "3")
+    assert status == 0 and "resuming with train.max_minutes" in err and "reusing it" in err
+    assert (tmp_path / "run" / "config.yaml").read_text() == saved
+    status, _, err = run(capsys, "train", "--resume", out, "--train.max_steps", "3")
+    assert status == 0 and "the new budget lets it go on" in err
+    assert "max_steps: 3" in (tmp_path / "run" / "config.yaml").read_text()
+
+
 def test_a_failed_start_does_not_block_the_retry(tmp_path, capsys):
     config, out = write_config(tmp_path, src_lines=PAIRS[:-1]), str(tmp_path / "run")
     status, stdout, err = run(capsys, "train", config, "--out", out, "--no-progress")

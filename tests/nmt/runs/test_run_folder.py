@@ -72,6 +72,8 @@ def test_resume_may_change_a_budget_and_records_it(tmp_path):
     changed = config("train.max_steps=9")
     assert folder.prepare(changed, resume=True, overwrite=False, echo=messages.append) is True
     assert messages == ["resuming with train.max_steps: null in the run, 9 given"]
+    assert RunConfig.load(folder.config).train.max_steps is None  # saved once it trains
+    folder.save_config(changed)
     assert RunConfig.load(folder.config).train.max_steps == 9
 
 
@@ -86,6 +88,7 @@ def test_resume_may_change_threads_and_device_and_records_them(tmp_path):
         'resuming with train.device: "auto" in the run, "cpu" given; train.max_steps: null in '
         'the run, 9 given; train.threads: "auto" in the run, 1 given'
     ]
+    folder.save_config(changed)
     saved = RunConfig.load(folder.config).train
     assert (saved.max_steps, saved.threads, saved.device) == (9, 1, "cpu")
 

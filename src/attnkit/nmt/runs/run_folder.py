@@ -243,7 +243,9 @@ class RunFolder:
         ``last`` checkpoint holds no run (a start that failed before its first
         save): it is reused as if empty, so a retry needs no flag. When resuming,
         ``config`` may differ from the saved one only in :data:`RESUME_MAY_CHANGE`;
-        the config (with any such changes) is saved as ``config.yaml``.
+        a new run's config is saved as ``config.yaml`` here, a resumed one's (with
+        any such changes) by :meth:`save_config` once it trains again, so a finished
+        run that is only reused keeps the config it was trained with.
 
         Raises:
             ValueError: the folder holds a run and ``resume`` is False, or the
@@ -268,11 +270,14 @@ class RunFolder:
         if changes:
             echo(f"resuming with {changes_text(changes)}")
         self.path.mkdir(parents=True, exist_ok=True)
-        if changes or not resuming:
-            atomic_write_bytes(self.config, config.to_yaml().encode("utf-8"))
-        if not resuming:  # rows of a run killed before its first save
-            self.metrics.unlink(missing_ok=True)
+        if not resuming:
+            self.save_config(config)
+            self.metrics.unlink(missing_ok=True)  # rows of a run killed before its first save
         return resuming
+
+    def save_config(self, config: RunConfig) -> None:
+        """Write ``config`` as ``config.yaml``, atomically."""
+        atomic_write_bytes(self.config, config.to_yaml().encode("utf-8"))
 
     def record_precision(
         self, step: int, fields: dict[str, str], warn: Callable[[str], None] | None = None

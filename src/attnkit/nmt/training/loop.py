@@ -442,6 +442,8 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
             history = folder.read_history(math.inf, known=checkpoint_row(ckpt), warn=echo)
             return TrainSummary(folder.path, progress, True, history, main=group.is_main)
         echo(f"{folder.path} finished ({progress.stop_reason}); the new budget lets it go on")
+    if resuming and group.is_main:  # it trains again: with the changes --resume allowed
+        folder.save_config(config)
     adapts = (
         " (auto: fewer while other processes load the CPUs)" if trainer.threads.adaptive else ""
     )
