@@ -71,9 +71,10 @@ def test_evaluate_inspect_and_align_take_precision(bf16_run, capsys, tmp_path):
     assert status == 0 and len(out.splitlines()) == 2 and BF16_NOTE in err
 
 
-def test_serve_translates_in_bf16(bf16_run):
+def test_serve_translates_in_bf16(bf16_run, capsys):
     runs, missing = _load_runs([str(bf16_run)], "best", "bf16")
     assert not missing and runs[0].run.precision.name == "bf16"
+    assert BF16_NOTE in capsys.readouterr().err  # announced, as the other commands do
     with TestClient(create_app(runs, Limits(), missing)) as client:
         response = client.post("/translate", json={"text": "s1 s2 s3"})
     assert response.status_code == 200, response.text

@@ -61,6 +61,8 @@ def test_the_environment_decides_for_auto_only(monkeypatch, forced):
     monkeypatch.setenv("ATTNKIT_PRECISION", "fp16")
     with pytest.raises(ValueError, match="ATTNKIT_PRECISION must be one of auto, fp32, bf16"):
         resolve_precision("auto", CPU)
+    monkeypatch.setenv("ATTNKIT_PRECISION", "")  # set but empty: as if unset
+    assert resolve_precision("auto", CPU, cpu_flags=ICE_LAKE).reason.startswith("fp32: this CPU")
 
 
 def test_explicit_settings_win_and_name_their_option():

@@ -127,6 +127,8 @@ def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto"):
         raise UsageError("; ".join(m.error for m in missing))
     for m in missing:
         print(f"attnkit serve: warning: not serving {m.folder}: {m.error}", file=sys.stderr)
+    if runs[0].run.precision.name == "bf16":  # one setting, one device for every run
+        print(f"attnkit: precision {runs[0].run.precision.reason}", file=sys.stderr)
     return runs, missing
 
 

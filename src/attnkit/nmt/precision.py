@@ -117,7 +117,7 @@ def resolve_precision(
         option: how the user gave it (``train.precision``, ``--precision``), for messages.
         cpu_flags: ``/proc/cpuinfo`` text for a CPU device (read when None; for tests).
 
-    ``auto`` follows ``$ATTNKIT_PRECISION`` where it is set (and not ``auto``).
+    ``auto`` follows ``$ATTNKIT_PRECISION`` where it is set (and not empty or ``auto``).
 
     Raises:
         ValueError: an unknown setting (or ``$ATTNKIT_PRECISION``), or ``bf16`` on a
@@ -125,7 +125,7 @@ def resolve_precision(
     """
     if setting not in PRECISIONS:
         raise ValueError(f"{option} must be one of {', '.join(PRECISIONS)}, got {setting!r}")
-    forced = os.environ.get(AUTO_ENV, "auto") if setting == "auto" else "auto"
+    forced = (os.environ.get(AUTO_ENV) or "auto") if setting == "auto" else "auto"  # "" = unset
     if forced != "auto":
         chosen = resolve_precision(forced, device, option=AUTO_ENV, cpu_flags=cpu_flags)
         return replace(chosen, setting="auto")

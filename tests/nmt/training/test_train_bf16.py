@@ -168,3 +168,12 @@ def test_auto_follows_the_cpu_flags(tmp_path, monkeypatch, flags, chosen, reason
     (session,) = sessions(tmp_path / "run")
     assert (session["setting"], session["precision"]) == ("auto", chosen)
     assert session["reason"].startswith(reason)
+
+
+def test_a_bad_precision_in_the_environment_fails_before_the_run_folder_exists(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(precision_module.AUTO_ENV, "fp16")
+    with pytest.raises(ValueError, match="ATTNKIT_PRECISION must be one of"):
+        train_quietly(tmp_path / "run", "train.max_steps=1")
+    assert not (tmp_path / "run").exists()

@@ -405,7 +405,9 @@ def train(
     folder = RunFolder(Path(run_dir))
     if config.name is None:  # saved configs always carry a name
         config = config.model_copy(update={"name": folder.name})
-    with join(resolve_device(config.train.device)) as group:  # torchrun's job, or just us
+    device = resolve_device(config.train.device)
+    resolve_precision(config.train.precision, device)  # a bad setting fails before run_dir exists
+    with join(device) as group:  # torchrun's job, or just us
         if not group.is_main:  # rank 0 alone logs, shows progress and writes
             echo, progress_bar = _silent, False
         # the lock comes before anything in run_dir is written
