@@ -96,7 +96,14 @@ def test_resume_may_change_threads_and_device_and_records_them(tmp_path):
 def test_overwrite_removes_the_previous_run_but_not_the_lock(tmp_path):
     folder = RunFolder(tmp_path)
     with_a_run(folder)
-    for name in ("metrics.jsonl", "learning_curve.png", "tokenizer.json", "vocab.json", ".lock"):
+    for name in (
+        "metrics.jsonl",
+        "learning_curve.png",
+        "tokenizer.json",
+        "vocab.json",
+        ".lock",
+        "precision.json.damaged",
+    ):
         (tmp_path / name).write_text("x")
     assert folder.prepare(config(), resume=False, overwrite=True, echo=print) is False
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml"]

@@ -73,7 +73,7 @@ RESUME_MAY_CHANGE = (
 )
 
 # checkpoints, vocabularies
-_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json")
+_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json", "*.damaged")
 
 
 @dataclass(frozen=True)
