@@ -73,7 +73,7 @@ RESUME_MAY_CHANGE = (
 )
 
 # checkpoints, vocabularies
-_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json", "*.damaged")
+_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ class RunFolder:
         """The precision of each training session: ``{"sessions": [{"step", "setting",
         "precision", "reason"}, ...]}``, ``step`` being where the session started."""
         return self.path / "precision.json"
+
+    @property
+    def damaged_precision(self) -> Path:
+        """Where an unreadable :attr:`precision` is moved aside (:meth:`record_precision`)."""
+        return self.path / "precision.json.damaged"
 
     @property
     def choice(self) -> Path:
@@ -223,6 +228,7 @@ class RunFolder:
             self.choice,
             self.prepared,
             self.precision,
+            self.damaged_precision,
         ):
             path.unlink(missing_ok=True)
         for pattern in _RUN_GLOBS:
@@ -294,7 +300,7 @@ class RunFolder:
             try:
                 sessions = list(json.loads(self.precision.read_text(encoding="utf-8"))["sessions"])
             except (OSError, ValueError, KeyError, TypeError) as err:
-                aside = self.precision.with_name(self.precision.name + ".damaged")
+                aside = self.damaged_precision
                 os.replace(self.precision, aside)
                 (warn or _ignore)(
                     f"warning: {self.precision} is unreadable ({type(err).__name__}: {err}); "
