@@ -130,3 +130,22 @@ def test_scores_keep_nothing_per_batch_on_the_module():
     before = set(vars(score))
     score(torch.randn(B, TQ, 6), torch.randn(B, TK, 4))
     assert set(vars(score)) == before
+
+
+@pytest.mark.parametrize("name", list(SCORES))
+def test_prepared_keys_of_other_keys_are_refused_not_broadcast(name):
+    # prepared keys of one sentence must not be broadcast over a batch of two
+    torch.manual_seed(3)
+    dq, dk = WIDTHS[name]
+    score = build_score(name, dq, dk)
+    query, keys = torch.randn(B, TQ, dq), torch.randn(B, TK, dk)
+    width = score.prepare_keys(keys).shape[-1]
+    stale = (score.prepare_keys(keys[:1]), score.prepare_keys(keys[:, :2]))
+    for prepared in stale:
+        with pytest.raises(
+            ValueError, match=rf"prepared_keys has shape .* need \({B}, {TK}, {width}\)"
+        ):
+            score(query, keys, prepared)
+    if name in ("general", "concat", "additive"):  # the raw keys are not the prepared ones
+        with pytest.raises(ValueError, match=r"prepared_keys has shape \(2, 4, 4\)"):
+            score(query, keys, keys)

@@ -81,8 +81,9 @@ class Attention(nn.Module):
             zero weights and a zero context.
 
         Raises:
-            ValueError: mismatched ranks, batch sizes, lengths or widths, or a
-                mask that does not broadcast.
+            ValueError: mismatched ranks, batch sizes, lengths or widths, a
+                mask that does not broadcast, or ``prepared_keys`` of another
+                shape than ``score.prepare_keys(keys)``.
             TypeError: a non-bool mask.
         """
         values = keys if values is None else values

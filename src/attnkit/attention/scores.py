@@ -73,13 +73,34 @@ class Score(nn.Module):
             ``q . k`` overflows above 65504), the query's dtype otherwise.
 
         Raises:
-            ValueError: a rank below 2, mismatched leading dims, or widths the
-                score cannot combine.
+            ValueError: a rank below 2, mismatched leading dims, widths the
+                score cannot combine, or ``prepared_keys`` of another shape than
+                :meth:`prepare_keys` gives for ``keys``.
         """
         self.check_inputs(query, keys)
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
+        else:
+            self.check_prepared(keys, prepared_keys)
         return self.compare(query, prepared_keys)
+
+    def prepared_width(self, keys: Tensor) -> int:
+        """Width ``D'`` of :meth:`prepare_keys`'s output for ``keys`` ``(..., Tk, Dk)``."""
+        return keys.shape[-1]
+
+    def check_prepared(self, keys: Tensor, prepared_keys: Tensor) -> None:
+        """``prepared_keys`` must be ``(..., Tk, D')`` for ``keys`` ``(..., Tk, Dk)``.
+
+        A batch of 1 would otherwise broadcast one sentence's prepared keys over
+        every sentence of the batch, and a stale ``Tk`` fail deep in a product.
+        """
+        expected = (*keys.shape[:-1], self.prepared_width(keys))
+        if tuple(prepared_keys.shape) != expected:
+            raise ValueError(
+                f"prepared_keys has shape {tuple(prepared_keys.shape)} but keys "
+                f"{tuple(keys.shape)} need {expected} for score '{self.name}' "
+                "(pass score.prepare_keys(keys) for these keys)"
+            )
 
     def check_inputs(self, query: Tensor, keys: Tensor) -> None:
         for arg, t in (("query", query), ("keys", keys)):
@@ -151,6 +172,9 @@ class GeneralScore(Score):
     def prepare_keys(self, keys: Tensor) -> Tensor:
         return self.weight(keys)  # (..., Tk, Dq)
 
+    def prepared_width(self, keys: Tensor) -> int:
+        return self.weight.out_features
+
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
         return dot_scores(query, prepared_keys)  # (..., Tq, Tk)
 
@@ -189,6 +213,9 @@ class AdditiveScore(Score):
 
     def prepare_keys(self, keys: Tensor) -> Tensor:
         return self.key_proj(keys)  # (..., Tk, A)
+
+    def prepared_width(self, keys: Tensor) -> int:
+        return self.key_proj.out_features
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
         q = self.query_proj(query)  # (..., Tq, A)
