@@ -132,3 +132,15 @@ def test_values_zeroed_skips_only_work_the_caller_already_did():
     assert torch.equal(fast, expected)
     poisoned, _ = attend(query, keys, values.masked_fill(~mask[..., None], float("nan")), mask=mask)
     assert torch.equal(poisoned, expected)
+
+
+def test_integer_values_are_refused_not_turned_into_zero_weights():
+    attend = Attention(ScaledDotScore())
+    query, keys = torch.tensor([[[2.0, 0.0, 1.0]]]), torch.eye(3)[None]
+    with pytest.raises(TypeError, match="values must be floating point, got dtype torch.int64"):
+        attend(query, keys, torch.ones(1, 3, 2, dtype=torch.long))
+    context, weights = attend(query, keys, torch.ones(1, 3, 2))
+    torch.testing.assert_close(
+        weights, torch.tensor([[[0.5329, 0.1679, 0.2992]]]), atol=1e-4, rtol=0
+    )
+    torch.testing.assert_close(context, torch.ones(1, 1, 2))

@@ -149,3 +149,23 @@ def test_prepared_keys_of_other_keys_are_refused_not_broadcast(name):
     if name in ("general", "concat", "additive"):  # the raw keys are not the prepared ones
         with pytest.raises(ValueError, match=r"prepared_keys has shape \(2, 4, 4\)"):
             score(query, keys, keys)
+
+
+@pytest.mark.parametrize("name", list(SCORES))
+def test_scores_refuse_integer_and_mixed_dtypes_naming_the_argument(name):
+    dq, dk = WIDTHS[name]
+    score = build_score(name, dq, dk)
+    query, keys = torch.ones(B, TQ, dq), torch.ones(B, TK, dk)
+    with pytest.raises(TypeError, match=rf"query must be floating point for score '{name}'"):
+        score(query.long(), keys)
+    with pytest.raises(TypeError, match=rf"keys must be floating point for score '{name}'"):
+        score(query, keys.long())
+    with pytest.raises(
+        TypeError, match=r"keys has dtype torch.float64 but query has torch.float32"
+    ):
+        score(query, keys.double())
+    if name in ("general", "concat", "additive"):
+        with pytest.raises(TypeError, match=r"score .* has torch.float32 parameters"):
+            score(query.double(), keys.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast casts each product itself
+        assert score(query, keys.bfloat16()).shape == (B, TQ, TK)

@@ -84,7 +84,9 @@ class Attention(nn.Module):
             ValueError: mismatched ranks, batch sizes, lengths or widths, a
                 mask that does not broadcast, or ``prepared_keys`` of another
                 shape than ``score.prepare_keys(keys)``.
-            TypeError: a non-bool mask.
+            TypeError: a non-bool mask; ``query``, ``keys`` or ``values`` not
+                floating point; dtypes the score refuses (see
+                :meth:`~attnkit.attention.scores.Score.forward`).
         """
         values = keys if values is None else values
         step = query.dim() == 2
@@ -112,6 +114,8 @@ def _check_layer_inputs(query: Tensor, keys: Tensor, values: Tensor) -> None:
     for arg, t in (("query", query), ("keys", keys), ("values", values)):
         if t.dim() != 3:
             raise ValueError(f"{arg} must be 3-D (B, T, D), got shape {tuple(t.shape)}")
+    if not values.is_floating_point():  # the weights would be cast to it: all zeros
+        raise TypeError(f"values must be floating point, got dtype {values.dtype}")
     if not query.shape[0] == keys.shape[0] == values.shape[0]:
         raise ValueError(
             f"batch sizes differ: query {tuple(query.shape)}, keys {tuple(keys.shape)}, "

@@ -76,6 +76,9 @@ class Score(nn.Module):
             ValueError: a rank below 2, mismatched leading dims, widths the
                 score cannot combine, or ``prepared_keys`` of another shape than
                 :meth:`prepare_keys` gives for ``keys``.
+            TypeError: ``query`` or ``keys`` not floating point; outside
+                autocast, ``keys`` or the score's parameters of another dtype
+                than ``query``.
         """
         self.check_inputs(query, keys)
         if prepared_keys is None:
@@ -109,10 +112,30 @@ class Score(nn.Module):
                     f"{arg} must have shape (..., T, D) for score '{self.name}', "
                     f"got {tuple(t.shape)}"
                 )
+            if not t.is_floating_point():
+                raise TypeError(
+                    f"{arg} must be floating point for score '{self.name}', got dtype {t.dtype}"
+                )
         if query.shape[:-2] != keys.shape[:-2]:
             raise ValueError(
                 f"query {tuple(query.shape)} and keys {tuple(keys.shape)} must share their "
                 f"leading (batch) dims for score '{self.name}'"
+            )
+        self._check_dtypes(query, keys)
+
+    def _check_dtypes(self, query: Tensor, keys: Tensor) -> None:
+        """Outside autocast (which casts each product itself) every dtype must be the query's."""
+        if torch.is_autocast_enabled(query.device.type):
+            return
+        if keys.dtype != query.dtype:
+            raise TypeError(
+                f"keys has dtype {keys.dtype} but query has {query.dtype} for score '{self.name}'"
+            )
+        param = next(self.parameters(), None)
+        if param is not None and param.dtype != query.dtype:
+            raise TypeError(
+                f"query has dtype {query.dtype} but score '{self.name}' has {param.dtype} "
+                f"parameters (convert one of them with .to({query.dtype}))"
             )
 
 
