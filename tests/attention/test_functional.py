@@ -306,6 +306,16 @@ def test_padding_mask_rejects_bad_lengths():
         padding_mask([[1, 2]])
     with pytest.raises(TypeError, match="integers"):
         padding_mask([1.5])
+    with pytest.raises(ValueError, match="max_len must be >= 0, got -1"):
+        padding_mask([0], max_len=-1)
+    with pytest.raises(TypeError, match="max_len must be an int, got 2.5"):
+        padding_mask([1], max_len=2.5)
+
+
+def test_padding_mask_of_an_empty_batch_is_empty():
+    assert padding_mask([]).shape == (0, 0)
+    assert padding_mask([], max_len=3).shape == (0, 3)
+    assert padding_mask([]).dtype == torch.bool
 
 
 def test_causal_mask_square_and_rectangular():

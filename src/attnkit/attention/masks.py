@@ -47,14 +47,20 @@ def padding_mask(
 
     Raises:
         ValueError: ``lengths`` is not 1-D, has a negative entry, or exceeds
-            ``max_len``.
-        TypeError: ``lengths`` is not integer-valued.
+            ``max_len``; a negative ``max_len``.
+        TypeError: ``lengths`` is not integer-valued, or ``max_len`` is not an int.
     """
     lengths = torch.as_tensor(lengths, device=device)
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
+    if lengths.numel() == 0:  # torch.as_tensor([]) is float32: an empty batch has no lengths
+        lengths = lengths.long()
     if lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
+    if isinstance(max_len, float | bool):
+        raise TypeError(f"max_len must be an int, got {max_len!r}")
+    if max_len is not None and max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     longest = int(lengths.max()) if lengths.numel() else 0
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
