@@ -214,3 +214,22 @@ def test_bad_precision_raises():
         lesson().to_text(precision=-1)
     with pytest.raises(ValueError, match="precision"):
         lesson().to_dict(precision=-1)
+
+
+def test_check_and_context_say_when_the_rounded_weights_add_up_differently_by_hand():
+    # softmax([1, 0.5, 0]) = [0.506, 0.307, 0.186] (rounded): 0.999 by hand, and the
+    # values [1, 0], [0, 1], [1, 1] give [0.692, 0.493] by hand, [0.693, 0.494] exactly
+    t = explain([1.0, 0.5, 0.0], KEYS, [[1, 0], [0, 1], [1, 1]], score="dot")
+    assert t.context[0] == pytest.approx([0.69280, 0.49351], abs=1e-5)
+    text = t.to_text()
+    for line in (
+        "check: 0.506 + 0.307 + 0.186 = 1.000  (ok, the weights sum to 1)\n"
+        "  (the rounded weights shown add up to 0.999; the exact weights sum to 1.000)",
+        "    = [0.693, 0.494]\n"
+        "  (by hand from the rounded weights shown: [0.692, 0.493]; the context is exact)",
+    ):
+        assert line in text, line
+    assert "By hand from the rounded weights shown: [0.692, 0.493]" in t.to_markdown()
+    # the lesson's own example adds up by hand: no note
+    assert "by hand from the rounded" not in str(lesson())
+    assert "add up to" not in str(lesson())

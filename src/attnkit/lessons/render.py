@@ -232,10 +232,32 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
 
 
 def _sum_check(trace: AttentionTrace, i: int, p: int) -> str:
+    """The check that row ``i``'s weights sum to 1, with a note when the rounded
+    weights shown add up to another printed number (0.506 + 0.307 + 0.186 = 0.999)."""
     w, total = trace.weights[i], trace.weight_sums()[i]
     shown = " + ".join(fmt(x, p) for x in w) if len(w) <= EXPAND_MAX else "sum of weights"
     verdict = "ok, the weights sum to 1" if abs(total - 1.0) <= SUM_TOLERANCE else "NOT 1"
-    return f"  check: {shown} = {fmt(total, p)}  ({verdict})"
+    line = f"  check: {shown} = {fmt(total, p)}  ({verdict})"
+    by_hand = math.fsum(round(x, p) for x in w)
+    if len(w) <= EXPAND_MAX and fmt(by_hand, p) != fmt(total, p):
+        line += (
+            f"\n  (the rounded weights shown add up to {fmt(by_hand, p)}; "
+            f"the exact weights sum to {fmt(total, p)})"
+        )
+    return line
+
+
+def _context_note(trace: AttentionTrace, i: int, p: int) -> str | None:
+    """A note when the context worked out by hand from the rounded weights and
+    values shown prints differently from the exact context (None otherwise)."""
+    weights, exact = trace.weights[i], trace.context[i]
+    by_hand = [
+        math.fsum(round(w, p) * round(v[d], p) for w, v in zip(weights, trace.values, strict=True))
+        for d in range(len(exact))
+    ]
+    if [fmt(x, p) for x in by_hand] == [fmt(x, p) for x in exact]:
+        return None
+    return f"(by hand from the rounded weights shown: {fmt_vec(by_hand, p)}; the context is exact)"
 
 
 def _context_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
@@ -251,6 +273,9 @@ def _context_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
         )
         lines.append(f"  c = {terms}")
         lines.append(f"    = {c}")
+        note = _context_note(trace, i, p)
+        if note:
+            lines.append(f"  {note}")
     else:
         lines.append(f"  c = {c}")
     return lines
@@ -312,6 +337,9 @@ def to_markdown(trace: AttentionTrace, precision: int = 3) -> str:
                 lines.append(_sentence(note[1:-1]))
             lines.append(_sentence(_sum_check(trace, i, p)))
         lines.append(f"Context c = Σ_j w_j v_j = {fmt_vec(trace.context[i], p)}.")
+        note = _context_note(trace, i, p) if trace.row_has_key(i) else None
+        if note:
+            lines.append(_sentence(note[1:-1]))
     return "\n".join(lines) + "\n"
 
 
