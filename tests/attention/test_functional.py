@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import (
+    ScaledDotScore,
     causal_mask,
     combine_masks,
     invert_mask,
@@ -366,3 +367,15 @@ def test_resolve_mask_combines_bool_and_float_masks_in_one_place():
     assert empty.row_has_key.shape == (2, 1) and not empty.row_has_key.any()
     with pytest.raises(TypeError, match="mask must be bool"):
         resolve_mask(torch.ones(2, 3, dtype=torch.long), query=torch.empty(2, 4), tk=3)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_zero_width_queries_and_keys_give_uniform_weights_as_pytorch(return_weights):
+    # D = 0: every score is 0, so each query averages the values (no 1/sqrt(0))
+    query, key = torch.zeros(2, 0), torch.zeros(3, 0)
+    value = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    out = scaled_dot_product_attention(query, key, value, return_weights=return_weights)
+    out = out[0] if return_weights else out
+    torch.testing.assert_close(out, torch.tensor([[3.0, 5.0], [3.0, 5.0]]))
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(query, key, value))
+    assert ScaledDotScore()(query[None], key[None]).tolist() == [[[0.0] * 3] * 2]

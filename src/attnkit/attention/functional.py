@@ -41,6 +41,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "score_dtype",
     "takes_fused_kernel",
+    "default_scale",
     "dot_scores",
     "zero_dead_keys",
 ]
@@ -98,6 +99,12 @@ def score_dtype(dtype: torch.dtype) -> torch.dtype:
     PyTorch's fused kernels accumulate); other dtypes are kept.
     """
     return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def default_scale(width: int) -> float:
+    """``1/sqrt(D)`` (Vaswani et al. 2017, eq. 1); 1 for ``D = 0``, where every
+    score ``q . k`` is 0 whatever the scale (PyTorch's fused kernel agrees)."""
+    return 1.0 / math.sqrt(width) if width else 1.0
 
 
 def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
@@ -198,7 +205,7 @@ def scaled_dot_product_attention(
         value: ``(..., Tk, Dv)``, same dtype and leading dims.
         mask: broadcastable to ``(..., Tq, Tk)``; bool (True = may attend) or a
             float tensor added to the scores (``-inf`` = masked).
-        scale: factor applied to ``Q K^T``; ``1/sqrt(D)`` when None.
+        scale: factor applied to ``Q K^T``; ``1/sqrt(D)`` when None (1 for ``D = 0``).
         is_causal: also apply the bottom-right causal mask.
         dropout_p: dropout probability on the attention weights, in [0, 1).
         return_weights: also return the attention weights.
@@ -220,7 +227,7 @@ def scaled_dot_product_attention(
     tk = key.shape[-2]
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(query.shape[-1]) if scale is None else float(scale)
     fused = takes_fused_kernel(query, key, value, dropout_p, return_weights)
     resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=fused)
     output, weights = attend(query, key, value, resolved, scale, dropout_p, return_weights)

@@ -15,12 +15,10 @@ Vaswani et al. 2017, eq. 1 (scaled dot).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
-from .functional import dot_scores, score_dtype
+from .functional import default_scale, dot_scores, score_dtype
 
 __all__ = [
     "AdditiveScore",
@@ -170,7 +168,7 @@ class ScaledDotScore(_WidthsMustMatch):
     name = "scaled_dot"
 
     def compare(self, query: Tensor, prepared_keys: Tensor) -> Tensor:
-        scale = 1.0 / math.sqrt(prepared_keys.shape[-1])
+        scale = default_scale(prepared_keys.shape[-1])
         return dot_scores(query, prepared_keys, scale)  # (..., Tq, Tk)
 
 
