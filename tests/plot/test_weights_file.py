@@ -64,3 +64,14 @@ def test_json_lines_without_an_index_say_so_and_which_indexes_exist(tmp_path):
     assert "Extra data" not in message
     with pytest.raises(ValueError, match=r"entries count from 1: 1 to 3"):
         plot.read_weights(lines, index=0)
+
+
+def test_an_index_for_one_json_document_says_to_leave_it_out(tmp_path):
+    trace = tmp_path / "trace.json"  # explain --format json: one document over many lines
+    trace.write_text(json.dumps({"weights": WEIGHTS}, indent=2))
+    with pytest.raises(ValueError, match=r"is one JSON document, not JSON Lines: --index 1"):
+        plot.read_weights(trace, index=1)
+    assert plot.read_weights(trace).weights == WEIGHTS
+    one_line = tmp_path / "one.jsonl"  # JSON Lines with a single entry still takes --index 1
+    one_line.write_text(json.dumps({"weights": WEIGHTS}) + "\n")
+    assert plot.read_weights(one_line, index=1).weights == WEIGHTS

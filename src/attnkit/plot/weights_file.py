@@ -41,14 +41,20 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
     Raises:
         FileNotFoundError: no such file.
         ValueError: invalid JSON, no ``weights`` key (or ``null`` weights: an empty
-            input line), ``index`` past the last line, or labels or a mask that
-            are not lists.
+            input line), ``index`` past the last line or given for a file that is
+            one JSON document over several lines, or labels or a mask that are
+            not lists.
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     where = str(path)
     if index is not None:
         lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > 1 and _one_document(text):
+            raise ValueError(
+                f"{path} is one JSON document, not JSON Lines: --index {index} picks a line "
+                "of 'translate --attention-json' output; leave it out for this file"
+            )
         if not 1 <= index <= len(lines):
             raise ValueError(
                 f"{path} has {len(lines)} entries; --index {index} is not one "
@@ -73,6 +79,15 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
     rows, cols, mask = (_list_or_none(path, data, k) for k in ("row_labels", "col_labels", "mask"))
     labels = [None if x is None else [str(v) for v in x] for x in (rows, cols)]
     return SavedWeights(data["weights"], *labels, mask)
+
+
+def _one_document(text: str) -> bool:
+    """Whether ``text`` is a single JSON document (e.g. ``explain --format json``)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _json_lines(text: str) -> int:
