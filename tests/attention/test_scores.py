@@ -123,6 +123,11 @@ def test_make_score_errors():
         make_score("additive")
     with pytest.raises(ValueError, match="hidden_dim must be a positive int, got 0"):
         AdditiveScore(4, hidden_dim=0)
+    with pytest.raises(ValueError, match=r"'dot' .* needs query_dim == key_dim, got 3 and 4"):
+        make_score("dot", 3, 4)
+    with pytest.raises(ValueError, match="query_dim must be a positive int, got True"):
+        make_score("general", True)
+    assert make_score("scaled_dot", 4, 4, hidden_dim=7).name == "scaled_dot"  # A is ignored
 
 
 def test_scores_keep_nothing_per_batch_on_the_module():

@@ -282,14 +282,22 @@ def make_score(
         name: the score's name.
         query_dim: Dq (needed by the learned scores).
         key_dim: Dk (defaults to Dq).
-        hidden_dim: A for ``concat`` and ``additive`` (defaults to Dq).
+        hidden_dim: A for ``concat`` and ``additive`` (defaults to Dq); the other
+            scores have no hidden layer and ignore it, so one call can build any score.
 
     Raises:
-        ValueError: an unknown name, or a learned score without ``query_dim``.
+        ValueError: an unknown name, a learned score without ``query_dim``,
+            ``query_dim != key_dim`` for ``dot`` or ``scaled_dot``, or a width
+            that is not a positive int.
     """
     if name not in SCORES:
         raise ValueError(f"unknown score {name!r}; choose one of {', '.join(SCORES)}")
     if name in ("dot", "scaled_dot"):
+        if None not in (query_dim, key_dim) and query_dim != key_dim:
+            raise ValueError(
+                f"score {name!r} compares q and k in a dot product and needs "
+                f"query_dim == key_dim, got {query_dim} and {key_dim}"
+            )
         return SCORES[name]()
     if query_dim is None:
         raise ValueError(f"score {name!r} has learned weights and needs query_dim")
@@ -300,7 +308,7 @@ def make_score(
 
 def _check_positive(**dims: int) -> None:
     for arg, value in dims.items():
-        if not isinstance(value, int) or value <= 0:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"{arg} must be a positive int, got {value!r}")
 
 
