@@ -84,6 +84,21 @@ def test_fully_masked_row_gives_zero_weights_and_zero_gradient():
     assert torch.all(scores.grad[1] == 0)
 
 
+def test_minus_inf_scores_count_as_masked_so_a_row_of_them_is_zero_not_nan():
+    # the additive habit: scores.masked_fill(~mask, -inf), then softmax
+    scores = torch.tensor([[1.0, 0.5, 0.0], [2.0, 1.0, 0.0]], requires_grad=True)
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    filled = scores.masked_fill(~mask, -math.inf)
+    for weights in (masked_softmax(filled), masked_softmax(filled, torch.ones_like(mask))):
+        torch.testing.assert_close(weights, masked_softmax(scores, mask))
+        torch.testing.assert_close(
+            weights[0], torch.tensor([0.6225, 0.3775, 0.0]), atol=1e-4, rtol=0
+        )
+        assert weights[1].tolist() == [0.0, 0.0, 0.0]
+    masked_softmax(filled).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
 @pytest.mark.parametrize("magnitude", [1e4, -1e4])
 def test_extreme_scores_stay_finite_in_float32(magnitude):
     scores = torch.tensor([[magnitude, 0.0, -magnitude], [magnitude, magnitude, 0.0]])

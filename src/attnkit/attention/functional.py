@@ -57,10 +57,13 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
 
     ``w_j = exp(s_j - m) / sum_{k allowed} exp(s_k - m)`` for allowed ``j``, where
     ``m`` is the row maximum (the shift that keeps ``exp`` finite); ``w_j = 0``
-    for masked ``j``. A row with no allowed position gives all-zero weights and
-    zero gradients. Masked scores are replaced, not added to, so a NaN or inf
-    score at a masked position cannot reach the weights. float16/bfloat16
-    scores are reduced in float32 and the result is cast back.
+    for masked ``j``. A score of ``-inf`` counts as masked (the additive-mask
+    convention: ``scores.masked_fill(~mask, -inf)`` then ``masked_softmax(scores)``
+    is the same as ``masked_softmax(scores, mask)``). A row with no allowed
+    position gives all-zero weights and zero gradients, not ``torch.softmax``'s
+    NaN. Masked scores are replaced, not added to, so a NaN or inf score at a
+    masked position cannot reach the weights. float16/bfloat16 scores are
+    reduced in float32 and the result is cast back.
 
     Args:
         scores: alignment scores, any shape, floating dtype.
@@ -78,11 +81,12 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     if not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
     work = scores.to(score_dtype(scores.dtype))
-    if mask is None:
-        return torch.softmax(work, dim=dim).to(scores.dtype)
-    if mask.dtype != torch.bool:
+    if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    _check_broadcast("mask", mask.shape, scores.shape)
+    if mask is not None:
+        _check_broadcast("mask", mask.shape, scores.shape)
+    finite = ~torch.isneginf(work)
+    mask = finite if mask is None else mask & finite
     # A dtype-derived floor instead of -inf keeps fully masked rows finite
     # (uniform), so neither the forward nor the backward pass produces NaN; the
     # final `where` then sets every masked weight, and so those rows, to 0.
