@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnkit.atomic import WriteError
 from attnkit.nmt.data.batching import Examples, bucket_batches, make_batch
 from attnkit.nmt.data.corpus import bundled_multi30k
 from attnkit.nmt.data.store import (
@@ -249,3 +250,19 @@ def test_a_sentencepiece_tokenizer_pickles_as_its_model(spm, corpus):
     copy = pickle.loads(pickle.dumps(spm))
     assert copy.to_bytes() == spm.to_bytes() and copy.name == spm.name
     assert copy.encode_batch(corpus.src[:20]) == spm.encode_batch(corpus.src[:20])
+
+
+def test_a_store_build_on_a_full_disk_is_a_write_error_naming_the_store(tmp_path, monkeypatch):
+    tok = WordTokenizer.train(["a b"])
+    old = _build(tmp_path / "s", [("a", "b")], tok)
+    real_open = open
+
+    def full_disk_open(path, mode="r", *args, **kwargs):  # every write: ENOSPC
+        return real_open("/dev/full", mode, *args, **kwargs) if "w" in mode else real_open(path)
+
+    monkeypatch.setattr("attnkit.nmt.data.store.open", full_disk_open, raising=False)
+    with pytest.raises(WriteError) as caught:
+        _build(tmp_path / "s", [("a", "b")] * 3, tok, key="b")
+    assert str(caught.value) == f"cannot write {tmp_path / 's'}: No space left on device"
+    assert TokenStore.open(tmp_path / "s").fingerprint == old.fingerprint
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...atomic import atomic_write_bytes, replace_folder
+from ...atomic import WriteError, atomic_write_bytes, replace_folder
 from .chunk_packing import ChunkPacker, Encoded, LinePacker, PackedChunk, PairEncoder
 from .line_chunks import LineFiles, read_chunks
 from .worker_pool import ordered_map
@@ -302,26 +302,41 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield chunk
 
 
+@contextlib.contextmanager
+def _writing_store(folder: Path) -> Iterator[None]:
+    """Turn an :class:`OSError` raised inside the block (a full disk, a read-only folder) into a
+    :class:`~attnkit.atomic.WriteError` naming the store ``folder``, not its temporary files."""
+    try:
+        yield
+    except OSError as err:
+        raise WriteError(folder, err) from err
+
+
 class _Writer:
     """Appends one column's flat ids to ``NAME.ids``; collects the lengths (int64, 8 bytes a
-    sentence while the store is built)."""
+    sentence while the store is built). A failed write raises a
+    :class:`~attnkit.atomic.WriteError` naming ``store``, the folder being built."""
 
-    def __init__(self, path: Path) -> None:
-        self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
+    def __init__(self, path: Path, store: Path) -> None:
+        self.store = store
+        with _writing_store(store):
+            self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
         self.lengths: list[np.ndarray] = []
         self.sequences = 0
 
     def write(self, flat: np.ndarray, lengths: np.ndarray) -> None:
-        self.handle.write(flat.tobytes())
+        with _writing_store(self.store):
+            self.handle.write(flat.tobytes())
         self.lengths.append(lengths)
         self.sequences += len(lengths)
 
     def finish(self, offsets_path: Path) -> np.ndarray:
         """Close the ids file, write the offsets; return the lengths (int64)."""
-        self.handle.close()
-        lengths = np.concatenate([np.zeros(0, np.int64), *self.lengths])
-        offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
-        offsets.tofile(offsets_path)
+        with _writing_store(self.store):
+            self.handle.close()
+            lengths = np.concatenate([np.zeros(0, np.int64), *self.lengths])
+            offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+            offsets.tofile(offsets_path)
         return lengths
 
 
@@ -370,6 +385,8 @@ def build_store(
         whatever reading ``pairs`` or ``encode_chunk`` raises (the files' own
         errors, with file and line); nothing is left behind then but the
         untouched old store, if any.
+        WriteError: the store could not be written (a full disk, a read-only
+            folder); it names ``folder``, and the old store, if any, is kept.
     """
     packer = ChunkPacker(encode_chunk, id_dtype(vocab_size), max_src_len, max_tgt_len)
     packed = ordered_map(packer, _chunks(pairs, CHUNK_PAIRS), workers)
@@ -411,6 +428,8 @@ def build_store_from_lines(
         FileNotFoundError, ValueError: the files' own errors (file and line),
             after the lines before the bad one were read; nothing is left behind
             but the untouched old store, if any.
+
+        WriteError: as for :func:`build_store`.
     """
     packer = ChunkPacker(encode_chunk, id_dtype(vocab_size), max_src_len, max_tgt_len)
     packed = ordered_map(LinePacker(files, packer), read_chunks(files, CHUNK_PAIRS), workers)
@@ -430,21 +449,23 @@ def _write_store(
 ) -> TokenStore:
     """Append ``chunks`` to a new store built beside ``folder``, then put it in place."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    with _writing_store(folder):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     writers: dict[str, _Writer] = {}
     try:
         for name in (*SIDES, "links") if links else SIDES:
-            writers[name] = _Writer(tmp / f"{name}.ids")
+            writers[name] = _Writer(tmp / f"{name}.ids", folder)
         with contextlib.closing(chunks):
             tally = _append(writers, chunks, progress, max_pairs)
         lengths = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
         tokens = {name: int(column.sum()) for name, column in lengths.items()}
         lengths_as = length_dtype(max(int(lengths[side].max(initial=0)) for side in SIDES))
-        for side in SIDES:
-            lengths[side].astype(lengths_as).tofile(tmp / f"{side}.lengths")
+        with _writing_store(folder):
+            for side in SIDES:
+                lengths[side].astype(lengths_as).tofile(tmp / f"{side}.lengths")
         counts = StoreCounts(
             pairs=writers["src"].sequences,
             skipped=tally.skipped + (skipped() if callable(skipped) else skipped),
@@ -456,8 +477,9 @@ def _write_store(
         meta |= {"dtype": dtype.name, "length_dtype": lengths_as.name, **counts.__dict__}
         if "links" in tokens:
             meta["link_values"] = tokens["links"]
-        atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
-        replace_folder(tmp, folder)
+        with _writing_store(folder):
+            atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
+            replace_folder(tmp, folder)
     except BaseException:
         with contextlib.suppress(OSError):
             for writer in writers.values():
@@ -504,8 +526,10 @@ def _append(
 @contextlib.contextmanager
 def _build_lock(folder: Path) -> Iterator[None]:
     """One builder per store: a second one waits here until the first is done."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.with_name(f".{folder.name}.lock"), "a") as handle:
+    with _writing_store(folder):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(folder.with_name(f".{folder.name}.lock"), "a")  # noqa: SIM115
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
