@@ -125,6 +125,8 @@ def _config_and_folder(args: argparse.Namespace):
         return _load_config(folder.config, args), folder
     config = _load_config(source, args)
     if args.out:
+        if Path(args.out).exists() and not Path(args.out).is_dir():
+            raise UsageError(f"--out {args.out} is a file, not a run folder")
         return config, RunFolder(Path(args.out))
     return config, RunFolder.default(config.name or source.stem)
 

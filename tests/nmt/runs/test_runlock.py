@@ -134,3 +134,16 @@ def test_translate_while_training_writes_reads_whole_checkpoints(tmp_path):
         time.sleep(0.02)  # leave the trainer some CPU
     assert finish(training)[0] == 0
     assert len(steps) > 2  # the loads really overlapped many saves
+
+
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys, command):
+    in_the_way = tmp_path / "notes.txt"
+    in_the_way.write_text("not a run\n")
+    status, _, err = run(capsys, command, REVERSE, "--out", str(in_the_way), "--no-progress")
+    assert status == 2
+    assert_one_line_error(err, command, f"--out {in_the_way} is a file, not a run folder")
+    assert in_the_way.read_text() == "not a run\n"
+    status, _, err = run(capsys, command, REVERSE, "--out", str(in_the_way / "run"))
+    assert status == 74
+    assert_one_line_error(err, command, f"cannot write {in_the_way / 'run'}: Not a directory")

@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ...atomic import writing
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks through fcntl
@@ -76,14 +78,18 @@ def run_lock(run_dir: str | Path, warn: Callable[[str], None] = print) -> Iterat
         RunInUse: another process (or another open of the file in this one)
             holds the lock; the message names ``run_dir`` and the holder's pid
             and host.
+        WriteError: ``run_dir`` or its lock file cannot be made (a read-only
+            disk, a file in the way); the message names it.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
     if fcntl is None:
         yield path
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    with writing(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         if _try_lock(fd, run_dir, warn):
             _record_holder(fd)

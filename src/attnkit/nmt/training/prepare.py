@@ -290,9 +290,9 @@ def prepare_run(
     Raises:
         RunInUse: a training holds the folder.
         ValueError, FileNotFoundError: as :func:`prepare_data`.
+        WriteError: the folder or a file in it cannot be written (it is named).
     """
-    folder.path.mkdir(parents=True, exist_ok=True)
-    with run_lock(folder.path, warn=echo):
+    with run_lock(folder.path, warn=echo):  # makes the folder
         return prepare_data(
             config,
             folder,
