@@ -216,6 +216,25 @@ def test_prepare_then_train_reuses_the_tokenizers_and_the_token_store(tmp_path):
     assert not any(line.startswith("tokenizer: train") for line in heard)
 
 
+def test_prepare_on_a_run_of_another_config_changes_nothing_and_names_the_keys(tmp_path):
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.prepare import prepare_run
+
+    folder = RunFolder(tmp_path / "run")
+    train(config("train.max_steps=2"), folder.path, progress_bar=False, echo=quiet)
+    meta = (folder.store / "meta.json").read_bytes()
+    other = config("train.max_steps=2", "data.toy.train_size=200", "tokenizer.vocab_size=40")
+    with pytest.raises(ValueError) as caught:
+        prepare_run(other, folder, progress_bar=False, echo=quiet)
+    assert str(caught.value) == (
+        f"{folder.path} holds a run trained with another config (data.toy.train_size: 320 "
+        "in the run, 200 given; tokenizer.vocab_size: 50 in the run, 40 given); prepare "
+        "into another --out folder, or start that run over with attnkit train --overwrite"
+    )
+    assert (folder.store / "meta.json").read_bytes() == meta  # the run's store is untouched
+    prepare_run(config("train.threads=2"), folder, progress_bar=False, echo=quiet)  # may change
+
+
 def test_a_tokenizer_trained_on_a_sample_says_of_how_many(tmp_path):
     from attnkit.nmt.runs.run_folder import RunFolder
     from attnkit.nmt.training.prepare import prepare_run

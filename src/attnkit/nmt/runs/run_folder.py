@@ -265,7 +265,7 @@ class RunFolder:
                 f"{self.path} already holds a run; pass --resume to continue or reuse it, "
                 "or --overwrite to start over"
             )
-        changes = config_changes(RunConfig.load(self.config), config) if resuming else []
+        changes = self.config_changes(config) if resuming else []
         fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
         if fixed:
             raise ValueError(
@@ -280,6 +280,15 @@ class RunFolder:
             self.save_config(config)
             self.metrics.unlink(missing_ok=True)  # rows of a run killed before its first save
         return resuming
+
+    def config_changes(self, config: RunConfig) -> list[tuple[str, object, object]]:
+        """``(key, saved value, value in config)`` for each key where ``config`` differs from
+        the run's saved ``config.yaml``."""
+        return config_changes(RunConfig.load(self.config), config)
+
+    def fixed_changes(self, config: RunConfig) -> list[tuple[str, object, object]]:
+        """The :meth:`config_changes` in keys that may not change on ``--resume``."""
+        return [c for c in self.config_changes(config) if c[0] not in RESUME_MAY_CHANGE]
 
     def save_config(self, config: RunConfig) -> None:
         """Write ``config`` as ``config.yaml``, atomically."""

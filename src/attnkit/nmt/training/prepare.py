@@ -24,7 +24,7 @@ from ..data.training_split import (
     train_on_sample,
     train_split_files,
 )
-from ..runs.run_folder import RunFolder
+from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
 from .distributed import Group
 
@@ -285,18 +285,28 @@ def prepare_run(
     Useful before a long or distributed job: ``attnkit train`` with the same
     config and folder then starts from what is there. In a folder that holds a
     run already, its own tokenizers are kept and only a missing or stale store
-    is rebuilt. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
+    is rebuilt; ``config`` may then differ from the run's only where ``--resume``
+    allows it. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
 
     Raises:
         RunInUse: a training holds the folder.
+        ValueError: ``folder`` holds a run trained with another config (the
+            message lists the keys); nothing in it is changed.
         ValueError, FileNotFoundError: as :func:`prepare_data`.
         WriteError: the folder or a file in it cannot be written (it is named).
     """
     with run_lock(folder.path, warn=echo):  # makes the folder
+        resuming = folder.has_run()
+        if resuming and (fixed := folder.fixed_changes(config)):
+            raise ValueError(
+                f"{folder.path} holds a run trained with another config ({changes_text(fixed)}); "
+                "prepare into another --out folder, or start that run over with attnkit train "
+                "--overwrite"
+            )
         return prepare_data(
             config,
             folder,
-            resuming=folder.has_run(),
+            resuming=resuming,
             group=Group(),
             echo=echo,
             progress_bar=progress_bar,
