@@ -235,6 +235,34 @@ def test_prepare_on_a_run_of_another_config_changes_nothing_and_names_the_keys(t
     prepare_run(config("train.threads=2"), folder, progress_bar=False, echo=quiet)  # may change
 
 
+def test_prepare_uses_train_threads_as_train_does(tmp_path, monkeypatch):
+    import attnkit.nmt.training.prepare as prepare_module
+    from attnkit.nmt.runs.run_folder import RunFolder
+
+    seen = {}
+    real_tokenizers, real_store = prepare_module.train_on_sample, prepare_module.open_training_store
+
+    def tokenizers(sample, settings, threads):
+        seen["tokenizer"] = threads  # sentencepiece's model depends on its thread count
+        return real_tokenizers(sample, settings, threads)
+
+    def store(*args, threads, **kwargs):
+        seen["store"] = threads  # worker processes
+        return real_store(*args, threads=threads, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "train_on_sample", tokenizers)
+    monkeypatch.setattr(prepare_module, "open_training_store", store)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        prepare_module.prepare_run(
+            config("train.threads=1"), RunFolder(tmp_path / "r"), progress_bar=False, echo=quiet
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert seen == {"tokenizer": 1, "store": 1}
+
+
 def test_a_tokenizer_trained_on_a_sample_says_of_how_many(tmp_path):
     from attnkit.nmt.runs.run_folder import RunFolder
     from attnkit.nmt.training.prepare import prepare_run

@@ -27,6 +27,7 @@ from ..data.training_split import (
 from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
 from .distributed import Group
+from .threads import set_threads
 
 __all__ = [
     "EpochOrder",
@@ -287,6 +288,9 @@ def prepare_run(
     run already, its own tokenizers are kept and only a missing or stale store
     is rebuilt; ``config`` may then differ from the run's only where ``--resume``
     allows it. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
+    Uses ``train.threads`` threads (torch's setting, :func:`~.threads.set_threads`),
+    as training does: the encoding workers, and sentencepiece, whose model
+    depends on its thread count, so ``prepare`` then ``train`` equals ``train``.
 
     Raises:
         RunInUse: a training holds the folder.
@@ -303,6 +307,7 @@ def prepare_run(
                 "prepare into another --out folder, or start that run over with attnkit train "
                 "--overwrite"
             )
+        set_threads(config.train.threads)
         return prepare_data(
             config,
             folder,
