@@ -112,3 +112,15 @@ def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
         "tokenizer: vocabulary of 24 tokens, not tokenizer.vocab_size 4000: "
         "the training text has no more distinct words"
     ]
+
+
+def test_prepare_given_a_run_folder_asks_for_a_config_and_offers_no_resume(capsys, tmp_path):
+    status, _, err = run(capsys, "prepare", str(tmp_path))
+    assert status == 2
+    assert err == (
+        f"attnkit prepare: error: {tmp_path} is a folder; prepare takes a CONFIG.yaml "
+        f"(and --out {tmp_path} to prepare that folder)\n"
+    )
+    with pytest.raises(SystemExit):
+        run(capsys, "prepare", "--help")
+    assert "--resume" not in capsys.readouterr().out  # prepare has no such option

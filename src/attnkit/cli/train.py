@@ -34,7 +34,11 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer files, best/last checkpoints, metrics.jsonl, learning_curve.png."
         ),
     )
-    _config_options(p)
+    _config_options(
+        p,
+        "YAML run config, e.g. configs/quick.yaml; with --resume, a run folder instead "
+        "(its saved config.yaml is used)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--resume",
@@ -49,16 +53,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_train)
 
 
-def _config_options(p: argparse.ArgumentParser) -> None:
-    """CONFIG, --out, --set and one --SECTION.KEY option per config value."""
+def _config_options(p: argparse.ArgumentParser, config_help: str) -> None:
+    """CONFIG (described by ``config_help``), --out, --set and one --SECTION.KEY option per
+    config value."""
     from ..nmt.config import leaf_keys
 
-    p.add_argument(
-        "config",
-        nargs="?",
-        help="YAML run config, e.g. configs/quick.yaml; with --resume, a run folder instead "
-        "(its saved config.yaml is used)",
-    )
+    p.add_argument("config", nargs="?", help=config_help)
     p.add_argument("--out", help="run folder (default: runs/<config name>)")
     p.add_argument(
         "--set",
@@ -91,7 +91,7 @@ def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
             "from them: useful before a long or a torchrun job."
         ),
     )
-    _config_options(p)
+    _config_options(p, "YAML run config, e.g. configs/quick.yaml")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_prepare, resume=False)
 
@@ -115,6 +115,11 @@ def _config_and_folder(args: argparse.Namespace):
         args.config = args.out
     source = Path(args.config)
     if source.is_dir():
+        if args.command == "prepare":
+            raise UsageError(
+                f"{source} is a folder; prepare takes a CONFIG.yaml (and --out {source} to "
+                "prepare that folder)"
+            )
         if not args.resume:
             raise UsageError(f"{source} is a folder; to continue that run pass --resume")
         if args.out and Path(args.out).resolve() != source.resolve():
