@@ -47,6 +47,16 @@ def test_impossible_value_is_one_clear_message_and_exit_2(option, value, expecte
     assert len(captured.err.strip().splitlines()) == 2  # "invalid FILE:" + the one problem
 
 
+@pytest.mark.parametrize(
+    ("betas", "expected"),
+    [("[2, 0.999]", "train.adam_betas.0: must be < 1, got 2"), ("[0.9, -1]", ".1: must be >= 0")],
+)
+def test_adam_betas_outside_0_1_are_a_config_error(betas, expected):
+    with pytest.raises(ValueError, match=expected.replace(".", r"\.")):
+        RunConfig.from_dict(BASE, [f"train.adam_betas={betas}"])
+    assert RunConfig.from_dict(BASE, ["train.adam_betas=[0, 0.98]"]).train.adam_betas == (0, 0.98)
+
+
 def test_unreadable_config_files_are_named(tmp_path, capsys):
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")

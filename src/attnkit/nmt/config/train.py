@@ -10,6 +10,8 @@ from .guided_alignment import GuidedAlignmentConfig
 from .section import _Section
 from .subword_sampling import SubwordSamplingConfig
 
+_Beta = Annotated[float, Field(ge=0, lt=1)]  # an Adam beta (Kingma & Ba 2015, alg. 1)
+
 
 class TrainConfig(_Section):
     """Optimisation: Adam, clipping, label smoothing, lr schedule, early stopping, budgets.
@@ -74,7 +76,7 @@ class TrainConfig(_Section):
     clip: float | None = Field(1.0, gt=0)
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     teacher_forcing: float = Field(1.0, ge=0, le=1)
-    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_betas: tuple[_Beta, _Beta] = (0.9, 0.999)
     lr_schedule: Literal["plateau", "inverse_sqrt", "linear"] = "plateau"
     warmup_steps: int = Field(4000, gt=0)
     lr_decay: float = Field(0.5, gt=0, lt=1)
