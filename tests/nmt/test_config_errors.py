@@ -35,6 +35,8 @@ KEYS = sorted(leaf_keys())
         ("--train.batch_size", "many", "train.batch_size: must be a valid integer"),
         ("--set", "train.lr_rate=1", "train.lr_rate: unknown key (allowed here: batch_size, lr,"),
         ("--set", "model=3", "model: must be a valid dictionary"),
+        ("--train.max_steps", "-5", "train.max_steps: must be > 0 or 'auto', got -5"),
+        ("--train.threads", "x", "train.threads: must be a valid integer or 'auto', got 'x'"),
     ],
 )
 def test_impossible_value_is_one_clear_message_and_exit_2(option, value, expected, capsys):

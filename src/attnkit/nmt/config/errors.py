@@ -31,7 +31,7 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
     from ``root``); ``model.<arch>.x`` is shown as ``model.x``, as the user wrote it.
     """
     lines = []
-    for item in err.errors():
+    for item in _merged_unions(err.errors(), root):
         loc = ".".join(_key_text(p) for p in _shown_loc(item["loc"])) or "(top level)"
         kind, message = item["type"], item["msg"]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
@@ -52,3 +52,28 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
                 message = message.replace(words, sign)
             lines.append(f"{loc}: {message}, got {item.get('input')!r}")
     return "\n".join(f"  {line}" for line in lines)
+
+
+def _merged_unions(items: list[dict], root: type[BaseModel]) -> list[dict]:
+    """The errors with those of one value against each member of a union merged into one.
+
+    pydantic reports ``train.max_steps: -5`` once per member of
+    ``int > 0 | 'auto'``, at ``train.max_steps.constrained-int`` and
+    ``train.max_steps.literal['auto']``; this gives one error at
+    ``train.max_steps``: ``must be > 0 or 'auto'`` (each member's message up to
+    its first comma).
+    """
+    merged: list[dict] = []
+    for item in items:
+        loc = item["loc"]
+        member = len(loc) > 1 and isinstance(loc[-1], str) and _model_at(loc[:-1], root) is None
+        if not member or item["type"] in ("extra_forbidden", "missing"):
+            merged.append(item)
+            continue
+        message = item["msg"].removeprefix("Value error, ")
+        allowed = message.replace("Input should be", "must be").split(", ")[0]
+        if merged and merged[-1].get("union") and merged[-1]["loc"] == loc[:-1]:
+            merged[-1]["msg"] += " or " + allowed.removeprefix("must be ")
+        else:
+            merged.append({**item, "loc": loc[:-1], "msg": allowed, "union": True})
+    return merged
