@@ -266,8 +266,7 @@ class RunFolder:
                 "or --overwrite to start over"
             )
         changes = self.config_changes(config) if resuming else []
-        fixed = [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
-        if fixed:
+        if fixed := _fixed(changes):
             raise ValueError(
                 f"the config differs from the one saved in {self.config} ({changes_text(fixed)}); "
                 f"only {', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite "
@@ -288,7 +287,7 @@ class RunFolder:
 
     def fixed_changes(self, config: RunConfig) -> list[tuple[str, object, object]]:
         """The :meth:`config_changes` in keys that may not change on ``--resume``."""
-        return [c for c in self.config_changes(config) if c[0] not in RESUME_MAY_CHANGE]
+        return _fixed(self.config_changes(config))
 
     def save_config(self, config: RunConfig) -> None:
         """Write ``config`` as ``config.yaml``, atomically."""
@@ -459,3 +458,8 @@ def changes_text(changes: list[tuple[str, object, object]]) -> str:
         f"{key}: {json.dumps(before)} in the run, {json.dumps(after)} given"
         for key, before, after in changes
     )
+
+
+def _fixed(changes: list[tuple[str, object, object]]) -> list[tuple[str, object, object]]:
+    """The ``changes`` in keys outside :data:`RESUME_MAY_CHANGE`."""
+    return [change for change in changes if change[0] not in RESUME_MAY_CHANGE]
