@@ -95,6 +95,22 @@ def test_load_resolves_relative_paths_and_reports_yaml_errors(tmp_path):
         RunConfig.load(tmp_path / "missing.yaml")
 
 
+def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch):
+    # the file's own paths mean the config's folder; paths typed on the command line, cwd
+    (tmp_path / "configs").mkdir()
+    path = tmp_path / "configs" / "mine.yaml"
+    path.write_text(yaml.safe_dump({"data": {"train": {"tsv": "pairs.tsv"}}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    overrides = ["data.valid.src=va é.de", "data.valid.tgt=/abs/va.en", "train.lr=0.5"]
+    config = RunConfig.load(Path("../configs/mine.yaml"), overrides)
+    assert config.data.train.tsv == str(tmp_path / "configs" / "pairs.tsv")
+    assert config.data.valid.src == str(work / "va é.de")
+    assert config.data.valid.tgt == "/abs/va.en"
+    assert config.train.lr == 0.5
+
+
 def test_yaml_dump_round_trips():
     config = RunConfig.load(CONFIGS / "quick.yaml")
     again = RunConfig.from_dict(yaml.safe_load(config.to_yaml()))

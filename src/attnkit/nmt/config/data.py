@@ -13,7 +13,8 @@ from .section import _Section
 class SplitFiles(_Section):
     """One split of a user corpus: two line-aligned files, or one TSV.
 
-    Paths may be gzipped; relative paths are relative to the config file.
+    Paths may be gzipped; relative paths are relative to the config file (given on the
+    command line, ``--data.train.src FILE``, to the current folder).
     """
 
     src: str | None = None

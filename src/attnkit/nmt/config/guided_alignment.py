@@ -24,7 +24,7 @@ class GuidedAlignmentConfig(_Section):
             per line of the training corpus file(s), line-aligned with them (all
             lines: before holdout, blank-pair skipping and ``max_train_pairs``);
             an empty line means no alignment for that pair. Relative paths are
-            relative to the config file.
+            relative to the config file (on the command line, to the current folder).
         words: what the file's word indices count (:mod:`attnkit.nmt.data.word_split`):
             ``whitespace`` (default), the line's whitespace-separated tokens
             (``"chat."`` is one word); ``punctuation``, those tokens split at

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,6 +41,30 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
             node = child
         node[parts[-1]] = value
     return result
+
+
+# The overrides that name a user file: a relative one means the current folder, as in
+# any command line, while a config file's own relative paths mean the config's folder.
+PATH_KEYS = frozenset(
+    [f"data.{split}.{key}" for split in ("train", "valid", "test") for key in ("src", "tgt", "tsv")]
+    + ["train.guided_alignment.file"]
+)
+
+
+def anchor_paths(overrides: Sequence[str], base: Path) -> list[str]:
+    """``overrides`` with each relative path in a :data:`PATH_KEYS` key made absolute against
+    ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``); the rest as given."""
+    anchored = []
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        try:
+            value = yaml.safe_load(text) if sep and key in PATH_KEYS else None
+        except yaml.YAMLError:
+            value = None
+        if isinstance(value, str):
+            item = f"{key}={json.dumps(str(base / Path(value).expanduser()))}"
+        anchored.append(item)
+    return anchored
 
 
 def switch_architecture(raw: dict, result: dict, overrides: Sequence[str]) -> list[str]:

@@ -13,7 +13,7 @@ from ..models.registry import ModelConfig, default_model_config
 from .data import DataConfig, TokenizerConfig
 from .decode import DecodeConfig
 from .errors import format_validation_error
-from .overrides import _blamed_overrides, apply_overrides, switch_architecture
+from .overrides import _blamed_overrides, anchor_paths, apply_overrides, switch_architecture
 from .section import _Section
 from .train import TrainConfig
 
@@ -93,7 +93,8 @@ class RunConfig(_Section):
     def load(
         cls, path: str | Path, overrides: Sequence[str] = (), notes: list[str] | None = None
     ) -> RunConfig:
-        """Read and validate a YAML config; relative data paths are resolved against its folder.
+        """Read and validate a YAML config; relative data paths are resolved against its folder,
+        those given in ``overrides`` against the current folder (:func:`~.overrides.anchor_paths`).
 
         ``notes`` collects what the overrides changed beyond their own keys (see
         :meth:`from_dict`).
@@ -111,6 +112,7 @@ class RunConfig(_Section):
             raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
+        overrides = anchor_paths(overrides, Path.cwd())
         config = cls.from_dict(raw or {}, overrides, source=str(path), notes=notes)
         if config.name is None:
             config.name = path.stem
