@@ -124,3 +124,14 @@ def test_prepare_given_a_run_folder_asks_for_a_config_and_offers_no_resume(capsy
     with pytest.raises(SystemExit):
         run(capsys, "prepare", "--help")
     assert "--resume" not in capsys.readouterr().out  # prepare has no such option
+
+
+def test_resuming_a_folder_that_does_not_exist_says_so(capsys, tmp_path):
+    missing = tmp_path / "runs" / "nonexist"
+    for argv in (["--resume", str(missing)], [str(missing), "--resume"]):
+        status, _, err = run(capsys, "train", *argv)
+        assert status == 2
+        assert err == (
+            f"attnkit train: error: no run folder {missing} to resume; "
+            "give a run folder 'attnkit train' wrote\n"
+        )

@@ -114,6 +114,10 @@ def _config_and_folder(args: argparse.Namespace):
             raise UsageError("give a CONFIG.yaml, or --resume RUN_DIR to continue a run")
         args.config = args.out
     source = Path(args.config)
+    if args.resume and not source.exists() and source.suffix not in (".yaml", ".yml"):
+        raise UsageError(
+            f"no run folder {source} to resume; give a run folder 'attnkit train' wrote"
+        )
     if source.is_dir():
         if args.command == "prepare":
             raise UsageError(
