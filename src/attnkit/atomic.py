@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["WriteError", "atomic_write_bytes", "replace_folder", "writing"]
+__all__ = ["WriteError", "atomic_write_bytes", "new_folder_beside", "replace_folder", "writing"]
 
 
 class WriteError(OSError):
@@ -86,6 +86,15 @@ def _write_and_replace(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def new_folder_beside(folder: Path) -> Path:
+    """An empty hidden folder next to ``folder`` (``.NAME.XXXX.tmp``) to build its new
+    contents in before :func:`replace_folder`; mode 0777 less the umask, as ``mkdir``
+    gives (``mkdtemp`` makes 0700, which would keep the finished folder private)."""
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp
 
 
 def _umask() -> int:

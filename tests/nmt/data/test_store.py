@@ -3,6 +3,7 @@ that are cut short, damaged or stale are detected and rebuilt; concurrent builde
 
 import json
 import multiprocessing
+import os
 import random
 
 import numpy as np
@@ -266,3 +267,14 @@ def test_a_store_build_on_a_full_disk_is_a_write_error_naming_the_store(tmp_path
     assert str(caught.value) == f"cannot write {tmp_path / 's'}: No space left on device"
     assert TokenStore.open(tmp_path / "s").fingerprint == old.fingerprint
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_store_folder_has_the_mode_mkdir_gives_not_a_private_one(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    old = os.umask(0o022)
+    try:
+        _build(tmp_path / "store", [("a b", "b a")], tok)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "store").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "store" / "meta.json").stat().st_mode & 0o777 == 0o644

@@ -55,7 +55,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -63,7 +62,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...atomic import WriteError, atomic_write_bytes, replace_folder
+from ...atomic import WriteError, atomic_write_bytes, new_folder_beside, replace_folder
 from .chunk_packing import ChunkPacker, Encoded, LinePacker, PackedChunk, PairEncoder
 from .line_chunks import LineFiles, read_chunks
 from .worker_pool import ordered_map
@@ -453,7 +452,7 @@ def _write_store(
         folder.parent.mkdir(parents=True, exist_ok=True)
         for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
             shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+        tmp = new_folder_beside(folder)
     writers: dict[str, _Writer] = {}
     try:
         for name in (*SIDES, "links") if links else SIDES:
