@@ -101,12 +101,18 @@ def test_overwrite_removes_the_previous_run_but_not_the_lock(tmp_path):
         "learning_curve.png",
         "tokenizer.json",
         "vocab.json",
+        "spm.src.model",
+        "last.prev.json",
+        "best.0123abcd.safetensors",
         ".lock",
         "precision.json.damaged",
     ):
         (tmp_path / name).write_text("x")
+    mine = ["best.txt", "last.notes.md", "spm_old.model", "vocab_mine.json"]  # a user's own
+    for name in mine:
+        (tmp_path / name).write_text("x")
     assert folder.prepare(config(), resume=False, overwrite=True, echo=print) is False
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".lock", "config.yaml", *mine])
 
 
 def test_history_reads_rows_up_to_a_step_and_keeps_what_a_torn_line_holds(tmp_path):

@@ -72,8 +72,14 @@ RESUME_MAY_CHANGE = (
     "name",
 )
 
-# checkpoints, vocabularies
-_RUN_GLOBS = ("best.*", "last.*", "averaged.*", "spm*.model", "vocab*.json")
+# checkpoints (a record, its fallback, weights named by 8 hex digits) and tokenizer files,
+# exactly: --overwrite must not take a user's own best.txt or spm_old.model with them
+_RUN_GLOBS = (
+    *(f"{name}.{tail}" for name in ("best", "last", "averaged")
+      for tail in ("json", "prev.json", "????????.safetensors")),
+    *(f"{stem}.{ext}" for stem, ext in (("spm", "model"), ("spm.src", "model"),
+      ("spm.tgt", "model"), ("vocab", "json"), ("vocab.src", "json"), ("vocab.tgt", "json"))),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
