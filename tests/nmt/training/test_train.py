@@ -272,3 +272,24 @@ def test_a_tokenizer_trained_on_a_sample_says_of_how_many(tmp_path):
     prepare_run(cfg, RunFolder(tmp_path / "run"), progress_bar=False, echo=heard.append)
     assert "tokenizer: training word on 100 pairs (a sample of 320)" in heard
     assert any(line.startswith("tokenizer: trained in ") for line in heard)
+
+
+def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
+    # no step to save yet: KeyboardInterrupt, not a stop request honoured after prep + a step
+    import os
+    import signal
+
+    from attnkit.nmt.training import loop
+
+    real = loop.prepare_data
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "prepare_data", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), tmp_path / "run", echo=quiet)
+    assert not (tmp_path / "run" / "last.json").exists()
+    monkeypatch.setattr(loop, "prepare_data", real)
+    assert train(config(), tmp_path / "run", echo=quiet).progress.finished  # a retry needs no flag

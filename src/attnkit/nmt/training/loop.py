@@ -28,7 +28,7 @@ count; dropout generators per rank in :mod:`.rng`), in bf16 as in fp32
 (``train.precision``, :mod:`attnkit.nmt.precision`: forward passes under
 autocast, fp32 weights and optimizer state). SIGINT/SIGTERM ask the
 loop to stop after the current step and save ``last``; a second SIGINT aborts
-at once. If ``last`` is damaged, resuming falls back to ``last.prev`` and says
+at once. While the data is prepared, before the first step, SIGINT stops at once. If ``last`` is damaged, resuming falls back to ``last.prev`` and says
 so. A step with a non-finite loss or gradient is skipped with a warning;
 ``train.max_nonfinite`` of them in a row raise :class:`TrainingError`, keeping
 the last good checkpoint.
@@ -455,8 +455,13 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
         f"{messages.batch_note(config, group)}"
     )
     echo(f"precision {trainer.precision.reason}")
+    # Before the first step Ctrl-C stops at once (KeyboardInterrupt): the tokenizer
+    # training and the store build leave nothing half-made, and there is no step to save.
+    data = prepare_data(
+        config, folder, resuming=ckpt is not None, group=group, echo=echo, progress_bar=trainer.bar
+    )
     with trainer.request:
-        return _run(trainer, ckpt)
+        return _run(trainer, ckpt, data)
 
 
 def _shared_run_exists(folder: RunFolder) -> bool:
@@ -469,17 +474,9 @@ def _shared_run_exists(folder: RunFolder) -> bool:
     return folder.has_run()
 
 
-def _run(trainer: _Trainer, ckpt: Checkpoint | None) -> TrainSummary:
+def _run(trainer: _Trainer, ckpt: Checkpoint | None, data: TrainingData) -> TrainSummary:
     """Train until :meth:`.StopRules.reason_to_stop` gives a reason; save and report."""
     config, folder, echo, group = trainer.config, trainer.folder, trainer.echo, trainer.group
-    data = prepare_data(
-        config,
-        folder,
-        resuming=ckpt is not None,
-        group=group,
-        echo=echo,
-        progress_bar=trainer.bar,
-    )
     trainer.setup(data)
     if ckpt is not None:
         trainer.resume(ckpt)
