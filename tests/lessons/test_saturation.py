@@ -31,6 +31,12 @@ def test_score_variance_grows_linearly_in_width(result):
     assert result.scaled_variance == pytest.approx([1.0] * len(result.dims), abs=0.1)
 
 
+def test_a_widths_row_does_not_depend_on_the_other_widths_asked_for():
+    alone, together = saturation([16], trials=50), saturation([4, 16, 16], trials=50)
+    assert together.score_variance[1:] == alone.score_variance * 2
+    assert together.max_weight_scaled[1:] == alone.max_weight_scaled * 2
+
+
 def test_same_seed_same_numbers_other_seed_other_numbers():
     a = saturation([8, 32], trials=50, seed=3)
     assert a == saturation([8, 32], trials=50, seed=3)

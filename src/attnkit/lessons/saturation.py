@@ -70,14 +70,18 @@ class SaturationResult:
         return "\n".join([header, *rows, note]) + "\n"
 
 
+WIDTH_SEEDS = 1_000_003  # seeds per --seed: d_k below it never share a generator
+
+
 def saturation(
     dims: Sequence[int] = DEFAULT_DIMS, *, trials: int = 1000, num_keys: int = 10, seed: int = 0
 ) -> SaturationResult:
     """Measure score variance and softmax saturation with and without ``1/sqrt(d_k)``.
 
     For each ``d_k``, draws ``trials`` queries ``(trials, d_k)`` and key sets
-    ``(trials, num_keys, d_k)`` from ``N(0, 1)`` with a generator seeded by
-    ``seed``, and computes ``s = q·K^T`` ``(trials, num_keys)``, the softmax
+    ``(trials, num_keys, d_k)`` from ``N(0, 1)`` with a generator of its own,
+    seeded by ``seed`` and ``d_k`` (so a width's row is the same whatever
+    other widths are asked for), and computes ``s = q·K^T`` ``(trials, num_keys)``, the softmax
     weights of ``s`` and of ``s / sqrt(d_k)`` (with :func:`~attnkit.masked_softmax`),
     and their largest weight per trial.
 
@@ -107,9 +111,9 @@ def saturation(
 
     from ..attention.functional import masked_softmax
 
-    gen = torch.Generator().manual_seed(seed)
     series: dict[str, list[float]] = {k: [] for k in ("var", "svar", "unscaled", "scaled")}
     for d in dims:
+        gen = torch.Generator().manual_seed(seed * WIDTH_SEEDS + d)
         q = torch.randn(trials, 1, d, generator=gen, dtype=torch.float64)  # (trials, 1, d_k)
         k = torch.randn(
             trials, num_keys, d, generator=gen, dtype=torch.float64
