@@ -28,8 +28,9 @@ count; dropout generators per rank in :mod:`.rng`), in bf16 as in fp32
 (``train.precision``, :mod:`attnkit.nmt.precision`: forward passes under
 autocast, fp32 weights and optimizer state). SIGINT/SIGTERM ask the
 loop to stop after the current step and save ``last``; a second SIGINT aborts
-at once. While the data is prepared, before the first step, SIGINT stops at once. If ``last`` is damaged, resuming falls back to ``last.prev`` and says
-so. A step with a non-finite loss or gradient is skipped with a warning;
+at once, as the first does while the data is prepared, before the first step.
+If ``last`` is damaged, resuming falls back to ``last.prev`` and says so. A
+step with a non-finite loss or gradient is skipped with a warning;
 ``train.max_nonfinite`` of them in a row raise :class:`TrainingError`, keeping
 the last good checkpoint.
 
