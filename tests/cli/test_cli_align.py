@@ -110,6 +110,8 @@ def test_align_symmetrizes_with_a_reverse_run_in_one_command(run_dir, files, cap
             if method != "grow-diag-final-and":
                 assert g == (f & r if method == "intersection" else f | r)
         assert f"{method} with {run_dir}" in err and "AER = " in err
+        # one run for both directions: fine for this self-inverse toy task, but said
+        assert f"warning: --reverse-run {run_dir} translates de->en, the same direction" in err
     status, _, err = run(capsys, *base, "--symmetrize", "union")
     assert status == 2
     assert_one_line_error(err, "align", "--symmetrize and --reverse-run go together")

@@ -198,7 +198,7 @@ def run_align(args: argparse.Namespace) -> int:
     found, options = _run_alignments(args, run, options, src_words, tgt_words, dev)
     links = [a.links for a in found]
     if args.symmetrize:
-        links = _symmetrized(args, found, src_words, tgt_words, dev)
+        links = _symmetrized(args, run, found, src_words, tgt_words, dev)
     heads = HeadSelection(options.layer, options.head)
     text = "".join(f"{format_pharaoh(pair)}\n" for pair in links)
     if args.out:
@@ -266,11 +266,12 @@ def _flip(src, tgt, gold):
     return tgt, src, GoldAlignment(turn, maybe)
 
 
-def _symmetrized(args, found, src_words, tgt_words, dev) -> list[set[tuple[int, int]]]:
-    """The links of ``found`` combined with --reverse-run's, by --symmetrize."""
+def _symmetrized(args, run, found, src_words, tgt_words, dev) -> list[set[tuple[int, int]]]:
+    """The links of ``found`` (``run``'s) combined with --reverse-run's, by --symmetrize."""
     from ..nmt.analysis.symmetrize import agreement_links, symmetrize_all
 
     reverse_run = _load(args, args.reverse_run)
+    _warn_same_direction(run.config.data, reverse_run.config.data, args.reverse_run)
     flipped = None if dev is None else _flip(*dev)
     back, _ = _run_alignments(
         args, reverse_run, _options(args, reverse_run), tgt_words, src_words, flipped
@@ -283,6 +284,18 @@ def _symmetrized(args, found, src_words, tgt_words, dev) -> list[set[tuple[int, 
         ]
     reverse = [{(i, j) for j, i in a.links} for a in back]  # back to (source, target)
     return symmetrize_all([a.links for a in found], reverse, args.symmetrize)
+
+
+def _warn_same_direction(forward, reverse, reverse_dir: str) -> None:
+    """Warn when --reverse-run's languages are the run's, in the same order: its links would
+    be read the wrong way round. Only a warning: a toy task is its own inverse, and a user
+    corpus's ``src_lang``/``tgt_lang`` labels may have been left at their defaults."""
+    if (forward.src_lang, forward.tgt_lang) == (reverse.src_lang, reverse.tgt_lang):
+        warn(
+            f"--reverse-run {reverse_dir} translates {reverse.src_lang}->{reverse.tgt_lang}, "
+            f"the same direction as RUN_DIR; --symmetrize needs a run trained "
+            f"{forward.tgt_lang}->{forward.src_lang} on the same pairs"
+        )
 
 
 def _run_alignments(args, run, options, src_words, tgt_words, dev):
