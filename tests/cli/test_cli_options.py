@@ -135,3 +135,19 @@ def test_resuming_a_folder_that_does_not_exist_says_so(capsys, tmp_path):
             f"attnkit train: error: no run folder {missing} to resume; "
             "give a run folder 'attnkit train' wrote\n"
         )
+
+
+def test_prepare_warns_of_more_threads_than_cores_as_train_does(capsys, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
+    threads = torch.get_num_threads()
+    try:
+        config, out = str(REPO / "configs" / "copy.yaml"), str(tmp_path / "r")
+        status, _, err = run(
+            capsys, "prepare", config, "--out", out, "--train.threads", "2", "--no-progress"
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert status == 0, err
+    assert "warning: train.threads 2 is more than the 1 CPU core(s)" in err

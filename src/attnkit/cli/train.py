@@ -202,6 +202,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     from ..nmt.training.prepare import prepare_run
 
     config, folder = _config_and_folder(args)
+    _warn_threads_over_cores(config.train.threads)
     prepare_run(config, folder, progress_bar=not args.no_progress, echo=stderr)
     print(f"prepared: {folder.path}")
     return 0
