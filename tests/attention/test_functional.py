@@ -340,6 +340,8 @@ def test_causal_mask_square_and_rectangular():
     assert causal_mask(3, 1).tolist() == [[False], [False], [True]]
     with pytest.raises(ValueError, match="tq >= 0"):
         causal_mask(-1)
+    with pytest.raises(TypeError, match="causal_mask needs int sizes, got tq=2.0, tk=2.0"):
+        causal_mask(2.0)
 
 
 def test_combine_and_invert_masks():

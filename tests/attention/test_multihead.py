@@ -175,8 +175,10 @@ def test_constructor_errors_say_what_does_not_divide():
         MultiHeadAttention(8, 4, num_kv_heads=3)
     with pytest.raises(ValueError, match="dropout"):
         MultiHeadAttention(8, 4, dropout=1.0)
-    with pytest.raises(ValueError, match="num_heads must be positive"):
+    with pytest.raises(ValueError, match="num_heads must be a positive int, got 0"):
         MultiHeadAttention(8, 0)
+    with pytest.raises(ValueError, match="num_heads must be a positive int, got 2.0"):
+        MultiHeadAttention(8, 2.0)
 
 
 def cross(mha, **masks):

@@ -87,9 +87,12 @@ def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None =
         mask ``(Tq, Tk)``, bool, True = may attend.
 
     Raises:
+        TypeError: a size that is a float or a bool.
         ValueError: a negative size.
     """
     tk = tq if tk is None else tk
+    if isinstance(tq, float | bool) or isinstance(tk, float | bool):
+        raise TypeError(f"causal_mask needs int sizes, got tq={tq!r}, tk={tk!r}")
     if tq < 0 or tk < 0:
         raise ValueError(f"causal_mask needs tq >= 0 and tk >= 0, got tq={tq}, tk={tk}")
     return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)

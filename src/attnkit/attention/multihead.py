@@ -79,8 +79,8 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         sizes = dict(embed_dim=embed_dim, num_heads=num_heads, kdim=kdim, vdim=vdim)
         for name, size in {**sizes, "num_kv_heads": num_kv_heads}.items():
-            if size <= 0:
-                raise ValueError(f"{name} must be positive, got {size}")
+            if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
         if num_heads % num_kv_heads:
