@@ -3,10 +3,10 @@
 Each command group lives in its own module with a ``register(subparsers)``
 function that adds its parsers and sets ``func`` to a handler taking the parsed
 arguments and returning an exit status: ``lessons`` (explain, saturation),
-``plot`` (plot mask, plot weights), ``nmt`` (train, translate, evaluate),
-``align`` (align, inspect), ``average`` (a run's last snapshots into its ``averaged``
-checkpoint), ``export`` (a run for CTranslate2), ``bench`` and ``serve`` (the explorer
-in the browser).
+``plot`` (plot mask, plot weights), ``train`` (train, prepare), ``nmt`` (translate,
+evaluate), ``align``, ``inspect`` (attention diagnostics), ``average`` (a run's last
+snapshots into its ``averaged`` checkpoint), ``export`` (a run for CTranslate2),
+``bench`` and ``serve`` (the explorer in the browser).
 Bad user input raises :class:`UsageError` (or ``ValueError``), which is printed
 as one line on stderr with exit status 2, never as a traceback.
 
@@ -40,7 +40,7 @@ WRITE_ERROR_STATUS = 74  # EX_IOERR: a file could not be written (e.g. the disk 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import align, average, bench, export, lessons, nmt, plot, serve, train
+    from . import align, average, bench, export, inspect, lessons, nmt, plot, serve, train
 
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (lessons, plot, train, nmt, align, average, export, bench, serve):
+    for group in (lessons, plot, train, nmt, align, inspect, average, export, bench, serve):
         group.register(subparsers)
     return parser
 

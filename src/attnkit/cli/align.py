@@ -1,8 +1,7 @@
-"""CLI commands: align (attention -> word alignments, AER) and inspect (attention diagnostics).
+"""CLI command align: a run's attention turned into word alignments, scored by AER.
 
 ``attnkit align RUN_DIR (--src FILE --tgt FILE | --bitext FILE) [--gold FILE] [--out FILE]
 [--layer auto --dev-bitext FILE --dev-gold FILE] [--symmetrize METHOD --reverse-run DIR]``
-``attnkit inspect RUN_DIR [--split test | --src FILE --tgt FILE] [--json FILE] [--plot FILE]``
 """
 
 from __future__ import annotations
@@ -11,17 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .decoding import (
-    check_search_options,
-    decoding_precision,
-    head_selection,
-    precision_option,
-    search_options,
-    search_settings,
-    view_options,
-)
+from .decoding import decoding_precision, head_selection, view_options
 from .errors import UsageError, warn
-from .run_hint import check_run_folder, checkpoint_option
+from .run_dir import load_batched_run, run_options
 
 AGREEMENT, MUTUAL = "agreement", "mutual"
 WEIGHT_RULES = (AGREEMENT, MUTUAL)  # rules on the two directions' weights, not their links
@@ -34,20 +25,7 @@ METHOD_THRESHOLD, AGREEMENT_THRESHOLD = 0.3, 0.1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the align and inspect commands."""
-    _register_align(subparsers)
-    _register_inspect(subparsers)
-
-
-def _run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", help="run folder written by 'attnkit train'")
-    checkpoint_option(p)
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    precision_option(p)
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
-
-
-def _register_align(subparsers: argparse._SubParsersAction) -> None:
+    """Add the align command."""
     p = subparsers.add_parser(
         "align",
         help="word alignments from a run's attention (Pharaoh i-j), AER against gold",
@@ -59,7 +37,7 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
             "recall and AER (Och & Ney 2003)."
         ),
     )
-    _run_options(p)
+    run_options(p)
     p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
     p.add_argument(
         "--tgt",
@@ -120,22 +98,6 @@ def _register_align(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_align)
 
 
-def _load(args: argparse.Namespace, run_dir: str | None = None):
-    from ..nmt.runs.loaded_run import load_run
-
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
-    run_dir = args.run_dir if run_dir is None else run_dir
-    check_run_folder(run_dir)
-    return load_run(
-        run_dir,
-        checkpoint=args.checkpoint,
-        device=args.device,
-        precision=args.precision,
-        option="--precision",
-    )
-
-
 def _word_pairs(args: argparse.Namespace) -> tuple[list[list[str]], list[list[str]]]:
     """Source and target words from --bitext or --src/--tgt."""
     from ..nmt.analysis.align import read_bitext
@@ -193,7 +155,7 @@ def run_align(args: argparse.Namespace) -> int:
     src_words, tgt_words = _word_pairs(args)
     gold = _gold(args, src_words, tgt_words) if args.gold else None
     dev = _dev_set(args) if args.layer == "auto" else None
-    run = _load(args)
+    run = load_batched_run(args)
     options = _options(args, run)
     found, options = _run_alignments(args, run, options, src_words, tgt_words, dev)
     links = [a.links for a in found]
@@ -270,7 +232,7 @@ def _symmetrized(args, run, found, src_words, tgt_words, dev) -> list[set[tuple[
     """The links of ``found`` (``run``'s) combined with --reverse-run's, by --symmetrize."""
     from ..nmt.analysis.symmetrize import agreement_links, symmetrize_all
 
-    reverse_run = _load(args, args.reverse_run)
+    reverse_run = load_batched_run(args, args.reverse_run)
     _warn_same_direction(run.config.data, reverse_run.config.data, args.reverse_run)
     flipped = None if dev is None else _flip(*dev)
     back, _ = _run_alignments(
@@ -357,83 +319,3 @@ def _gold(args: argparse.Namespace, src_words, tgt_words):
                 f"is outside the pair ({len(s)} source, {len(t)} target words)"
             )
     return gold
-
-
-def _register_inspect(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "inspect",
-        help="attention diagnostics of a run on a corpus (entropy, coverage, monotonicity)",
-        description=(
-            "Translate a split of the run's data (or --src/--tgt files) with the run's search "
-            "settings and print corpus figures of the attention: mean entropy per output step, "
-            "mass on padding (must be 0), coverage per source word and the shares under 0.5 "
-            "and over 1.5, monotonicity (Spearman), repeated 3-gram rate and length ratio."
-        ),
-    )
-    _run_options(p)
-    p.add_argument("--split", choices=("test", "valid", "train"), help="default: test")
-    p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
-    p.add_argument(
-        "--tgt",
-        "--ref",
-        dest="tgt",
-        metavar="FILE",
-        help="references, line-aligned with --src (--ref is the same option)",
-    )
-    search_options(p)
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")
-    p.set_defaults(func=run_inspect)
-
-
-def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
-    """Sources, references and a name for them: --src/--tgt files or a split."""
-    from ..nmt.data.corpus import load_split, read_parallel
-
-    if args.split and (args.src or args.tgt):
-        raise UsageError("give --split or --src/--tgt, not both")
-    if args.src or args.tgt:
-        if not (args.src and args.tgt):
-            raise UsageError("give both --src FILE and --tgt FILE")
-        corpus = read_parallel(args.src, args.tgt)
-        return corpus.src, corpus.tgt, str(args.src)
-    corpus = load_split(run.config.data, args.split or "test")
-    return corpus.src, corpus.tgt, args.split or "test"
-
-
-def run_inspect(args: argparse.Namespace) -> int:
-    import json
-
-    from ..atomic import atomic_write_bytes
-    from ..nmt.analysis.inspect import inspect_run
-
-    check_search_options(args)
-    if args.plot:
-        from ..plot import check_path
-
-        check_path(args.plot)
-    run = _load(args)
-    settings = search_settings(args, run)
-    sources, references, name = _corpus(args, run)
-    with decoding_precision(run):
-        found = inspect_run(run, sources, references, settings, warn=warn)
-    figures = {
-        "corpus": name,
-        "beam_size": settings.beam_size,
-        "length_penalty": settings.length_penalty,
-        "coverage_penalty": settings.coverage_penalty,
-        "no_repeat_ngram": settings.no_repeat_ngram,
-        "early_stopping": settings.early_stopping,
-        **found.summary.as_dict(),
-    }
-    figures.update(bleu=found.bleu.score, chrf=found.chrf.score)
-    for key, value in figures.items():
-        print(f"{key:>24}: {value:.4f}" if isinstance(value, float) else f"{key:>24}: {value}")
-    if args.json:
-        text = json.dumps(figures, indent=2) + "\n"
-        atomic_write_bytes(Path(args.json), text.encode("utf-8"))
-    if args.plot:
-        from ..plot import coverage_histogram
-
-        coverage_histogram(found.coverage.tolist(), title=f"coverage: {name}", path=args.plot)
-    return 0

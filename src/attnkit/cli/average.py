@@ -9,7 +9,7 @@ import argparse
 
 from .decoding import precision_option
 from .errors import UsageError, stderr
-from .run_hint import check_run_folder
+from .run_dir import check_run_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import UsageError
-from .run_hint import checkpoint_option
+from .run_dir import checkpoint_option
 
 FORMATS = ("ctranslate2",)
 

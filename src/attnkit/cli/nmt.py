@@ -22,7 +22,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, stderr, warn
-from .run_hint import check_run_folder, checkpoint_option
+from .run_dir import check_run_folder, checkpoint_option, device_option, load_run_folder
 
 DEFAULT_BUFFER_LINES = 256
 
@@ -146,7 +146,7 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
 def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
     checkpoint_option(p)
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    device_option(p)
     p.add_argument(
         "--threads",
         type=int,
@@ -180,21 +180,10 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace):
     """The run and its search settings with the command line's options."""
-    from ..nmt.device import resolve_device
-    from ..nmt.runs.loaded_run import load_run
-
     check_search_options(args)
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
-    check_run_folder(args.run_dir)
-    device = resolve_device(args.device, "--device")
-    run = load_run(
-        args.run_dir,
-        checkpoint=args.checkpoint,
-        device=str(device),
-        precision=args.precision,
-        option="--precision",
-    )
+    run = load_run_folder(args)
     if args.threads is not None:
         import torch
 

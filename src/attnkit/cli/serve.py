@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .decoding import precision_option
 from .errors import UsageError
-from .run_hint import checkpoint_option
+from .run_dir import checkpoint_option
 
 # option -> (Limits field, help); the defaults are Limits' own
 _LIMITS = {

@@ -1,4 +1,5 @@
-"""A run folder on the command line: the ``--checkpoint`` choice, and a missing folder named
+"""A run folder on the command line: the options that pick what is loaded from it
+(``--checkpoint``, ``--device``, ``--precision``), loading it, and a missing folder named
 with the command that makes it.
 
 ``attnkit translate runs/multi30k`` before training says which
@@ -14,7 +15,16 @@ from pathlib import Path
 
 from .errors import UsageError
 
-__all__ = ["CHECKPOINTS", "check_run_folder", "checkpoint_option", "preset_for"]
+__all__ = [
+    "CHECKPOINTS",
+    "check_run_folder",
+    "checkpoint_option",
+    "device_option",
+    "load_batched_run",
+    "load_run_folder",
+    "preset_for",
+    "run_options",
+]
 
 CHECKPOINTS = ("auto", "best", "last", "averaged")  # auto: averaged if it validated better
 
@@ -32,6 +42,53 @@ def checkpoint_option(p: argparse.ArgumentParser) -> None:
         "(default): of best, last and averaged, the one that scored highest on the whole "
         "validation set when training ended (RUN/choice.json)",
     )
+
+
+def device_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--device`` (default ``cpu``), read by :func:`load_run_folder`."""
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+
+
+def load_run_folder(args: argparse.Namespace, run_dir: str | None = None):
+    """The run in ``run_dir`` (default ``args.run_dir``) at ``--checkpoint``, on ``--device``,
+    in ``--precision``: a :class:`~attnkit.nmt.runs.loaded_run.LoadedRun`.
+
+    Raises:
+        UsageError: no trained run there (:func:`check_run_folder`).
+        ValueError: a bad ``--device`` or ``--precision``, or an unreadable run (named).
+    """
+    from ..nmt.device import resolve_device
+    from ..nmt.runs.loaded_run import load_run
+
+    run_dir = args.run_dir if run_dir is None else run_dir
+    check_run_folder(run_dir)
+    device = resolve_device(args.device, "--device")
+    return load_run(
+        run_dir,
+        checkpoint=args.checkpoint,
+        device=str(device),
+        precision=args.precision,
+        option="--precision",
+    )
+
+
+def run_options(p: argparse.ArgumentParser) -> None:
+    """RUN_DIR, ``--checkpoint``, ``--device``, ``--precision`` and ``--batch-size`` (sentences
+    per batch): the options of the commands that run a model over a corpus (align, inspect)."""
+    from .decoding import precision_option
+
+    p.add_argument("run_dir", help="run folder written by 'attnkit train'")
+    checkpoint_option(p)
+    device_option(p)
+    precision_option(p)
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
+
+
+def load_batched_run(args: argparse.Namespace, run_dir: str | None = None):
+    """:func:`load_run_folder` after checking :func:`run_options`' ``--batch-size``."""
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
+    return load_run_folder(args, run_dir)
 
 
 def preset_for(name: str) -> Path | None:

@@ -1,0 +1,94 @@
+"""CLI command inspect: corpus figures of a run's attention (entropy, coverage, monotonicity).
+
+``attnkit inspect RUN_DIR [--split test | --src FILE --tgt FILE] [--json FILE] [--plot FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .decoding import check_search_options, decoding_precision, search_options, search_settings
+from .errors import UsageError, warn
+from .run_dir import load_batched_run, run_options
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the inspect command."""
+    p = subparsers.add_parser(
+        "inspect",
+        help="attention diagnostics of a run on a corpus (entropy, coverage, monotonicity)",
+        description=(
+            "Translate a split of the run's data (or --src/--tgt files) with the run's search "
+            "settings and print corpus figures of the attention: mean entropy per output step, "
+            "mass on padding (must be 0), coverage per source word and the shares under 0.5 "
+            "and over 1.5, monotonicity (Spearman), repeated 3-gram rate and length ratio."
+        ),
+    )
+    run_options(p)
+    p.add_argument("--split", choices=("test", "valid", "train"), help="default: test")
+    p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
+    p.add_argument(
+        "--tgt",
+        "--ref",
+        dest="tgt",
+        metavar="FILE",
+        help="references, line-aligned with --src (--ref is the same option)",
+    )
+    search_options(p)
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")
+    p.set_defaults(func=run_inspect)
+
+
+def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
+    """Sources, references and a name for them: --src/--tgt files or a split."""
+    from ..nmt.data.corpus import load_split, read_parallel
+
+    if args.split and (args.src or args.tgt):
+        raise UsageError("give --split or --src/--tgt, not both")
+    if args.src or args.tgt:
+        if not (args.src and args.tgt):
+            raise UsageError("give both --src FILE and --tgt FILE")
+        corpus = read_parallel(args.src, args.tgt)
+        return corpus.src, corpus.tgt, str(args.src)
+    corpus = load_split(run.config.data, args.split or "test")
+    return corpus.src, corpus.tgt, args.split or "test"
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from ..atomic import atomic_write_bytes
+    from ..nmt.analysis.inspect import inspect_run
+
+    check_search_options(args)
+    if args.plot:
+        from ..plot import check_path
+
+        check_path(args.plot)
+    run = load_batched_run(args)
+    settings = search_settings(args, run)
+    sources, references, name = _corpus(args, run)
+    with decoding_precision(run):
+        found = inspect_run(run, sources, references, settings, warn=warn)
+    figures = {
+        "corpus": name,
+        "beam_size": settings.beam_size,
+        "length_penalty": settings.length_penalty,
+        "coverage_penalty": settings.coverage_penalty,
+        "no_repeat_ngram": settings.no_repeat_ngram,
+        "early_stopping": settings.early_stopping,
+        **found.summary.as_dict(),
+    }
+    figures.update(bleu=found.bleu.score, chrf=found.chrf.score)
+    for key, value in figures.items():
+        print(f"{key:>24}: {value:.4f}" if isinstance(value, float) else f"{key:>24}: {value}")
+    if args.json:
+        text = json.dumps(figures, indent=2) + "\n"
+        atomic_write_bytes(Path(args.json), text.encode("utf-8"))
+    if args.plot:
+        from ..plot import coverage_histogram
+
+        coverage_histogram(found.coverage.tolist(), title=f"coverage: {name}", path=args.plot)
+    return 0
