@@ -180,6 +180,18 @@ def test_an_rnn_run_is_refused_with_the_reason(tmp_path):
     assert not (run_dir / "ctranslate2").exists()
 
 
+def test_an_export_onto_a_file_is_refused_and_the_file_kept(trained, tmp_path, capsys):
+    target = tmp_path / "model"
+    target.write_text("not a folder")
+    assert main(["export", str(trained), str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"attnkit export: error: {target} is a file, not a folder; choose a folder for the export"
+    ]
+    assert target.read_text() == "not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
 def test_an_export_of_an_older_checkpoint_is_refused(post_ln, tmp_path):
     out = tmp_path / "old"
     export_run(post_ln, out)

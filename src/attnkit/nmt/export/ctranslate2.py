@@ -159,8 +159,8 @@ def export_run(
     Raises:
         EngineUnavailable: CTranslate2 is not installed.
         ValueError: an unknown ``quantization``, an RNN run (CTranslate2 has no
-            attention-RNN model), or a vocabulary that does not start with attnkit's
-            special tokens.
+            attention-RNN model), a vocabulary that does not start with attnkit's
+            special tokens, or an ``out_dir`` that is a file or a folder of other files.
         FileNotFoundError: ``run_dir`` is no run folder or lacks the checkpoint.
     """
     quantization = quantization or "float32"
@@ -179,6 +179,7 @@ def export_run(
             "exported"
         )
     out = Path(out_dir) if out_dir is not None else default_export_dir(run.folder)
+    _check_destination(out)  # before the work, and again before the folder is replaced
     src_vocab, tgt_vocab = _vocabulary(run.src_tok, "source"), _vocabulary(run.tgt_tok, "target")
     spec = _transformer_spec(ct2, run, src_vocab, tgt_vocab)
     spec.validate()
@@ -321,16 +322,27 @@ def _feed_forward(spec, weights: dict, scope: str, norm: str) -> None:
 
 
 # ---------------------------------------------------------------- files
-def _replace_folder(tmp: Path, out: Path) -> None:
-    """Put the finished folder ``tmp`` at ``out``, replacing an older export whole.
+def _check_destination(out: Path) -> None:
+    """``out`` may receive an export: absent, empty, or an earlier export.
 
     Raises:
-        ValueError: ``out`` holds files that are not an attnkit export.
+        ValueError: ``out`` is a file, or a folder holding files that are not an export.
     """
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file, not a folder; choose a folder for the export")
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise ValueError(
             f"{out} exists and is not an attnkit CTranslate2 export; choose another folder"
         )
+
+
+def _replace_folder(tmp: Path, out: Path) -> None:
+    """Put the finished folder ``tmp`` at ``out``, replacing an older export whole.
+
+    Raises:
+        ValueError: ``out`` is a file or holds files that are not an attnkit export.
+    """
+    _check_destination(out)
     replace_folder(tmp, out)
 
 
