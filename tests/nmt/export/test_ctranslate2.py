@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 
 import pytest
 import torch
@@ -171,6 +172,39 @@ def test_the_export_folder_holds_the_model_tokenizer_card_and_manifest(trained, 
     export_run(trained, out, "int8")  # replaced whole, nothing left beside it
     assert json.loads((out / MANIFEST).read_text())["quantization"] == "int8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_the_manifests_decode_rules_give_attnkits_greedy_translations_in_ctranslate2(
+    post_ln, tmp_path
+):
+    """A deployer who passes ``decode`` of attnkit_export.json to CTranslate2 (as the card
+    shows) gets attnkit's greedy output, n-gram blocking and the input limit included."""
+    import ctranslate2
+
+    config = (post_ln / "config.yaml").read_text()
+    blocked = tmp_path / "run"
+    shutil.copytree(post_ln, blocked)
+    config = config.replace("no_repeat_ngram: 0", "no_repeat_ngram: 2")
+    (blocked / "config.yaml").write_text(config.replace("max_input_len: null", "max_input_len: 5"))
+    export_run(blocked, tmp_path / "ct2")
+    rules = json.loads((tmp_path / "ct2" / MANIFEST).read_text())["decode"]
+    assert (rules["no_repeat_ngram"], rules["max_input_len"]) == (2, 5)
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    lines = sentences(40, seed=5)
+    ours = translate_lines(load_run(blocked), lines, beam_size=1)
+    for line, translation in zip(lines, ours, strict=True):
+        pieces = line.split()[: rules["max_input_len"]]
+        limit = int(rules["max_len_a"] * (len(pieces) + 1) + rules["max_len_b"])
+        out = translator.translate_batch(
+            [pieces],
+            beam_size=1,
+            no_repeat_ngram_size=rules["no_repeat_ngram"],
+            length_penalty=rules["length_penalty"],
+            min_decoding_length=0,
+            max_decoding_length=limit,
+            suppress_sequences=[["<pad>"], ["<s>"]],
+        )
+        assert " ".join(out[0].hypotheses[0]) == translation.text
 
 
 def test_an_rnn_run_is_refused_with_the_reason(tmp_path):

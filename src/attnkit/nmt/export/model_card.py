@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
+from ..decoding.translate import input_limit
 from ..runs.loaded_run import LoadedRun
 from ..runs.run_folder import RunFolder
 
@@ -44,7 +45,10 @@ def _tokenizer_files(run_dir: Path) -> list[str]:
 
 def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: str) -> dict:
     """What ``attnkit_export.json`` records: versions, the checkpoint and its hash, scores,
-    data, tokenizers, the model config and the decoding limits."""
+    data, tokenizers, the model config and what attnkit's search decodes with (``decode``:
+    the beam, the source's token limit ``max_input_len``, the output's length limit
+    ``int(max_len_a * (source tokens + 1) + max_len_b)``, ``no_repeat_ngram`` and the
+    length penalty)."""
     record = _checkpoint_record(run.folder, checkpoint)
     step, valid_bleu = _step_and_bleu(record.get("state", {}))
     data, model, decode = run.config.data, run.config.model, run.config.decode
@@ -70,8 +74,11 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
         "model": model.model_dump(),
         "decode": {
             "beam_size": decode.beam_size,
+            "max_input_len": input_limit(run.config),
             "max_len_a": decode.max_len_a,
             "max_len_b": decode.max_len_b,
+            "no_repeat_ngram": decode.no_repeat_ngram,
+            "length_penalty": decode.length_penalty,
         },
     }
 
@@ -120,20 +127,10 @@ def model_card(run: LoadedRun, m: dict) -> str:
         "before you deploy it"
     )
     bleu = lambda v: "not recorded" if v is None else f"{v:.2f}"  # noqa: E731
-    sp_src, sp_tgt = m["src_tokenizer"], m["tgt_tokenizer"]
     usage = (
-        "```python\n"
-        "import ctranslate2, sentencepiece as spm\n"
-        f'sp_src, sp_tgt = spm.SentencePieceProcessor(model_file="{sp_src}"), '
-        f'spm.SentencePieceProcessor(model_file="{sp_tgt}")\n'
-        'translator = ctranslate2.Translator(".", device="cpu")\n'
-        'pieces = sp_src.encode(["Ein Hund rennt."], out_type=str)\n'
-        "out = translator.translate_batch(pieces, beam_size=5, min_decoding_length=0, "
-        'suppress_sequences=[["<pad>"], ["<s>"]])\n'
-        "print(sp_tgt.decode(out[0].hypotheses[0]))\n"
-        "```\n"
+        _usage(m)
         if m["tokenizer"] == "sentencepiece"
-        else "Tokens are whitespace-separated words (the run's `vocab*.json`).\n"
+        else ("Tokens are whitespace-separated words (the run's `vocab*.json`).\n")
     )
     return (
         f"# {m['src_lang']}→{m['tgt_lang']} Transformer (attnkit, CTranslate2)\n\n"
@@ -153,7 +150,30 @@ def model_card(run: LoadedRun, m: dict) -> str:
         f"## Licence of the training data\n\n{licence}\n\n"
         "## Use\n\n"
         "CTranslate2 reads the tokenizer's pieces; the model appends `</s>` to the source "
-        "itself. attnkit's search never emits `<pad>` or `<s>` and allows an empty "
-        "translation, hence the options below. Score it with attnkit: "
+        "itself. The options below are attnkit's search rules for this run (`decode` in "
+        "`attnkit_export.json`): the source cut to its input limit, the output's length "
+        "limit, n-gram blocking and the length penalty; the search never emits `<pad>` or "
+        "`<s>` and allows an empty translation. Greedy search (`beam_size=1`) then gives "
+        "attnkit's translations. Score it with attnkit: "
         f"`attnkit evaluate {m['run']} --engine ctranslate2`.\n\n" + usage
+    )
+
+
+def _usage(m: dict) -> str:
+    """The card's Python example: one sentence, translated with the run's search rules."""
+    d = m["decode"]
+    return (
+        "```python\n"
+        "import ctranslate2, sentencepiece as spm\n"
+        f'sp_src, sp_tgt = spm.SentencePieceProcessor(model_file="{m["src_tokenizer"]}"), '
+        f'spm.SentencePieceProcessor(model_file="{m["tgt_tokenizer"]}")\n'
+        'translator = ctranslate2.Translator(".", device="cpu")\n'
+        f'pieces = sp_src.encode("Ein Hund rennt.", out_type=str)[:{d["max_input_len"]}]\n'
+        f"out = translator.translate_batch([pieces], beam_size={d['beam_size']}, "
+        f"length_penalty={d['length_penalty']}, no_repeat_ngram_size={d['no_repeat_ngram']}, "
+        "min_decoding_length=0, "
+        f"max_decoding_length=int({d['max_len_a']} * (len(pieces) + 1) + {d['max_len_b']}), "
+        'suppress_sequences=[["<pad>"], ["<s>"]])\n'
+        "print(sp_tgt.decode(out[0].hypotheses[0]))\n"
+        "```\n"
     )
