@@ -190,6 +190,7 @@ BAD_EXPLAIN = [
     {"query": ["a", 0], "keys": [[1, 0]]},
     b'{"query": [1e400, 0], "keys": [[1, 0]]}',
     b'{"query": [NaN, 0], "keys": [[1, 0]]}',
+    {"query": [1e308, 0], "keys": [[1e308, 0]]},  # finite input, an overflowing score
     {"query": [1] * 100, "keys": [[1] * 100]},
 ]
 

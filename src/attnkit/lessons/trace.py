@@ -168,9 +168,10 @@ def explain(
         an :class:`AttentionTrace`; ``str(trace)`` is the worked example.
 
     Raises:
-        ValueError: empty, ragged, non-finite or non-numeric input, mismatched
-            widths or key/value counts, a mask of the wrong shape, or a learned
-            score named by string (it needs its weights: pass the module).
+        ValueError: empty, ragged, non-finite or non-numeric input, a score that
+            overflows float64, mismatched widths or key/value counts, a mask of the
+            wrong shape, or a learned score named by string (it needs its weights:
+            pass the module).
         TypeError: ``score`` is neither a name nor a Score module.
     """
     q, single = _as_matrix("query", query, vector_ok=True)
@@ -179,6 +180,7 @@ def explain(
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"values has Tk={v.shape[0]} rows but keys has Tk={k.shape[0]}")
     name, raw, scale = _scores(score, q, k)  # (Tq, Tk)
+    _check_scores(raw)
     scaled = raw * scale  # (Tq, Tk)
     allowed = _allowed(mask, causal, *raw.shape)  # (Tq, Tk)
     masked = np.where(allowed, scaled, -math.inf)  # (Tq, Tk)
@@ -269,13 +271,25 @@ def _module_scores(score: Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.
     return score.name or type(score).__name__, raw.to("cpu", torch.float64).numpy(), 1.0
 
 
+def _check_scores(raw: np.ndarray) -> None:
+    """Finite inputs can still give a score float64 cannot hold (``1e200 * 1e200``)."""
+    bad = np.argwhere(~np.isfinite(raw))
+    if len(bad):
+        i, j = bad[0]
+        raise ValueError(
+            f"the score of query q{i + 1} and key k{j + 1} is {raw[i, j]}: the product "
+            "overflows float64; use smaller numbers"
+        )
+
+
 def _dot_scores(name: str, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"keys has Dk={k.shape[-1]} but query has Dq={q.shape[-1]} for score {name!r}"
         )
     scale = 1.0 / math.sqrt(q.shape[-1]) if name == "scaled_dot" else 1.0
-    return name, q @ k.T, scale  # (Tq, Tk)
+    with np.errstate(over="ignore", invalid="ignore"):  # _check_scores names an overflow
+        return name, q @ k.T, scale  # (Tq, Tk)
 
 
 def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
