@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import re
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,6 +60,23 @@ def test_weights_are_translate_lines_weights_and_sum_to_one(served, name):
         for row in sentence["weights"]:
             assert len(row) == len(sentence["src_tokens"])
         assert sentence["weight_sums"] == pytest.approx([1.0] * len(sentence["weights"]), abs=1e-5)
+
+
+def test_the_python_client_of_docs_serve_md_runs_against_the_api(served, monkeypatch, capsys):
+    client, _ = served
+    docs = (Path(__file__).parents[2] / "docs" / "serve.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", docs, re.S) if "urlopen" in b)
+
+    def urlopen(request):  # the docs' request, answered by the app
+        headers = dict(request.header_items())
+        return io.BytesIO(client.post("/translate", content=request.data, headers=headers).content)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    exec(block, {})
+    sentence = post(client, {"text": "Ein Hund rennt."})["sentences"][0]
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(" <- ")[0] for line in printed] == sentence["tgt_tokens"]
+    assert {line.split(" <- ")[1] for line in printed} <= set(sentence["src_tokens"])
 
 
 def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):
