@@ -200,6 +200,20 @@ def test_bad_translate_bodies_get_a_json_4xx_and_the_server_keeps_serving(served
     assert client.post("/translate", json={"text": "ein Mann"}).status_code == 200
 
 
+def test_a_json_body_sent_as_a_form_is_told_to_say_json(served):
+    client, _ = served
+    form = {"content-type": "application/x-www-form-urlencoded"}  # what curl -d sends
+    response = client.post("/translate", content=json.dumps({"text": "ein Hund"}), headers=form)
+    assert response.status_code == 422
+    assert response.json() == {
+        "error": "body: sent as application/x-www-form-urlencoded; send JSON with the header "
+        "Content-Type: application/json"
+    }
+    headers = {"content-type": "application/json; charset=utf-8"}
+    response = client.post("/translate", content=json.dumps({"text": 5}), headers=headers)
+    assert response.json() == {"error": "body.text: Input should be a valid string"}
+
+
 BAD_EXPLAIN = [
     {"keys": [[1, 0]]},
     {"query": [1, 0], "keys": []},

@@ -323,8 +323,17 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
         return _error(err.status_code, detail)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
-        return _error(422, _describe(err.errors()))
+    async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(422, _not_json(request) or _describe(err.errors()))
+
+
+def _not_json(request: Request) -> str | None:
+    """Why a body was not read as JSON, when its ``Content-Type`` says another format
+    (``curl -d`` sends ``application/x-www-form-urlencoded``); else None."""
+    kind = request.headers.get("content-type")
+    if kind is None or "json" in kind.partition(";")[0].lower():
+        return None
+    return f"body: sent as {kind}; send JSON with the header Content-Type: application/json"
 
 
 def _describe(errors: Any) -> str:
