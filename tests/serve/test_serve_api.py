@@ -79,6 +79,14 @@ def test_the_python_client_of_docs_serve_md_runs_against_the_api(served, monkeyp
     assert {line.split(" <- ")[1] for line in printed} <= set(sentence["src_tokens"])
 
 
+def test_crlf_text_gives_the_sources_and_translations_of_lf_text(served):
+    client, _ = served
+    lf = post(client, {"text": TEXT})["sentences"]
+    crlf = post(client, {"text": TEXT.replace("\n", "\r\n")})["sentences"]
+    assert [s["source"] for s in crlf] == TEXT.split("\n")
+    assert crlf == lf
+
+
 def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):
     client, runs = served
     batched = post(client, {"text": TEXT, "run": "rnn"})["sentences"][0]
