@@ -238,6 +238,27 @@ def test_an_export_of_an_older_checkpoint_is_refused(post_ln, tmp_path):
         save_checkpoint(post_ln, "best", weights, {})
 
 
+def test_another_runs_export_is_refused_without_advice_to_overwrite_it(trained, post_ln, tmp_path):
+    out = tmp_path / "post_ln_export"
+    export_run(post_ln, out)
+    with pytest.raises(ValueError) as err:
+        open_engine("ctranslate2", load_run(trained), export_dir=out)
+    assert str(err.value) == (
+        f"{out} is an export of {post_ln.resolve()}, not of {trained}; export this run "
+        f"(attnkit export {trained} --checkpoint best) and use its folder"
+    )
+
+
+def test_the_ctranslate2_engine_refuses_an_rnn_run_with_the_reason(tmp_path, capsys):
+    run_dir = make_run(tmp_path, WordTokenizer([*("<pad>", "<unk>", "<s>", "</s>"), *SYMBOLS]))
+    assert main(["translate", str(run_dir), "s1 s2", "--engine", "ctranslate2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"attnkit translate: error: {run_dir} is an RNN run (model.arch: rnn); CTranslate2 "
+        "runs only Transformer runs: use attnkit's own search (--engine attnkit)"
+    )
+
+
 def test_an_export_of_the_averaged_checkpoint_records_its_own_step_and_bleu(trained, tmp_path):
     weights = load_checkpoint(trained / "best.json").model
     state = {"averaged_steps": [20, 30], "step": 30, "valid_bleu": 12.5}

@@ -89,8 +89,9 @@ def open_engine(
             only.
 
     Raises:
-        ValueError: an unknown engine, an export made from another checkpoint
-            than the run's ``checkpoint`` now is (the message says how to re-export),
+        ValueError: an unknown engine, ``ctranslate2`` for a run that is no
+            Transformer, an export made from another checkpoint than the run's
+            ``checkpoint`` now is or from another run (the message says what to export),
             an ``ensemble`` for ``ctranslate2``, or an ensemble run with other
             tokenizers than ``run``'s.
         FileNotFoundError: no export in ``export_dir``, or an ensemble folder that
@@ -104,17 +105,34 @@ def open_engine(
         return TorchEngine(model, run.device)
     if ensemble:
         raise ValueError(f"an ensemble decodes with attnkit's own search, not {name}")
+    arch = run.config.model.arch
+    if arch != "transformer":
+        raise ValueError(
+            f"{run.folder} is an {arch.upper()} run (model.arch: {arch}); CTranslate2 runs "
+            "only Transformer runs: use attnkit's own search (--engine attnkit)"
+        )
     folder = Path(export_dir) if export_dir is not None else default_export_dir(run.folder)
     manifest = read_manifest(folder)
     checkpoint = RunFolder(run.folder).resolve_checkpoint(checkpoint)
-    current = checkpoint_sha256(run.folder, checkpoint)
-    if manifest.get("checkpoint_sha256") != current:
-        raise ValueError(
-            f"{folder} was exported from another model than {run.folder}'s {checkpoint!r} "
-            f"checkpoint (retrained since?); export it again: attnkit export {run.folder} "
-            f"{folder} --checkpoint {checkpoint}"
-        )
+    if manifest.get("checkpoint_sha256") != checkpoint_sha256(run.folder, checkpoint):
+        raise ValueError(_stale(folder, manifest, run, checkpoint))
     return CTranslate2Engine(folder, run, threads=threads)
+
+
+def _stale(folder: Path, manifest: dict, run: LoadedRun, checkpoint: str) -> str:
+    """Why the export in ``folder`` is not of ``run``'s ``checkpoint``, and what to do:
+    re-export a retrained run's own export; never overwrite another run's."""
+    exported = manifest.get("run")
+    if exported and Path(exported).resolve() != run.folder.resolve():
+        return (
+            f"{folder} is an export of {exported}, not of {run.folder}; export this run "
+            f"(attnkit export {run.folder} --checkpoint {checkpoint}) and use its folder"
+        )
+    return (
+        f"{folder} was exported from another model than {run.folder}'s {checkpoint!r} "
+        f"checkpoint (retrained since?); export it again: attnkit export {run.folder} "
+        f"{folder} --checkpoint {checkpoint}"
+    )
 
 
 class CTranslate2Engine:
