@@ -73,3 +73,13 @@ def test_every_readme_command_uses_a_run_that_make_run_or_a_line_above_makes():
 def test_the_makefile_run_target_makes_runs_quick():
     makefile = (README.parent / "Makefile").read_text(encoding="utf-8")
     assert "attnkit train configs/quick.yaml --out runs/quick" in makefile
+
+
+def test_every_test_file_the_docs_name_exists():
+    root = README.parent
+    named = {
+        path
+        for page in [README, *sorted((root / "docs").glob("*.md"))]
+        for path in re.findall(r"tests/[\w/]+\.py", page.read_text(encoding="utf-8"))
+    }
+    assert named and sorted(p for p in named if not (root / p).is_file()) == []
