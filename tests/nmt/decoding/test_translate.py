@@ -3,6 +3,8 @@ characters, other scripts, binary junk on stdin. Always one output line per inpu
 line, never a crash."""
 
 import io
+import json
+import os
 
 import pytest
 import torch
@@ -94,6 +96,19 @@ def test_binary_junk_on_stdin_gives_aligned_output_and_warnings(word_run, capsys
     assert "Traceback" not in captured.err
     assert "line 2: invalid UTF-8" in captured.err
     assert "line 4: 40 tokens, truncated to the model's limit of 6" in captured.err
+
+
+def test_undecodable_bytes_in_a_sentence_argument_are_read_as_on_stdin(word_run, capsys, tmp_path):
+    out = tmp_path / "a.jsonl"
+    argument = os.fsdecode(b"ein \xff Mann")  # as Python hands argv over: "ein \udcff Mann"
+    assert (
+        main(["translate", str(word_run), "zwei Hunde", argument, "--attention-json", str(out)])
+        == 0
+    )
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["source"] for r in records] == ["zwei Hunde", "ein \ufffd Mann"]  # one per byte
+    warning = "line 2: invalid UTF-8 at byte 4 (invalid start byte); undecodable bytes replaced"
+    assert warning in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kind", ["word", "spm"])

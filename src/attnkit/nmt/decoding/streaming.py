@@ -74,15 +74,16 @@ class LineSplitter:
             self._pending = self._pending.removeprefix(_BOM)
             self._started = True
         *rows, self._pending = self._pending.split(b"\n")
-        return [self._decode(raw) for raw in rows]
+        return [self.decode(raw) for raw in rows]
 
     def close(self) -> list[str]:
         """The last line when the stream did not end with ``\\n`` (else nothing)."""
         rest = self._pending if self._started else self._pending.removeprefix(_BOM)
         self._pending, self._started = b"", True
-        return [self._decode(rest)] if rest else []
+        return [self.decode(rest)] if rest else []
 
-    def _decode(self, raw: bytes) -> str:
+    def decode(self, raw: bytes) -> str:
+        """The next line, ``raw`` without its ``\\n``, decoded (U+FFFD for invalid bytes)."""
         self.lines_done += 1
         raw = raw.removesuffix(b"\r")
         try:
@@ -138,13 +139,28 @@ def input_buffers(
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[Sequence[str]]:
     """``sentences`` in buffers of ``buffer_size``, or, when there are none, ``stdin``'s
-    lines as :func:`read_buffers` reads them (from its bytes when it has any)."""
+    lines as :func:`read_buffers` reads them (from its bytes when it has any).
+
+    A sentence from the command line holding bytes that are not UTF-8 (Python keeps
+    them as lone surrogates) is decoded as such a stdin line is: one U+FFFD per
+    undecodable byte, and ``warn`` hears of it.
+    """
     if sentences:
+        splitter = LineSplitter(warn)
+        sentences = [splitter.decode(_argument_bytes(s)) for s in sentences]
         return (sentences[i : i + buffer_size] for i in range(0, len(sentences), buffer_size))
     binary = getattr(stdin, "buffer", None)
     if binary is None:  # a text stream without bytes underneath (e.g. io.StringIO)
         binary = io.BytesIO(stdin.read().encode("utf-8", "replace"))
     return read_buffers(binary, buffer_size, warn=warn)
+
+
+def _argument_bytes(sentence: str) -> bytes:
+    """A command-line argument's bytes: Python decoded them with ``surrogateescape``."""
+    try:
+        return os.fsencode(sentence)
+    except UnicodeEncodeError:  # a surrogate no undecodable byte makes: _clean replaces it
+        return sentence.encode("utf-8", "surrogatepass")
 
 
 def is_regular_file(stream: TextIO | BinaryIO) -> bool:
