@@ -245,3 +245,8 @@ def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
     status, _, err = run(capsys, "translate", str(run_dir), "s1", "--length-penalty", "-0.5")
     assert status == 2
     assert_one_line_error(err, "translate", "--length-penalty must be >= 0, got -0.5")
+    for option, value in (("--length-penalty", "1e308"), ("--coverage-penalty", "inf")):
+        status, _, err = run(capsys, "translate", str(run_dir), "s1", option, value)
+        assert status == 2
+        message = f"{option} must be at most 100 (GNMT's weights are about 0.2 to 2), got "
+        assert_one_line_error(err, "translate", message + str(float(value)))

@@ -66,9 +66,11 @@ def check_search_options(args: argparse.Namespace) -> None:
     """Reject out-of-range search options before anything is loaded.
 
     Raises:
-        UsageError: ``--beam`` < 1, or a negative ``--length-penalty``, ``--coverage-penalty``
-            or ``--no-repeat-ngram``.
+        UsageError: ``--beam`` < 1, a negative ``--no-repeat-ngram``, or a
+            ``--length-penalty`` or ``--coverage-penalty`` outside 0..100 (``inf`` included).
     """
+    from ..nmt.config.decode import MAX_PENALTY
+
     if args.beam is not None and args.beam < 1:
         raise UsageError(f"--beam must be >= 1, got {args.beam}")
     for option, key in (
@@ -79,6 +81,11 @@ def check_search_options(args: argparse.Namespace) -> None:
         value = getattr(args, key)
         if value is not None and not value >= 0:
             raise UsageError(f"{option} must be >= 0, got {value}")
+        if value is not None and key != "no_repeat_ngram" and not value <= MAX_PENALTY:
+            raise UsageError(
+                f"{option} must be at most {MAX_PENALTY:g} (GNMT's weights are about 0.2 to "
+                f"2), got {value}"
+            )
 
 
 def search_settings(args: argparse.Namespace, run):

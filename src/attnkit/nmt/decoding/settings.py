@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..config import DecodeConfig
+from ..config.decode import MAX_PENALTY
 
 __all__ = ["GREEDY", "SearchSettings"]
 
@@ -36,8 +37,9 @@ class SearchSettings:
             it may keep a sentence going many steps longer).
 
     Raises:
-        ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, or a negative
-            ``coverage_penalty`` or ``no_repeat_ngram`` (the message names the field).
+        ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, a negative
+            ``no_repeat_ngram``, or a ``length_penalty`` or ``coverage_penalty`` outside
+            0..``MAX_PENALTY`` (100; the message names the field).
     """
 
     beam_size: int = 5
@@ -54,9 +56,14 @@ class SearchSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("coverage_penalty", "no_repeat_ngram"):
+        for name in ("length_penalty", "coverage_penalty", "no_repeat_ngram"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("length_penalty", "coverage_penalty"):
+            if not getattr(self, name) <= MAX_PENALTY:
+                raise ValueError(
+                    f"{name} must be at most {MAX_PENALTY:g}, got {getattr(self, name)!r}"
+                )
 
     @classmethod
     def from_config(cls, decode: DecodeConfig, **overrides: Any) -> SearchSettings:
