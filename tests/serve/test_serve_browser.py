@@ -157,6 +157,17 @@ def test_empty_input_shows_the_servers_error_message(server, browser):
     assert browser.find_elements("css selector", ".sentence") == []
 
 
+def test_a_translate_error_clears_the_previous_translations(server, browser):
+    _translate(browser, server, "ein Hund rennt")
+    box = browser.find_element("id", "text")
+    box.clear()
+    box.send_keys("ein " * 600)  # over the server's 2000 characters
+    browser.find_element("id", "translate").click()
+    status = _wait(browser, "#translate-status.error")[0]
+    assert "the limit is 2000" in status.text
+    assert browser.find_elements("css selector", ".sentence") == []  # none reads as this text's
+
+
 def test_the_transformer_offers_layers_heads_and_self_attention(server, browser):
     from selenium.webdriver.support.ui import Select
 

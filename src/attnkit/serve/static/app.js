@@ -222,7 +222,8 @@ async function translate(event) {
     const data = await postJSON("/translate", body);
     $("results").replaceChildren(...data.sentences.map(sentenceCard));
     status.textContent = data.warnings.join(" ") || `beam ${data.beam}`;
-  } catch (err) {
+  } catch (err) {  // the previous translations would read as this text's: clear them
+    $("results").replaceChildren();
     status.textContent = err.message;
     status.classList.add("error");
   }
