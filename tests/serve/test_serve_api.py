@@ -85,6 +85,10 @@ def test_crlf_text_gives_the_sources_and_translations_of_lf_text(served):
     crlf = post(client, {"text": TEXT.replace("\n", "\r\n")})["sentences"]
     assert [s["source"] for s in crlf] == TEXT.split("\n")
     assert crlf == lf
+    ended = post(client, {"text": TEXT + "\n"})["sentences"]  # pasted from a file
+    assert ended == lf
+    blank = post(client, {"text": TEXT + "\n\n"})["sentences"]
+    assert blank[:2] == lf and blank[2]["translation"] == "" and len(blank) == 3
 
 
 def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):

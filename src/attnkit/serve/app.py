@@ -171,15 +171,16 @@ def _choose_run(by_name: dict[str, ServedRun], runs: list[ServedRun], name: str 
 
 
 def _check_text(text: str, limits: Limits) -> list[str]:
-    """The request's lines (split at ``\\n``, a ``\\r`` before it dropped), or an error for
-    empty, too long or too many."""
+    """The request's lines (split at ``\\n``, a ``\\r`` before it dropped, a final newline
+    ending the last line), or an error for empty, too long or too many."""
     if is_blank(text):
         raise ApiError(422, "text is empty: type a sentence to translate")
     if len(text) > limits.max_chars:
         raise ApiError(
             413, f"text has {len(text)} characters; the limit is {limits.max_chars} per request"
         )
-    lines = [line.removesuffix("\r") for line in text.split("\n")]  # CRLF as attnkit translate
+    # as attnkit translate reads a file: CRLF or LF, and a final newline ends the last line
+    lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")]
     filled = sum(not is_blank(line) for line in lines)
     if filled > limits.max_lines:
         raise ApiError(413, f"text has {filled} lines; the limit is {limits.max_lines} per request")
