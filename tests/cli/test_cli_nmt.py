@@ -85,6 +85,18 @@ def test_evaluate_prints_sacrebleu_signature_and_chrf(run_dir, capsys, tmp_path)
     assert len(hyps.read_text().splitlines()) == 15
 
 
+@pytest.mark.parametrize(("command", "option"), [("evaluate", "--output"), ("translate", "--html")])
+def test_a_folder_named_as_the_output_file_is_refused_before_translating(
+    run_dir, capsys, tmp_path, command, option
+):
+    argv = [command, str(run_dir), *(["s1 s2"] if command == "translate" else [])]
+    assert main([*argv, option, str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing translated first
+    message = f"{option} {tmp_path} is a folder; give the name of a file to write"
+    assert captured.err.strip().splitlines()[-1] == f"attnkit {command}: error: {message}"
+
+
 def error_of(argv, capsys):
     code = main(argv)
     err = capsys.readouterr().err
