@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,16 +62,32 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so a reader sees the old file or the new one, never a mix.
 
     Temporary file in the same folder (same file system), flush + fsync, then
-    ``os.replace``; the temporary file is removed if anything fails.
+    ``os.replace``; the temporary file is removed if anything fails. A device or a
+    pipe (``/dev/stdout``, a named pipe) is written into instead: renaming over it
+    would put a regular file in its place.
 
     Raises:
         WriteError: the folder or the file could not be written (it names ``path``).
     """
     path = Path(path)
     with writing(path):
+        if _is_stream(path):  # /dev/stdout, /dev/null, a named pipe: written into, never replaced
+            with open(path, "wb") as handle:
+                handle.write(data)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_and_replace(path, data)
     _fsync_dir(path.parent)
+
+
+def _is_stream(path: Path) -> bool:
+    """Whether ``path`` is (or links to) something other than a regular file or a folder:
+    a device or a pipe, which a rename would replace with a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _write_and_replace(path: Path, data: bytes) -> None:

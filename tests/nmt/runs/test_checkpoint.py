@@ -3,6 +3,8 @@
 import hashlib
 import json
 import os
+import stat
+import threading
 
 import pytest
 import torch
@@ -146,6 +148,18 @@ def test_bad_records_are_clear_errors(tmp_path):
     (tmp_path / "y.json").write_text('{"a": 1}')
     with pytest.raises(ValueError, match="y.json: not an attnkit checkpoint"):
         load_checkpoint(tmp_path / "y.json")
+
+
+def test_atomic_write_bytes_writes_into_a_named_pipe_instead_of_replacing_it(tmp_path):
+    pipe = tmp_path / "pipe"  # as /dev/stdout: translate --html /dev/stdout
+    os.mkfifo(pipe)
+    read = {}
+    reader = threading.Thread(target=lambda: read.update(data=pipe.read_bytes()), daemon=True)
+    reader.start()
+    atomic_write_bytes(pipe, b"page")
+    reader.join(timeout=10)
+    assert read == {"data": b"page"}
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode) and os.listdir(tmp_path) == ["pipe"]
 
 
 def test_atomic_write_bytes_replaces_whole_file(tmp_path):
