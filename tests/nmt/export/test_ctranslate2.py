@@ -169,6 +169,8 @@ def test_the_export_folder_holds_the_model_tokenizer_card_and_manifest(trained, 
     )
     card = (out / "README.md").read_text()
     assert "de→en" in card and "Licence of the training data" in card and "toy task" in card
+    evaluate = f"attnkit evaluate {trained.resolve()} --engine ctranslate2 --export-dir "
+    assert f"`{evaluate}{out.resolve()}`" in card  # the command scores this export
     export_run(trained, out, "int8")  # replaced whole, nothing left beside it
     assert json.loads((out / MANIFEST).read_text())["quantization"] == "int8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

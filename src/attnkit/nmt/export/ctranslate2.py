@@ -193,7 +193,9 @@ def export_run(
         for name in manifest["tokenizer_files"]:
             shutil.copyfile(run.folder / name, tmp / name)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        (tmp / "README.md").write_text(model_card.model_card(run, manifest), encoding="utf-8")
+        elsewhere = None if out.resolve() == default_export_dir(run.folder).resolve() else out
+        card = model_card.model_card(run, manifest, elsewhere)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
         _replace_folder(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

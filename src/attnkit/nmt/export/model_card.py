@@ -119,8 +119,11 @@ def _data_name(data) -> str:
     return "user files" if train is None else (train.tsv or f"{train.src} / {train.tgt}")
 
 
-def model_card(run: LoadedRun, m: dict) -> str:
-    """The export's README.md: what the model is, its scores, the data's licence, how to use it."""
+def model_card(run: LoadedRun, m: dict, export_dir: Path | None = None) -> str:
+    """The export's README.md: what the model is, its scores, the data's licence, how to use it.
+
+    ``export_dir``: where the export goes when that is not the run's default folder
+    (``RUN/ctranslate2``); the card's ``attnkit evaluate`` command then names it."""
     model = m["model"]
     licence = _LICENCES.get(run.config.data.bundled or "") or (
         "not recorded by attnkit: the model inherits the terms of its training data; check them "
@@ -155,8 +158,14 @@ def model_card(run: LoadedRun, m: dict) -> str:
         "limit, n-gram blocking and the length penalty; the search never emits `<pad>` or "
         "`<s>` and allows an empty translation. Greedy search (`beam_size=1`) then gives "
         "attnkit's translations. Score it with attnkit: "
-        f"`attnkit evaluate {m['run']} --engine ctranslate2`.\n\n" + usage
+        f"`attnkit evaluate {m['run']} --engine ctranslate2{_export_dir_option(export_dir)}`"
+        ".\n\n" + usage
     )
+
+
+def _export_dir_option(export_dir: Path | None) -> str:
+    """`` --export-dir DIR`` for an export outside the run's default folder, else nothing."""
+    return "" if export_dir is None else f" --export-dir {export_dir.resolve()}"
 
 
 def _usage(m: dict) -> str:
