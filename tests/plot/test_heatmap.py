@@ -117,6 +117,11 @@ def test_heatmap_grid_draws_one_panel_per_matrix_with_shared_masking():
         assert np.allclose(shown.data, matrix.numpy()) and shown.mask[:, 3].all()
         assert len(ax.collections[0].get_paths()) == 2  # the masked column hatched
     assert fig.get_suptitle() == "layer 0"
+    assert [ax.get_legend() for ax in panels] == [None] * 3  # under each, they overlapped
+    (note,) = fig.legends
+    assert [t.get_text() for t in note.get_texts()] == [
+        "masked: may not attend (weight 0 by the mask)"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -139,22 +139,32 @@ def heatmap_grid(
     shared = _color_range(stack if blocked.all() else stack[:, ~blocked])
     for ax, matrix, name in zip(axes, matrices, names, strict=True):
         image = _draw_weights(
-            ax, matrix, blocked, row_labels, col_labels, annotate, precision, vrange=shared
+            ax, matrix, blocked, row_labels, col_labels, annotate, precision, shared, False
         )
         ax.set_title(_escape_text(name), fontsize=FONT_SIZE)
         ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
     axes[0].set_ylabel(_escape_text(ylabel), fontsize=FONT_SIZE)
     bar = fig.colorbar(image, ax=list(axes), fraction=0.05 / len(names) ** 0.5, pad=0.02)
     bar.ax.tick_params(labelsize=FONT_SIZE - 1)
+    if blocked.any():  # one note for every panel: one under each would overlap its neighbour's
+        fig.legend(
+            handles=[_mask_note()],
+            loc="outside lower center",
+            frameon=False,
+            fontsize=FONT_SIZE - 1,
+        )
     if title:
         fig.suptitle(_escape_text(_shorten_title(title)), fontsize=FONT_SIZE + 1)
     return _finish(fig, path)
 
 
-def _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision, vrange=None):
+def _draw_weights(
+    ax, values, blocked, row_labels, col_labels, annotate, precision, vrange=None, legend=True
+):
     """One weights matrix on ``ax``: masked cells hatched; returns the image (for a colour bar).
 
     ``vrange`` is the colour scale (shared by the panels of a grid); default the matrix's own.
+    ``legend=False`` leaves the masked cells' legend to the caller (one for a whole grid).
     """
     if vrange is None:
         vrange = _color_range(values if blocked.all() else values[~blocked])
@@ -165,7 +175,7 @@ def _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precisi
     if _should_annotate(annotate, values.shape):
         _annotate(ax, values, blocked, vrange, precision)
     if blocked.any():
-        _hatch_masked(ax, blocked)
+        _hatch_masked(ax, blocked, legend)
     return image
 
 
@@ -191,16 +201,24 @@ def _annotate(ax, values: np.ndarray, blocked: np.ndarray, vrange, precision: in
         ax.text(j, i, f"{v:.{precision}f}", ha="center", va="center", color=color, fontsize=7)
 
 
-def _hatch_masked(ax, blocked: np.ndarray) -> None:
-    """Cover masked cells with grey hatching and explain it in a legend below the picture."""
+def _hatch_masked(ax, blocked: np.ndarray, legend: bool = True) -> None:
+    """Cover masked cells with grey hatching and explain it in a legend below the picture
+    (``legend=False``: the caller explains it once for several panels, :func:`_mask_note`)."""
     cells = [Rectangle((j - 0.5, i - 0.5), 1.0, 1.0) for i, j in np.argwhere(blocked)]
-    style = {"facecolor": BLOCKED_COLOR, "edgecolor": HATCH_COLOR, "hatch": MASKED_HATCH}
-    ax.add_collection(PatchCollection(cells, linewidth=0, **style), autolim=False)
-    note = Patch(label="masked: may not attend (weight 0 by the mask)", **style)
-    ax.legend(
-        handles=[note],
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        frameon=False,
-        fontsize=FONT_SIZE - 1,
-    )
+    ax.add_collection(PatchCollection(cells, linewidth=0, **_HATCH_STYLE), autolim=False)
+    if legend:
+        ax.legend(
+            handles=[_mask_note()],
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            frameon=False,
+            fontsize=FONT_SIZE - 1,
+        )
+
+
+_HATCH_STYLE = {"facecolor": BLOCKED_COLOR, "edgecolor": HATCH_COLOR, "hatch": MASKED_HATCH}
+
+
+def _mask_note() -> Patch:
+    """The legend entry that says what a hatched cell means."""
+    return Patch(label="masked: may not attend (weight 0 by the mask)", **_HATCH_STYLE)
