@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -351,3 +352,13 @@ def test_the_int8_backend_is_mkl_only_on_a_cpu_without_vnni(flags, preset, expec
     environ = {} if preset is None else {"CT2_USE_MKL": preset}
     int8_backend(environ, cpu_flags=flags)
     assert environ.get("CT2_USE_MKL") == expected
+
+
+def test_an_export_that_cannot_be_written_names_the_export_folder(trained, capsys):
+    out = Path("/proc/attnkit-export")  # nothing can be made in /proc, not even by root
+    if not Path("/proc/self").exists():
+        pytest.skip("no /proc")
+    assert main(["export", str(trained), str(out)]) == 74
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnkit export: error: cannot write {out}: "), err
+    assert ".tmp" not in err

@@ -41,14 +41,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...atomic import replace_folder
+from ...atomic import new_folder_beside, replace_folder, writing
 from ..precision import cpu_flag
 from ..runs.loaded_run import LoadedRun, load_run
 from ..runs.run_folder import RunFolder
@@ -185,18 +184,19 @@ def export_run(
     spec.validate()
     spec.optimize(quantization=quantization)
     manifest = model_card.manifest(run, checkpoint, quantization, ct2.__version__)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
+    with writing(out):  # a failure names the export folder, not the folder it is built in
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = new_folder_beside(out)
     try:
-        tmp.mkdir()
-        spec.save(str(tmp))
-        for name in manifest["tokenizer_files"]:
-            shutil.copyfile(run.folder / name, tmp / name)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        elsewhere = None if out.resolve() == default_export_dir(run.folder).resolve() else out
-        card = model_card.model_card(run, manifest, elsewhere)
-        (tmp / "README.md").write_text(card, encoding="utf-8")
-        _replace_folder(tmp, out)
+        with writing(out):
+            spec.save(str(tmp))
+            for name in manifest["tokenizer_files"]:
+                shutil.copyfile(run.folder / name, tmp / name)
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            elsewhere = None if out.resolve() == default_export_dir(run.folder).resolve() else out
+            card = model_card.model_card(run, manifest, elsewhere)
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+            _replace_folder(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ExportInfo(out, quantization, _folder_size(out), manifest)
