@@ -265,6 +265,12 @@ def run_translate(args: argparse.Namespace) -> int:
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
     run, settings = _load(args)
+    if args.n_best and args.n_best > settings.beam_size:
+        warn(
+            f"--n-best {args.n_best} is more than the beam ({settings.beam_size}): the search "
+            f"keeps {settings.beam_size} hypotheses a line, so at most {settings.beam_size} "
+            "are written"
+        )
     engine = _engine(args, run)
     sinks = _sinks(args, selection, settings, run)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
@@ -330,6 +336,8 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--n-best must be >= 1, got {args.n_best}")
     if args.n_best is not None and not args.attention_json:
         raise UsageError("--n-best needs --attention-json FILE (the hypotheses go there)")
+    if args.attention_json == "-":
+        raise UsageError("--attention-json -: stdout carries the translations; give a file name")
     if args.attention_out and not args.show_attention:
         raise UsageError("--attention-out needs --show-attention")
     if args.html and not Path(args.html).resolve().parent.is_dir():

@@ -155,6 +155,18 @@ def test_attention_json_holds_each_line_and_its_n_best(word_run, capsys, tmp_pat
     assert empty["weights"] is None and empty["translation"] == "" and empty["hypotheses"] == []
 
 
+def test_more_n_best_than_beams_is_said_and_stdout_is_no_attention_json(word_run, capsys, tmp_path):
+    records = tmp_path / "attention.jsonl"
+    argv = ["ein Mann", "--attention-json", str(records), "--n-best", "4", "--beam", "2"]
+    status, _, err = run(capsys, "translate", str(word_run), *argv)
+    assert status == 0
+    assert "warning: --n-best 4 is more than the beam (2): the search keeps 2" in err
+    assert len(json.loads(records.read_text())["hypotheses"]) <= 2
+    status, _, err = run(capsys, "translate", str(word_run), "ein Mann", "--attention-json", "-")
+    assert status == 2
+    assert_one_line_error(err, "translate", "--attention-json -: stdout carries the translations")
+
+
 def test_plot_weights_draws_one_entry_of_the_attention_json(word_run, capsys, tmp_path):
     records = tmp_path / "attention.jsonl"
     argv = ["ein Mann", "", "--attention-json", str(records)]
