@@ -194,8 +194,12 @@ function explainStep(box, weights, token, cols) {
     table.append(tr);
   });
   const sum = weights.reduce((a, b) => a + b, 0);
+  // fp32 weights sum to 1 within 1e-6; bf16 decoding keeps about 3 digits a weight
+  const why = Math.abs(sum - 1) > 1e-4
+    ? "softmax weights sum to 1; these were computed in bf16, rounded to about 3 digits each"
+    : "softmax weights sum to 1";
   box.replaceChildren(el("h4", {}, `Step for “${token}”`), table,
-    el("p", { class: "sum" }, `Σ w_j = ${sum.toFixed(6)} (softmax weights sum to 1)`));
+    el("p", { class: "sum" }, `Σ w_j = ${sum.toFixed(6)} (${why})`));
 }
 
 // ---------------------------------------------------------------- translate tab
