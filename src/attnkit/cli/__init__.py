@@ -26,11 +26,12 @@ import argparse
 import difflib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from .. import __version__
 from ..atomic import WriteError
-from .errors import UsageError
+from .errors import UsageError, warn
 from .parsing import attach_negative_values
 
 __all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_parser", "main"]
@@ -67,11 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         others (``train`` returns 1 when training fails).
     """
     try:
-        status = _run(sys.argv[1:] if argv is None else argv)
+        with warnings.catch_warnings():  # restores the hook for an in-process caller
+            warnings.showwarning = _warning_line
+            status = _run(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()  # a reader that left shows up here when the output was buffered
     except BrokenPipeError:
         return _reader_gone()
     return status
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning raised under a command, as one ``attnkit: warning:`` line (no source
+    path and line: they mean nothing to the user)."""
+    warn(str(message))
 
 
 def _run(argv: Sequence[str]) -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
+import warnings
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -50,12 +52,33 @@ def save(fig: Figure, path: str | os.PathLike) -> Path:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "xb") as handle:
-            fig.savefig(handle, format=path.suffix.lower()[1:], dpi=DPI)
+            _savefig(fig, handle, path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _savefig(fig: Figure, handle, path: Path) -> None:
+    """``fig.savefig``, with matplotlib's warning per character the font lacks (emoji,
+    CJK in DejaVu Sans) replaced by one warning naming them all."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.savefig(handle, format=path.suffix.lower()[1:], dpi=DPI)
+    missing = set()
+    for w in caught:
+        glyph = re.match(r"Glyph (\d+) .*missing from font", str(w.message))
+        if glyph:
+            missing.add(chr(int(glyph.group(1))))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        warnings.warn(
+            f"{path.name}: the plot font has no glyph for {' '.join(sorted(missing))}; "
+            "they are drawn as boxes",
+            stacklevel=3,
+        )
 
 
 def _finish(fig: Figure, path: str | os.PathLike | None) -> Figure:
