@@ -9,8 +9,9 @@ closest to CTranslate2's) and CTranslate2 (float32 and int8 exports of the same
 checkpoint), plus the model's size on disk and each engine's peak RSS. Every measurement
 runs in a fresh process (load, warm up on 20 sentences, then translate the whole split
 from text to text), the engines alternate within each repeat, and the table gives
-medians. Equal work: the same sentences, checkpoint, search settings (the run's length
-limit, sentences batched 64 at a time) and threads.
+medians. Equal work: the same sentences, checkpoint, search settings (the run's input
+cut, length limit, length penalty and n-gram blocking, from the export's
+``attnkit_export.json``; sentences batched 64 at a time) and threads.
 
 The CTranslate2 worker imports only ctranslate2 and sentencepiece, as a deployment
 would (no PyTorch, no attnkit): its peak RSS is what a server would hold; its int8
@@ -89,8 +90,10 @@ def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads:
         export, device="cpu", inter_threads=1, intra_threads=threads
     )
 
+    cut = decode.get("max_input_len")  # attnkit cuts each source to the run's input limit
+
     def translate(batch_lines: list[str]) -> list[str]:
-        pieces = encode(batch_lines)
+        pieces = [p[:cut] if cut else p for p in encode(batch_lines)]
         groups: dict[int, list[int]] = {}  # attnkit's length limit, one per source length
         for i, p in enumerate(pieces):
             limit = int(decode["max_len_a"] * (len(p) + 1) + decode["max_len_b"])
@@ -102,7 +105,8 @@ def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads:
                 results = translator.translate_batch(
                     [pieces[i] for i in chunk],
                     beam_size=beam,
-                    length_penalty=1.0 if beam > 1 else 0.0,
+                    length_penalty=decode.get("length_penalty", 1.0) if beam > 1 else 0.0,
+                    no_repeat_ngram_size=decode.get("no_repeat_ngram", 0),
                     max_decoding_length=limit,
                     min_decoding_length=0,
                     max_input_length=0,
@@ -135,7 +139,11 @@ def _exports(run_dir: Path) -> dict[str, Path]:
     folders = {"float32": run_dir / "ctranslate2", "int8": run_dir / "ctranslate2-int8"}
     for quantization, folder in folders.items():
         try:
-            fresh = read_manifest(folder)["quantization"] == quantization
+            manifest = read_manifest(folder)
+            # exports made before the manifest held the whole search rules are made again
+            fresh = manifest["quantization"] == quantization and "no_repeat_ngram" in manifest.get(
+                "decode", {}
+            )
         except (FileNotFoundError, ValueError):
             fresh = False
         if not fresh:
