@@ -33,6 +33,7 @@ class LineProgress:
         self.every_s, self.file = every_s, file
         self.start = self.last = time.monotonic()
         self.started_at, self.postfix = initial, ""
+        self.shown = initial  # the count of the last line written
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -43,7 +44,8 @@ class LineProgress:
         self.postfix = ", ".join(f"{k} {v}" for k, v in values.items())
 
     def close(self) -> None:
-        if self.n > self.started_at:
+        """A last line, unless the last periodic one already gave the final count."""
+        if self.n > self.started_at and self.n != self.shown:
             self._line()
 
     def _line(self) -> None:
@@ -54,6 +56,7 @@ class LineProgress:
         lead = f"{self.desc}: " if self.desc else ""
         line = f"{lead}{count} {self.unit}, {rate:.1f} {self.unit}/s{extra}"
         print(line, file=self.file or sys.stderr, flush=True)
+        self.shown = self.n
 
     def __enter__(self) -> LineProgress:
         return self
