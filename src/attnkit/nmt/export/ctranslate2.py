@@ -139,7 +139,7 @@ def export_run(
     out_dir: str | Path | None = None,
     quantization: str | None = None,
     *,
-    checkpoint: str = "best",
+    checkpoint: str = "auto",
 ) -> ExportInfo:
     """Export a Transformer run's checkpoint to a CTranslate2 model folder.
 

@@ -43,19 +43,22 @@ class LoadedRun:
 def load_run(
     folder: str | Path,
     *,
-    checkpoint: str = "best",
+    checkpoint: str = "auto",
     device: str = "cpu",
     precision: str = "fp32",
     option: str = "precision",
 ) -> LoadedRun:
     """Load ``folder/config.yaml``, its tokenizers and the named checkpoint (``best``,
     ``last``, ``averaged``: the mean of the last snapshots, ``train.average_last``, or
-    ``auto``: the one chosen on the whole validation set when training ended,
+    ``auto``, the default as on the command line: the one chosen on the whole
+    validation set when training ended,
     :meth:`~attnkit.nmt.runs.run_folder.RunFolder.resolve_checkpoint`).
 
     The checkpoint is float32 whatever precision the run trained in; ``precision``
     (``auto``, ``fp32``, ``bf16``: :func:`attnkit.nmt.precision.resolve_precision`,
-    ``option`` naming it in messages) is the one it will decode in:
+    ``option`` naming it in messages; fp32 by default, where the command line's
+    default is ``auto``, so that a script's output does not depend on the CPU) is
+    the one it will decode in:
     :func:`~attnkit.nmt.decoding.translate.translate_lines` applies it; code that
     calls the model or the search itself enters ``run.precision.autocast()``.
 
