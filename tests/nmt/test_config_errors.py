@@ -149,3 +149,12 @@ def test_nan_and_infinity_are_rejected_everywhere_floats_are():
         for bad in (math.nan, math.inf):
             with pytest.raises(ValueError, match=key.replace(".", r"\.")):
                 RunConfig.from_dict(BASE, [f"{key}={yaml.safe_dump(bad).split()[0]}"])
+
+
+def test_a_key_missing_from_a_section_an_override_made_blames_that_override():
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(BASE, ["train.guided_alignment.full_context=true"], source="my.yaml")
+    assert str(err.value).splitlines() == [
+        "invalid override train.guided_alignment.full_context=true:",
+        "  train.guided_alignment.file: required key is missing",
+    ]

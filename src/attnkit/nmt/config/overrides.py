@@ -113,16 +113,23 @@ def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[st
     """The overrides behind every error of ``err``; empty when some error is the file's own.
 
     An override ``a.b=v`` is behind an error at ``a.b``, below it (``a.b.c``) or
-    above it (``a``, a whole section rejected for the value it set).
+    above it (``a``, a whole section rejected for the value it set), and behind a key
+    missing beside it (``a.c``: the override made section ``a`` that lacks it).
     """
     keys = {item.partition("=")[0]: item for item in overrides}
     blamed: list[str] = []
     for error in err.errors():
         where = ".".join(str(part) for part in _shown_loc(error["loc"]))
+        section = where.rpartition(".")[0] if error["type"] == "missing" else None
         found = [
             item
             for key, item in keys.items()
-            if where and (f"{where}.".startswith(f"{key}.") or f"{key}.".startswith(f"{where}."))
+            if where
+            and (
+                f"{where}.".startswith(f"{key}.")
+                or f"{key}.".startswith(f"{where}.")
+                or (section and key.rpartition(".")[0] == section)
+            )
         ]
         if not found:
             return []
