@@ -58,7 +58,7 @@ def main(config_path: str, run_dir: str, steps: int) -> dict:
     for step, indices in zip(range(1, steps + 1), batches, strict=False):
         before = _status("VmHWM")
         batch = make_batch(data.train, indices)
-        loss = guided_alignment.training_loss(model, model, batch, config.train)
+        loss, _ = guided_alignment.training_loss(model, model, batch, config.train)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -7,11 +7,18 @@ import pytest
 import torch
 from test_train import TRANSFORMER, config, quiet
 
+from attnkit.nmt.config import TrainConfig
 from attnkit.nmt.config.guided_alignment import GuidedAlignmentConfig
 from attnkit.nmt.data.batching import Examples, make_batch
 from attnkit.nmt.data.corpus import load_split
 from attnkit.nmt.runs.loaded_run import load_run
-from attnkit.nmt.training.guided_alignment import alignment_loss, guided_loss, supervised_layer
+from attnkit.nmt.training.guided_alignment import (
+    alignment_loss,
+    guided_loss,
+    guided_terms,
+    supervised_layer,
+    training_loss,
+)
 from attnkit.nmt.training.loop import train
 from conftest_nmt import TOY_VOCAB, random_sequences, tiny_transformer
 
@@ -134,12 +141,33 @@ def _reverse_alignment(tmp_path):
     return align, lines
 
 
+def test_the_training_loss_is_ce_plus_weight_times_the_alignment_term_it_reports():
+    model = tiny_transformer(TOY_VOCAB, seed=0, dropout=0.0).train()
+    batch = make_batch(_copy_examples(8, seed=1), list(range(8)))
+    guided = GuidedAlignmentConfig(file="x", weight=0.25, layer=0, heads=[1])
+    cfg = TrainConfig(label_smoothing=0.1, guided_alignment=guided)
+    torch.manual_seed(0)
+    loss, aligned = training_loss(model, model, batch, cfg)
+    torch.manual_seed(0)
+    ce, loss_a = guided_terms(model, batch, guided, 0.1, layers=2, heads=4)
+    assert aligned.item() == loss_a.item() > 0
+    assert loss.item() == (ce + 0.25 * loss_a).item()
+    batch.align = None  # a batch without labels: CE alone, no alignment term
+    assert training_loss(model, model, batch, cfg)[1] is None
+    assert training_loss(model, model, batch, TrainConfig())[1] is None
+
+
 def test_training_with_an_alignment_file_end_to_end(tmp_path):
     align, lines = _reverse_alignment(tmp_path)
     guided = f"train.guided_alignment={{file: {align}, weight: 0.5, heads: all}}"
     run_dir = tmp_path / "run"
-    summary = train(config(TRANSFORMER, "train.max_steps=6", guided), run_dir, echo=quiet)
-    assert summary is not None
+    said = []
+    summary = train(config(TRANSFORMER, "train.max_steps=6", guided), run_dir, echo=said.append)
+    row = summary.history[-1]
+    # the alignment term is reported beside the sum it is part of
+    assert 0 < row["train_alignment_loss"] < row["train_loss"] and math.isfinite(row["train_loss"])
+    validations = [line for line in said if " step 6: train loss " in line]
+    assert f"(alignment loss {row['train_alignment_loss']:.3f})" in validations[0]
     run = load_run(run_dir)
     assert run.config.train.guided_alignment.heads == "all"
     links = (run_dir / "store" / "train" / "links.ids").stat().st_size

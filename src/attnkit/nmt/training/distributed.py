@@ -113,9 +113,15 @@ class Group:
 
     def mean(self, value: float) -> float:
         """The mean of ``value`` over ranks (float64 all-reduce)."""
+        return self.means(value)[0]
+
+    def means(self, *values: float) -> list[float]:
+        """The mean of each value over ranks (one float64 all-reduce)."""
         if not self.distributed:
-            return value
-        return float(self._all_reduce([value], dist.ReduceOp.SUM)[0]) / self.world_size
+            return list(values)
+        return [
+            float(v) / self.world_size for v in self._all_reduce(list(values), dist.ReduceOp.SUM)
+        ]
 
     def any(self, *flags: bool) -> list[bool]:
         """Each flag OR-ed over all ranks (one all-reduce)."""

@@ -50,7 +50,7 @@ from ..data.batching import Batch
 from ..models.translator import Translator
 from . import objective
 
-__all__ = ["alignment_loss", "guided_loss", "supervised_layer", "training_loss"]
+__all__ = ["alignment_loss", "guided_loss", "guided_terms", "supervised_layer", "training_loss"]
 
 EPS = 1e-9  # floor of a weight inside the log: a zero weight costs -p log(1e-9), never inf
 
@@ -119,7 +119,25 @@ def guided_loss(
     heads: int,
     reduction: str = "mean",
 ) -> Tensor:
-    """``CE + weight * L_a`` for a training batch (teacher forced, one forward pass).
+    """``CE + weight * L_a`` for a training batch: :func:`guided_terms` summed."""
+    ce, loss_a = guided_terms(
+        model, batch, config, smoothing, layers=layers, heads=heads, reduction=reduction
+    )
+    return ce if loss_a is None else ce + config.weight * loss_a
+
+
+def guided_terms(
+    model: Translator,
+    batch: Batch,
+    config: GuidedAlignmentConfig,
+    smoothing: float,
+    *,
+    layers: int,
+    heads: int,
+    reduction: str = "mean",
+) -> tuple[Tensor, Tensor | None]:
+    """``(CE, L_a)`` for a training batch (teacher forced, one forward pass); ``L_a`` is
+    None for a batch without labels.
 
     The cross-entropy is :func:`~attnkit.nmt.training.objective.token_loss`'s
     (label smoothed, PAD ignored, ``reduction`` as ``F.cross_entropy``'s); with
@@ -153,17 +171,20 @@ def guided_loss(
     )
     ce = objective.output_cross_entropy(model, vectors, batch, smoothing, reduction)
     if batch.align is None:
-        return ce
+        return ce, None
     attention = weights[:, picked].mean(dim=1)  # (B, T, S)
     loss_a, _ = alignment_loss(attention, batch.align, config.shift)
     if reduction == "sum":
         loss_a = loss_a * batch.num_target_tokens
-    return ce + config.weight * loss_a
+    return ce, loss_a
 
 
-def training_loss(forward, model: Translator, batch: Batch, train: TrainConfig) -> Tensor:
-    """The training step's loss: :func:`guided_loss` with ``train.guided_alignment``, else
-    :func:`~attnkit.nmt.training.objective.token_loss`.
+def training_loss(
+    forward, model: Translator, batch: Batch, train: TrainConfig
+) -> tuple[Tensor, Tensor | None]:
+    """The training step's loss and, with ``train.guided_alignment``, its alignment term
+    ``L_a`` (reported on its own; None without guidance or labels): ``CE + weight * L_a``
+    (:func:`guided_terms`), else :func:`~attnkit.nmt.training.objective.token_loss` alone.
 
     Args:
         forward: what the step calls (the model, or its DDP wrapper).
@@ -173,8 +194,10 @@ def training_loss(forward, model: Translator, batch: Batch, train: TrainConfig) 
     """
     guided = train.guided_alignment
     if guided is None:
-        return objective.token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
+        ce = objective.token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
+        return ce, None
     layout = model.attention_layout
-    return guided_loss(
+    ce, loss_a = guided_terms(
         forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
     )
+    return (ce, None) if loss_a is None else (ce + guided.weight * loss_a, loss_a)

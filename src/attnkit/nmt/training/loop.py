@@ -185,8 +185,10 @@ class _Trainer:
         improved = p.validated(scores["valid_bleu"])
         self.scheduler.after_validation(scores["valid_bleu"])
         row = {"epoch": p.epoch, "step": p.step, "train_loss": train_loss, **scores}
+        if self.config.train.guided_alignment is not None:  # the part of train_loss it adds
+            row["train_alignment_loss"] = p.pending_alignment / max(p.pending_tokens, 1)
         row.update(lr=self.optimizer.param_groups[0]["lr"], elapsed_s=round(self.elapsed(), 1))
-        p.pending_loss, p.pending_tokens = 0.0, 0
+        p.pending_loss, p.pending_alignment, p.pending_tokens = 0.0, 0.0, 0
         # The row goes first: resuming drops rows past the checkpoint's step and redoes them.
         self.history.append(row)
         if main:
@@ -255,15 +257,18 @@ class _Trainer:
         averages over the W ranks is that of the global batch's mean loss; with
         one process the weight is exactly 1. Returns the global batch's mean
         loss, or None when the step was skipped for a non-finite loss or gradient.
+        The guided-alignment term, weighted alike, is counted on its own for the log.
         """
         cfg, p = self.config.train, self.progress
         with self.precision.autocast():  # the backward pass runs outside, as autocast wants
-            loss = guided_alignment.training_loss(self.forward, self.model, batch, cfg)
+            loss, aligned = guided_alignment.training_loss(self.forward, self.model, batch, cfg)
         share = batch.num_target_tokens if counts else 0
-        loss = loss * (share * self.group.world_size / total_tokens)
+        weight = share * self.group.world_size / total_tokens
+        loss = loss * weight
         self.optimizer.zero_grad(set_to_none=True)
         p.epoch_batches_done += 1
-        value = self.group.mean(loss.item())
+        mine = 0.0 if aligned is None else float(aligned.detach()) * weight
+        value, alignment = self.group.means(loss.item(), mine)
         if not math.isfinite(value):
             return self._skip(f"loss is {value}")
         loss.backward()
@@ -273,7 +278,7 @@ class _Trainer:
             return self._skip(f"gradient norm is {norm}")
         self.optimizer.step()
         self.scheduler.after_step()
-        p.stepped(value, total_tokens)
+        p.stepped(value, total_tokens, alignment)
         return value
 
     def _skip(self, why: str) -> None:

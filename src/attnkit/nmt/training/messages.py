@@ -31,9 +31,11 @@ def epoch_bar(total: int, p: Progress, enabled: bool):
 
 def validation_line(row: dict, improved: bool) -> str:
     """The line a validation prints: losses, perplexity, BLEU (``(best)``) and the rate."""
+    aligned = row.get("train_alignment_loss")
+    guided = "" if aligned is None else f" (alignment loss {aligned:.3f})"
     return (
-        f"epoch {row['epoch']} step {row['step']}: train loss {row['train_loss']:.3f}, valid "
-        f"loss {row['valid_loss']:.3f}, ppl {row['valid_ppl']:.2f}, BLEU "
+        f"epoch {row['epoch']} step {row['step']}: train loss {row['train_loss']:.3f}{guided}, "
+        f"valid loss {row['valid_loss']:.3f}, ppl {row['valid_ppl']:.2f}, BLEU "
         f"{row['valid_bleu']:.2f}{' (best)' if improved else ''}, lr {row['lr']:.2g}"
     )
 

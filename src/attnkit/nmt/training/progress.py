@@ -28,15 +28,18 @@ class Progress:
     stop_reason: str = ""
     pending_loss: float = 0.0  # summed training loss since the last validation
     pending_tokens: int = 0  # target tokens behind pending_loss
+    pending_alignment: float = 0.0  # the same for the guided-alignment term alone
     nonfinite_streak: int = 0  # skipped steps in a row
     skipped_steps: int = 0  # all steps skipped for a non-finite loss or gradient
     step_budget: int = 0  # the max_steps chosen for train.max_steps auto (0: not chosen)
 
-    def stepped(self, loss: float, tokens: int) -> None:
-        """Count an optimizer step of mean loss ``loss`` over ``tokens`` target tokens."""
+    def stepped(self, loss: float, tokens: int, alignment: float = 0.0) -> None:
+        """Count an optimizer step of mean loss ``loss`` over ``tokens`` target tokens
+        (``alignment``: its guided-alignment term, 0 without guidance)."""
         self.step += 1
         self.nonfinite_streak = 0
         self.pending_loss += loss * tokens
+        self.pending_alignment += alignment * tokens
         self.pending_tokens += tokens
 
     def skipped(self) -> None:
