@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from attnkit.atomic import atomic_write_bytes
+
 from . import (
     bench_attention,
     bench_compile,
@@ -92,7 +94,7 @@ def run(quick: bool, only: Sequence[str] | None = None) -> dict:
 def main(args: argparse.Namespace) -> int:
     figures = run(args.quick, args.only)
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        atomic_write_bytes(args.json, (json.dumps(figures, indent=2) + "\n").encode())
     return 0
 
 

@@ -1,5 +1,6 @@
 """attnkit bench finds the checkout's benchmarks without editing sys.path, or fails in one line."""
 
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,23 @@ def test_benchmarks_run_as_a_module_from_a_checkout_takes_the_bench_options():
     )
     assert proc.returncode == 2 and not proc.stdout
     assert_one_line_error(proc.stderr, "bench", "--only: unknown suite(s) nosuch; choose from")
+
+
+@pytest.mark.parametrize("where", ["folder", "missing folder"])
+def test_bench_refuses_an_unwritable_json_file_in_one_line_before_running(capsys, tmp_path, where):
+    target = tmp_path if where == "folder" else tmp_path / "nosuch" / "b.json"
+    status, out, err = run(capsys, "bench", "--only", "deploy", "--json", str(target))
+    assert status == 2 and not out  # refused before any suite ran
+    assert_one_line_error(err, "bench", "--json: ")
+    assert str(target if where == "folder" else target.parent) in err
+
+
+def test_bench_writes_the_figures_as_json(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTNKIT_DEPLOY_RUN", raising=False)
+    monkeypatch.chdir(tmp_path)  # no runs/transformer here: deploy says "no run"
+    target = tmp_path / "b.json"
+    status, out, _ = run(capsys, "bench", "--only", "deploy", "--json", str(target))
+    figures = json.loads(target.read_text())
+    assert status == 0 and "no run" in out
+    assert figures["quick"] is False and figures["ratios"] == {}
+    assert [t["title"] for t in figures["tables"]] == ["deploy"]

@@ -51,7 +51,21 @@ def _run(args: argparse.Namespace) -> int:
             f"--only: unknown suite(s) {', '.join(sorted(unknown))}; "
             f"choose from {', '.join(runner.SUITES)}"
         )
+    if args.json is not None:
+        _check_writable(args.json)
     return runner.main(args)
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a ``--json`` file that could not be written, before the benchmarks run.
+
+    Raises:
+        UsageError: ``path`` is a folder, or its folder does not exist.
+    """
+    if path.is_dir():
+        raise UsageError(f"--json: {path} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"--json: no folder {path.parent} to write {path.name} in")
 
 
 def _benchmarks_runner() -> ModuleType:
