@@ -26,6 +26,7 @@ On a CPU without ``avx512_bf16``/``amx_bf16`` bf16 is emulated and slower;
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -186,12 +187,26 @@ def translate_rates(runs: list[Path], beam: int = 5, repeats: int = 3) -> Table:
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
-    if "--translate" in argv:
-        runs = [Path(a) for a in argv[argv.index("--translate") + 1 :] if not a.startswith("--")]
-        print(translate_rates(runs).to_markdown())
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_precision",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument(
+        "--translate",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="time fp32 and bf16 translation of these runs' test splits instead",
+    )
+    args = parser.parse_args(argv)
+    if args.translate:
+        missing = [str(r) for r in args.translate if not (r / "config.yaml").is_file()]
+        if missing:
+            parser.error(f"--translate: not a run folder (no config.yaml): {', '.join(missing)}")
+        print(translate_rates(args.translate).to_markdown())
         return 0
-    for table in run(quick).tables:
+    for table in run(args.quick).tables:
         print(table.to_markdown())
     return 0
 

@@ -28,6 +28,7 @@ attnkit's time over PyTorch's.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from unittest import mock
 
@@ -195,7 +196,13 @@ def run(quick: bool) -> Result:
 
 
 def main(argv: list[str]) -> int:
-    for table in run("--quick" in argv).tables:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_step_parts",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args(argv)
+    for table in run(args.quick).tables:
         print(table.to_markdown())
     return 0
 

@@ -1,5 +1,6 @@
 """The benchmark harness measures what it claims (no timing is asserted here)."""
 
+import pytest
 import torch
 
 from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
@@ -161,3 +162,38 @@ def test_descendants_finds_children_and_grandchildren():
             os.kill(grandchild, signal.SIGKILL)
         child.kill()
         child.wait()
+
+
+def test_bench_precision_help_prints_the_options_without_running(capsys, monkeypatch):
+    from benchmarks import bench_precision
+
+    monkeypatch.setattr(bench_precision, "run", lambda quick: pytest.fail("ran the benchmark"))
+    with pytest.raises(SystemExit) as stop:
+        bench_precision.main(["--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0
+    assert out.startswith("usage: python -m benchmarks.bench_precision")
+    assert "--translate RUN [RUN ...]" in out and "--quick" in out
+
+
+def test_bench_precision_refuses_an_unknown_option_or_a_missing_run(capsys, tmp_path):
+    from benchmarks import bench_precision
+
+    for argv, message in [
+        (["--quik"], "unrecognized arguments: --quik"),
+        (["--translate", str(tmp_path)], f"not a run folder (no config.yaml): {tmp_path}"),
+    ]:
+        with pytest.raises(SystemExit) as stop:
+            bench_precision.main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and message in err and "Traceback" not in err
+
+
+def test_bench_step_parts_help_prints_the_options_without_running(capsys, monkeypatch):
+    from benchmarks import bench_step_parts
+
+    monkeypatch.setattr(bench_step_parts, "run", lambda quick: pytest.fail("ran the benchmark"))
+    with pytest.raises(SystemExit) as stop:
+        bench_step_parts.main(["--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m benchmarks.bench_step_parts")
