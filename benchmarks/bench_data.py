@@ -106,8 +106,8 @@ def _attnkit(
     env = None if package is None else {**os.environ, "PYTHONPATH": package}
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "attnkit", *args],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-S", "-c", _LAUNCHER, sys.executable, "-m", "attnkit", *args],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -117,12 +117,26 @@ def _attnkit(
         lines.append(line)
         if marked is None and mark is not None and line.startswith(mark):
             marked = time.perf_counter() - start
-    _, status, usage = os.wait4(process.pid, 0)
+    peak_kb = process.stdout.read().strip()
+    status = process.wait()
     wall = time.perf_counter() - start
     err = "".join(lines)
-    if os.waitstatus_to_exitcode(status) != 0:
+    if status != 0:
         raise RuntimeError(f"attnkit {' '.join(args)} failed:\n{err[-2000:]}")
-    return err, wall if marked is None else marked, usage.ru_maxrss / 1024
+    return err, wall if marked is None else marked, int(peak_kb) / 1024
+
+
+# Starts the command from a small process and prints its peak RSS in KiB (``wait4``). A
+# child started from this process itself would count this process's own peak: at
+# ``exec`` the kernel keeps the high-water mark of the memory it leaves (Linux's
+# ``ru_maxrss``), and this process may hold gigabytes from the suites run before.
+_LAUNCHER = """\
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(usage.ru_maxrss, flush=True)
+sys.exit(os.waitstatus_to_exitcode(status) & 255)
+"""
 
 
 def spm_pairs_per_second(folder: Path, run: Path, threads: int) -> float:

@@ -197,3 +197,13 @@ def test_bench_step_parts_help_prints_the_options_without_running(capsys, monkey
         bench_step_parts.main(["--help"])
     assert stop.value.code == 0
     assert capsys.readouterr().out.startswith("usage: python -m benchmarks.bench_step_parts")
+
+
+def test_data_suite_peak_rss_is_the_commands_not_the_benchmark_process():
+    from benchmarks.bench_data import _attnkit
+
+    held = torch.ones(2**27)  # 512 MiB, touched, in this process
+    err, seconds, peak_mb = _attnkit("--version")
+    assert held.sum().item() == 2**27
+    assert err == "" and seconds > 0
+    assert 10 < peak_mb < 300  # one Python with attnkit imported, not this process's 512 MiB
