@@ -16,7 +16,8 @@ process:
   the prepared folder the time from launch to its ``data:`` line, when the
   tokenizers are loaded, the store is mapped and the first batch is next
   (launch to first step with the store built):
-  ``data_rss_5m_vs_1m`` (target <= 1.15), ``data_first_step_largest_vs_smallest``
+  ``data_rss_largest_vs_previous`` (5M against 1M pairs; target <= 1.15),
+  ``data_first_step_largest_vs_smallest``
   (target <= 1.2).
 
 The model is deliberately small (the corpus is the subject): an RNN with

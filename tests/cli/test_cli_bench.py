@@ -76,3 +76,13 @@ def test_bench_writes_the_figures_as_json(capsys, tmp_path, monkeypatch):
     assert status == 0 and "no run" in out
     assert figures["quick"] is False and figures["ratios"] == {}
     assert [t["title"] for t in figures["tables"]] == ["deploy"]
+
+
+def test_bench_help_names_every_suite(capsys):
+    from benchmarks.run import SUITES
+
+    with pytest.raises(SystemExit):
+        run(capsys, "bench", "--help")
+    help_text = " ".join(capsys.readouterr().out.split())
+    listed = help_text.split("run only these suites (")[1].split(")")[0]
+    assert listed.split(", ") == list(SUITES)

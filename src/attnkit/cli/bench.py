@@ -37,9 +37,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Time attnkit against its baselines in one process and print ratios. "
         "Needs a source checkout: the benchmarks/ folder is not installed with attnkit.",
     )
-    parser.add_argument("--quick", action="store_true", help="a short pass (about a minute)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short pass (about 11 minutes on 2 cores; --only to pick suites)",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the figures here")
-    parser.add_argument("--only", nargs="+", metavar="SUITE", help="run only these suites")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="SUITE",
+        help="run only these suites (attention, compile, train, decode, transformer, "
+        "distributed, contention, data, deploy, precision, step_parts)",
+    )
     parser.set_defaults(func=_run)
 
 
