@@ -109,20 +109,9 @@ def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
     return config.decoder_layer(layers)
 
 
-def guided_loss(
-    model: Translator,
-    batch: Batch,
-    config: GuidedAlignmentConfig,
-    smoothing: float,
-    *,
-    layers: int,
-    heads: int,
-    reduction: str = "mean",
-) -> Tensor:
-    """``CE + weight * L_a`` for a training batch: :func:`guided_terms` summed."""
-    ce, loss_a = guided_terms(
-        model, batch, config, smoothing, layers=layers, heads=heads, reduction=reduction
-    )
+def guided_loss(model: Translator, batch: Batch, config: GuidedAlignmentConfig, *args, **kw):
+    """``CE + weight * L_a`` for a training batch: :func:`guided_terms` (same arguments) summed."""
+    ce, loss_a = guided_terms(model, batch, config, *args, **kw)
     return ce if loss_a is None else ce + config.weight * loss_a
 
 
