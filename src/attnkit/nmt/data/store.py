@@ -62,7 +62,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...atomic import WriteError, atomic_write_bytes, new_folder_beside, replace_folder
+from ...atomic import new_folder_beside, replace_folder, writing
 from .chunk_packing import ChunkPacker, Encoded, LinePacker, PackedChunk, PairEncoder
 from .line_chunks import LineFiles, read_chunks
 from .worker_pool import ordered_map
@@ -301,16 +301,6 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield chunk
 
 
-@contextlib.contextmanager
-def _writing_store(folder: Path) -> Iterator[None]:
-    """Turn an :class:`OSError` raised inside the block (a full disk, a read-only folder) into a
-    :class:`~attnkit.atomic.WriteError` naming the store ``folder``, not its temporary files."""
-    try:
-        yield
-    except OSError as err:
-        raise WriteError(folder, err) from err
-
-
 class _Writer:
     """Appends one column's flat ids to ``NAME.ids``; collects the lengths (int64, 8 bytes a
     sentence while the store is built). A failed write raises a
@@ -318,20 +308,20 @@ class _Writer:
 
     def __init__(self, path: Path, store: Path) -> None:
         self.store = store
-        with _writing_store(store):
+        with writing(store):
             self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
         self.lengths: list[np.ndarray] = []
         self.sequences = 0
 
     def write(self, flat: np.ndarray, lengths: np.ndarray) -> None:
-        with _writing_store(self.store):
+        with writing(self.store):
             self.handle.write(flat.tobytes())
         self.lengths.append(lengths)
         self.sequences += len(lengths)
 
     def finish(self, offsets_path: Path) -> np.ndarray:
         """Close the ids file, write the offsets; return the lengths (int64)."""
-        with _writing_store(self.store):
+        with writing(self.store):
             self.handle.close()
             lengths = np.concatenate([np.zeros(0, np.int64), *self.lengths])
             offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
@@ -448,7 +438,7 @@ def _write_store(
 ) -> TokenStore:
     """Append ``chunks`` to a new store built beside ``folder``, then put it in place."""
     folder = Path(folder)
-    with _writing_store(folder):
+    with writing(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
         for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # builds that were killed
             shutil.rmtree(stale, ignore_errors=True)
@@ -462,7 +452,7 @@ def _write_store(
         lengths = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
         tokens = {name: int(column.sum()) for name, column in lengths.items()}
         lengths_as = length_dtype(max(int(lengths[side].max(initial=0)) for side in SIDES))
-        with _writing_store(folder):
+        with writing(folder):
             for side in SIDES:
                 lengths[side].astype(lengths_as).tofile(tmp / f"{side}.lengths")
         counts = StoreCounts(
@@ -476,8 +466,8 @@ def _write_store(
         meta |= {"dtype": dtype.name, "length_dtype": lengths_as.name, **counts.__dict__}
         if "links" in tokens:
             meta["link_values"] = tokens["links"]
-        with _writing_store(folder):
-            atomic_write_bytes(tmp / META, json.dumps(meta, indent=2).encode("utf-8"))
+        with writing(folder):  # the folder is replaced whole: a plain write suffices inside it
+            (tmp / META).write_bytes(json.dumps(meta, indent=2).encode("utf-8"))
             replace_folder(tmp, folder)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -525,7 +515,7 @@ def _append(
 @contextlib.contextmanager
 def _build_lock(folder: Path) -> Iterator[None]:
     """One builder per store: a second one waits here until the first is done."""
-    with _writing_store(folder):
+    with writing(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
         handle = open(folder.with_name(f".{folder.name}.lock"), "a")  # noqa: SIM115
     with handle:
