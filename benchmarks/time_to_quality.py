@@ -139,7 +139,7 @@ def watch(
             while True:
                 done = proc.poll() is not None
                 now = time.monotonic() - start
-                rows += [(round(now, 1), step, bleu) for step, bleu in read()[len(rows) :]]
+                rows += [(now, step, bleu) for step, bleu in read()[len(rows) :]]
                 if rows and rows[-1][2] >= max(LEVELS):
                     return rows, f"reached BLEU {max(LEVELS):g}", now / 60
                 if done:
