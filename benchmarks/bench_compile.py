@@ -88,7 +88,8 @@ def compile_train_step(repeats: int, batch=8, t=128, width=256, heads=4, layers=
     )
     table = Table(
         f"MHA training step, torch.compile vs eager (B={batch}, T={t}, E={width}, H={heads}, "
-        f"{layers} layers, key padding + causal; ratio = compiled/eager, same parameters)",
+        f"{layers} layers, key padding + causal; ratio = compiled/eager, the same "
+        f"{sum(p.numel() for p in eager.parameters()):,} parameters on both sides)",
         ["compiled ms", "eager ms", "ratio"],
     )
     table.add(cmp.candidate_s * 1e3, cmp.baseline_s * 1e3, cmp.ratio)

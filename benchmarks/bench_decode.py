@@ -56,8 +56,9 @@ def run(quick: bool) -> Result:
     test, _ = reverse_examples(5000 + sentences)
     test = Examples(test.src[-sentences:], test.tgt[-sentences:])
     table = Table(
-        f"Decoding {sentences} reverse-task sentences "
-        f"(speedup = one at a time / batches of {BATCH})",
+        f"Decoding {sentences} reverse-task sentences with the same model on both sides "
+        f"({sum(p.numel() for p in model.parameters()):,} parameters; "
+        f"speedup = one at a time / batches of {BATCH})",
         ["search", "batched s (median)", "one at a time s (median)", "speedup", "exact match"],
     )
     ratios = {}

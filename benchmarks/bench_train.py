@@ -143,23 +143,30 @@ def tutorial_trainer(examples: Examples, vocab: tuple[int, int], seed: int) -> T
 
 
 def throughput(trainers: list[Trainer], rounds: int, steps: int) -> dict[str, dict[str, float]]:
-    """Alternate ``rounds`` of ``steps`` steps per trainer; median tokens/s per trainer."""
+    """Alternate ``rounds`` of ``steps`` steps per trainer; median tokens/s per trainer.
+
+    ``tgt_tok_step`` is the mean number of target tokens a timed step trained on:
+    equal for trainers that draw the same batches.
+    """
     for trainer in trainers:
         trainer.run(2)  # warm-up
     tgt_rates: dict[str, list[float]] = {t.name: [] for t in trainers}
     all_rates: dict[str, list[float]] = {t.name: [] for t in trainers}
     step_s: dict[str, list[float]] = {t.name: [] for t in trainers}
+    tgt_total = dict.fromkeys(tgt_rates, 0)
     for r in range(rounds):
         for trainer in trainers if r % 2 == 0 else reversed(trainers):
             seconds, tgt, both, _ = trainer.run(steps)
             tgt_rates[trainer.name].append(tgt / seconds)
             all_rates[trainer.name].append(both / seconds)
             step_s[trainer.name].append(seconds / steps)
+            tgt_total[trainer.name] += tgt
     return {
         name: {
             "tgt_tok_s": statistics.median(tgt_rates[name]),
             "all_tok_s": statistics.median(all_rates[name]),
             "step_s": statistics.median(step_s[name]),
+            "tgt_tok_step": tgt_total[name] / (rounds * steps),
         }
         for name in tgt_rates
     }

@@ -109,13 +109,13 @@ def run(quick: bool) -> Result:
         f"Transformer training on Multi30k, batches of {BATCH} sentences, bucketed "
         f"(D={CONFIG.d_model}, H={CONFIG.heads}, {CONFIG.encoder_layers}+"
         f"{CONFIG.decoder_layers} layers, F={CONFIG.ff_dim}, V={vocab})",
-        ["implementation", "parameters", "ms/step", "target tok/s", "ratio"],
+        ["implementation", "parameters", "target tok/step", "ms/step", "target tok/s", "ratio"],
     )
     for trainer in trainers:
         rate = rates[trainer.name]
         ratio = rate["tgt_tok_s"] / peer["tgt_tok_s"]
-        train.add(trainer.name, _parameters(trainer.model), rate["step_s"] * 1e3,
-                  rate["tgt_tok_s"], ratio)  # fmt: skip
+        train.add(trainer.name, f"{_parameters(trainer.model):,}", rate["tgt_tok_step"],
+                  rate["step_s"] * 1e3, rate["tgt_tok_s"], ratio)  # fmt: skip
 
     model = trainers[0].model.eval()
     batch = make_batch(examples, sorted_batches(examples, DECODE_SENTENCES)[3])
@@ -124,8 +124,9 @@ def run(quick: bool) -> Result:
     cached = sorted(c for c, _ in pairs)[1]
     recomputed = sorted(r for _, r in pairs)[1]
     decode = Table(
-        f"Greedy decoding of {DECODE_STEPS} tokens for {DECODE_SENTENCES} sentences "
-        "(speedup = recompute / cached)",
+        f"Greedy decoding of {DECODE_STEPS} tokens for {DECODE_SENTENCES} sentences, "
+        f"both ways with the same model ({_parameters(model):,} parameters; "
+        "speedup = recompute / cached)",
         ["decoding", "seconds", "speedup"],
     )
     decode.add("KV caches, one position per step", cached, recomputed / cached)
