@@ -36,6 +36,7 @@ package lies in ``PATH`` (e.g. ``git archive COMMIT | tar -x -C /tmp/old``, then
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import random
@@ -238,10 +239,7 @@ def run(quick: bool) -> Result:
     return Result([table], ratios)
 
 
-def _main_rate(args: list[str]) -> None:
-    pairs = int(args[args.index("--rate") + 1])
-    repeats = int(args[args.index("--repeats") + 1]) if "--repeats" in args else 3
-    baseline = args[args.index("--baseline") + 1] if "--baseline" in args else None
+def _main_rate(pairs: int, repeats: int, baseline: str | None) -> None:
     threads = len(os.sched_getaffinity(0))
     rates = rate_alternated(pairs, threads, repeats, baseline)
     median = {side: statistics.median(values) for side, values in rates.items()}
@@ -254,14 +252,39 @@ def _main_rate(args: list[str]) -> None:
         print(f"store_vs_baseline: {median['store'] / median['baseline']:.3f}")
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_data",
+        description="Corpora of millions of pairs: memory, preparation speed and start-up "
+        "time by corpus size (see the module docstring).",
+    )
+    parser.add_argument(
+        "sizes", nargs="*", type=int, metavar="PAIRS",
+        help=f"corpus sizes in pairs (default {', '.join(f'{n:,}' for n in SIZES)})",
+    )  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES} instead")
+    parser.add_argument(
+        "--rate", type=int, metavar="PAIRS",
+        help="measure the store build rate alone on a corpus of this many pairs",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="--rate: builds per side (default 3)"
+    )
+    parser.add_argument(
+        "--baseline", metavar="PATH",
+        help="--rate: also build with the attnkit package under PATH, in the same rotation",
+    )  # fmt: skip
+    return parser
+
+
 if __name__ == "__main__":
-    if "--rate" in sys.argv:
-        _main_rate(sys.argv)
+    args = _parser().parse_args()
+    if args.rate is not None:
+        _main_rate(args.rate, args.repeats, args.baseline)
         sys.exit()
-    sizes = [int(a) for a in sys.argv[1:] if a.isdigit()]
-    if sizes:
-        SIZES = tuple(sizes)  # e.g. python -m benchmarks.bench_data 1000000 5000000
-    result = run("--quick" in sys.argv)
+    if args.sizes:
+        SIZES = tuple(args.sizes)  # e.g. python -m benchmarks.bench_data 1000000 5000000
+    result = run(args.quick)
     for table in result.tables:
         print(table.to_markdown())
     for key, value in result.ratios.items():
