@@ -6,14 +6,21 @@ process or a full disk never leaves a half-written file behind. A write that
 fails (a full disk, a folder without permission) raises :class:`WriteError`,
 which names the file that was being written; :func:`writing` gives other
 writers (appends, open files, pictures) the same error.
+
+Scratch files and folders are named ``.NAME.HOST-PID.XXXX.tmp``. A process
+killed outright (SIGKILL, power loss) cannot remove its own, so each new write
+of ``NAME`` first removes the scratch of writers on this host that are no
+longer running; a half-built token store can be gigabytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -91,7 +98,7 @@ def _is_stream(path: Path) -> bool:
 
 
 def _write_and_replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_scratch_prefix(path), suffix=".tmp")
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         with os.fdopen(fd, "wb") as handle:
@@ -106,12 +113,43 @@ def _write_and_replace(path: Path, data: bytes) -> None:
 
 
 def new_folder_beside(folder: Path) -> Path:
-    """An empty hidden folder next to ``folder`` (``.NAME.XXXX.tmp``) to build its new
+    """An empty hidden folder next to ``folder`` (``.NAME.HOST-PID.XXXX.tmp``) to build its new
     contents in before :func:`replace_folder`; mode 0777 less the umask, as ``mkdir``
     gives (``mkdtemp`` makes 0700, which would keep the finished folder private)."""
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=_scratch_prefix(folder), suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~_umask())
     return tmp
+
+
+def _scratch_prefix(path: Path) -> str:
+    """``.NAME.HOST-PID.``: whose scratch it is, after removing dead writers' scratch."""
+    _remove_dead_scratch(path)
+    return f".{path.name}.{socket.gethostname()}-{os.getpid()}."
+
+
+def _remove_dead_scratch(path: Path) -> None:
+    """Remove the scratch of ``path`` left by processes of this host that no longer run."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(.+)-(\d+)\.[^.]+\.tmp")
+    host = socket.gethostname()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            found = pattern.fullmatch(entry.name)
+            if found and found[1] == host and not _running(int(found[2])):
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
 
 
 def _umask() -> int:

@@ -1,0 +1,63 @@
+"""Scratch left by a killed writer is removed by the next write of the same name."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from attnkit.atomic import atomic_write_bytes, new_folder_beside
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _scratch(folder, name: str, host: str, pid: int, is_dir: bool):
+    path = folder / f".{name}.{host}-{pid}.k3j_x9q2.tmp"
+    if is_dir:
+        path.mkdir()
+        (path / "tokens.bin").write_bytes(b"\0" * 4096)
+    else:
+        path.write_bytes(b"half a checkpoint")
+    return path
+
+
+def test_a_new_write_removes_the_scratch_of_dead_writers_of_that_name_only(tmp_path):
+    host, dead = socket.gethostname(), _dead_pid()
+    gone = [
+        _scratch(tmp_path, "last.safetensors", host, dead, is_dir=False),
+        _scratch(tmp_path, "store", host, dead, is_dir=True),
+    ]
+    kept = [
+        _scratch(tmp_path, "last.safetensors", host, os.getppid(), is_dir=False),  # running
+        _scratch(tmp_path, "last.safetensors", "another-host", dead, is_dir=False),
+        _scratch(tmp_path, "best.safetensors", host, dead, is_dir=False),  # another file's
+    ]
+    atomic_write_bytes(tmp_path / "last.safetensors", b"weights")
+    folder = new_folder_beside(tmp_path / "store")
+    assert [p.exists() for p in gone] == [False, False]
+    assert all(p.exists() for p in kept)
+    assert folder.is_dir() and folder.name.startswith(f".store.{host}-{os.getpid()}.")
+    assert (tmp_path / "last.safetensors").read_bytes() == b"weights"
+
+
+def test_a_sigkilled_writer_s_scratch_is_gone_after_the_next_write(tmp_path):
+    target = tmp_path / "big.bin"
+    code = (
+        "import os, signal, attnkit.atomic as a\n"
+        "from pathlib import Path\n"
+        "def die(fd, *_):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "a.os.fsync = die\n"
+        f"a.atomic_write_bytes(Path({str(target)!r}), b'x' * 1000)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False)
+    assert proc.returncode == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".big.bin.") and left[0].endswith(".tmp")
+    atomic_write_bytes(target, b"whole")
+    assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
