@@ -303,6 +303,21 @@ def test_bad_inputs_name_the_argument_and_shapes():
         scaled_dot_product_attention(q, k.double(), v)
 
 
+@pytest.mark.parametrize("return_weights", [False, True])
+@pytest.mark.parametrize(
+    ("bad", "shown"), [(math.nan, "nan"), (math.inf, "inf"), (1e39, "1e\\+39")]
+)
+def test_float_mask_with_nan_or_plus_inf_is_refused_naming_the_entry(return_weights, bad, shown):
+    # the classic slip (~keep).float() * -inf puts 0 * -inf = NaN at every allowed key,
+    # and +inf (or a float64 value beyond float32's range) cannot be added to a score:
+    # both used to make whole rows NaN without a word
+    q, k, v = random_qkv(2, tq=3, tk=4)
+    mask = torch.zeros(2, 3, 4, dtype=torch.float64)
+    mask[1, 2, 3] = bad
+    with pytest.raises(ValueError, match=rf"mask has {shown} at \(1, 2, 3\)"):
+        scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+
+
 # --- mask builders ---------------------------------------------------------------------
 
 

@@ -214,6 +214,8 @@ BAD_INPUTS = {
                         lambda m: cross(m, attn_mask=torch.ones(2, 4, 4).bool())),
     "attn_mask dtype": (TypeError, "attn_mask must be bool or floating.*torch.int32",
                         lambda m: cross(m, attn_mask=torch.ones(4, 4).int())),
+    "attn_mask nan": (ValueError, r"attn_mask has nan at \(0, 0\)",  # 0 * -inf where allowed
+                      lambda m: cross(m, attn_mask=(~causal_mask(4)).float() * -math.inf)),
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from .dropout import dropout
 from .masks import (
     ResolvedMask,
     causal_mask,
+    check_float_mask,
     combine_masks,
     invert_mask,
     padding_mask,
@@ -221,7 +222,9 @@ def scaled_dot_product_attention(
 
     Raises:
         ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
-            mask that does not broadcast, or ``dropout_p`` outside [0, 1).
+            mask that does not broadcast, a float mask holding NaN or ``+inf``
+            (checked on CPU: :func:`~attnkit.attention.masks.check_float_mask`),
+            or ``dropout_p`` outside [0, 1).
         TypeError: non-floating inputs, mixed dtypes, or a mask that is neither
             bool nor floating.
     """
@@ -231,6 +234,7 @@ def scaled_dot_product_attention(
     tk = key.shape[-2]
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
+        check_float_mask("mask", mask, query.dtype)
     scale = default_scale(query.shape[-1]) if scale is None else float(scale)
     fused = takes_fused_kernel(query, key, value, dropout_p, return_weights)
     resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=fused)

@@ -20,6 +20,7 @@ from torch import Tensor
 __all__ = [
     "ResolvedMask",
     "causal_mask",
+    "check_float_mask",
     "combine_masks",
     "invert_mask",
     "padding_mask",
@@ -137,6 +138,38 @@ def invert_mask(mask: Tensor | None) -> Tensor | None:
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
     return ~mask
+
+
+def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
+    """Refuse a float mask holding NaN, ``+inf`` or a number beyond ``dtype``'s range.
+
+    A float mask is added to the scores: finite numbers shift them and ``-inf``
+    blocks a key, but NaN (e.g. ``(~keep).float() * -inf``, where ``0 * -inf``
+    is NaN at every allowed key) or ``+inf`` would make whole rows NaN. Checked
+    with one reduction (``mask.max()``), for CPU tensors outside
+    ``torch.compile`` only: reading the answer is a host synchronisation, which
+    would stall a GPU and break a compiled graph; there such rows stay NaN, as
+    in PyTorch.
+
+    Args:
+        name: the argument's name, for the message.
+        mask: any tensor; only a floating one is checked.
+        dtype: the dtype the mask is cast to (the queries').
+
+    Raises:
+        ValueError: naming the first offending entry and its index.
+    """
+    if not mask.is_floating_point() or mask.device.type != "cpu" or mask.numel() == 0:
+        return
+    if torch.compiler.is_compiling() or mask.max() <= torch.finfo(dtype).max:
+        return  # the max is NaN when any entry is: the comparison is False
+    bad = mask.isnan() | (mask > torch.finfo(dtype).max)
+    index = tuple(bad.nonzero()[0].tolist())
+    raise ValueError(
+        f"{name} has {mask[index].item()} at {index}; a float mask is added to the "
+        f"scores: use finite numbers within {dtype}'s range, and -inf where attention "
+        "is not allowed"
+    )
 
 
 def key_mask_for_queries(mask: Tensor | None, batch: int, tk: int) -> Tensor | None:

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from .functional import attend, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
-from .masks import ResolvedMask, resolve_mask
+from .masks import ResolvedMask, check_float_mask, resolve_mask
 from .torch_interop import TorchInterop
 
 __all__ = ["KVCache", "MultiHeadAttention"]
@@ -177,7 +177,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
 
         Raises:
             ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
-                wrong shape; a cache of another batch size or kind.
+                wrong shape; a float ``attn_mask`` holding NaN or ``+inf`` (checked
+                on CPU: :func:`~attnkit.attention.masks.check_float_mask`); a cache
+                of another batch size or kind.
             TypeError: non-tensor or non-floating inputs, a dtype other than the
                 parameters', a non-bool ``key_padding_mask``, an ``attn_mask``
                 neither bool nor floating, or ``cache`` not a :class:`KVCache`.
@@ -265,6 +267,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         if attn_mask is not None:
             target = (b, self.num_heads, tq, tk)
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
+            check_float_mask("attn_mask", attn_mask, q.dtype)
             attn_mask = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
         return resolve_mask(keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=fused)
 
