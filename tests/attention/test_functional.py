@@ -304,6 +304,16 @@ def test_bad_inputs_name_the_argument_and_shapes():
 
 
 @pytest.mark.parametrize("return_weights", [False, True])
+def test_a_scale_that_is_not_a_finite_number_is_refused_by_name(return_weights):
+    q, k, v = random_qkv(2, tq=3, tk=4)
+    for bad in (math.nan, math.inf, -math.inf):  # every weight would be NaN
+        with pytest.raises(ValueError, match=rf"scale must be a finite number, got {bad}"):
+            scaled_dot_product_attention(q, k, v, scale=bad, return_weights=return_weights)
+    with pytest.raises(TypeError, match="scale must be a real number or None, got 'a'"):
+        scaled_dot_product_attention(q, k, v, scale="a", return_weights=return_weights)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
 @pytest.mark.parametrize(
     ("bad", "shown"), [(math.nan, "nan"), (math.inf, "inf"), (1e39, "1e\\+39")]
 )

@@ -224,9 +224,9 @@ def scaled_dot_product_attention(
         ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
             mask that does not broadcast, a float mask holding NaN or ``+inf``
             (checked on CPU: :func:`~attnkit.attention.masks.check_float_mask`),
-            or ``dropout_p`` outside [0, 1).
-        TypeError: non-floating inputs, mixed dtypes, or a mask that is neither
-            bool nor floating.
+            a ``scale`` that is NaN or infinite, or ``dropout_p`` outside [0, 1).
+        TypeError: non-floating inputs, mixed dtypes, a mask that is neither
+            bool nor floating, or a ``scale`` that is not a number.
     """
     _check_qkv(query, key, value)
     if not 0.0 <= dropout_p < 1.0:
@@ -235,7 +235,7 @@ def scaled_dot_product_attention(
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
         check_float_mask("mask", mask, query.dtype)
-    scale = default_scale(query.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(query.shape[-1]) if scale is None else _as_scale(scale)
     fused = takes_fused_kernel(query, key, value, dropout_p, return_weights)
     resolved = resolve_mask(mask, query=query, tk=tk, is_causal=is_causal, fused=fused)
     output, weights = attend(query, key, value, resolved, scale, dropout_p, return_weights)
@@ -402,6 +402,17 @@ def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
             "query, key and value must share their leading (batch/head) dims, got "
             f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
         )
+
+
+def _as_scale(scale: float) -> float:
+    """``scale`` as a float; NaN or an infinity would make every weight NaN."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"scale must be a real number or None, got {scale!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be a finite number, got {value}")
+    return value
 
 
 def _check_broadcast(name: str, shape: Sequence[int], target: Sequence[int]) -> None:
