@@ -134,6 +134,21 @@ def test_masked_softmax_rejects_bad_mask():
         masked_softmax(torch.ones(2, 3, dtype=torch.long))
 
 
+def test_masked_softmax_names_an_argument_that_is_not_a_tensor():
+    # a learner's first try: the scores and mask of a lesson typed in as lists
+    with pytest.raises(TypeError, match="scores must be a torch.Tensor, got list"):
+        masked_softmax([2.0, 0.0, 1.0])
+    with pytest.raises(TypeError, match="mask must be a bool torch.Tensor or None, got list"):
+        masked_softmax(torch.tensor([2.0, 0.0, 1.0]), [True, False, True])
+
+
+def test_combine_and_invert_masks_name_a_mask_that_is_not_a_tensor():
+    with pytest.raises(TypeError, match="combine_masks takes bool masks, mask 1 is a list"):
+        combine_masks(torch.ones(3, dtype=torch.bool), [True, False, True])
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor or None, got list"):
+        invert_mask([True, False])
+
+
 # --- scaled_dot_product_attention: parity with PyTorch ---------------------------------
 
 

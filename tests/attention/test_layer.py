@@ -113,6 +113,21 @@ def test_a_fully_masked_key_mask_row_gives_zeros_not_nan():
     assert not torch.isnan(context).any()
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "named"),
+    [
+        (([[2.0, 0.0, 1.0]], torch.eye(3)[None]), {}, "query must be a torch.Tensor, got list"),
+        ((torch.ones(1, 3), None), {}, "keys must be a torch.Tensor, got NoneType"),
+        ((torch.ones(1, 3), torch.eye(3)[None], [[1.0]]), {}, "values must be a torch.Tensor"),
+        ((torch.ones(1, 3), torch.eye(3)[None]), {"mask": [[1, 1, 0]]}, "mask must be a bool"),
+        ((torch.ones(1, 1, 3), torch.eye(3)[None]), {"mask": [[1, 1, 0]]}, "mask must be a bool"),
+    ],
+)
+def test_an_argument_that_is_not_a_tensor_is_named(args, kwargs, named):
+    with pytest.raises(TypeError, match=named):
+        Attention(ScaledDotScore())(*args, **kwargs)
+
+
 def test_a_two_d_mask_of_the_wrong_shape_names_the_key_mask():
     attend = Attention(ScaledDotScore())
     with pytest.raises(ValueError, match=r"a 2-D mask is a key mask \(B, Tk\) = \(2, 3\)"):

@@ -114,6 +114,8 @@ def test_scores_reject_mismatched_batches_and_ranks():
         DotScore()(torch.randn(2, 3, 4), torch.randn(3, 5, 4))
     with pytest.raises(ValueError, match=r"query must have shape"):
         DotScore()(torch.randn(4), torch.randn(3, 5, 4))
+    with pytest.raises(TypeError, match="keys must be a torch.Tensor for score 'dot', got list"):
+        DotScore()(torch.randn(1, 1, 3), [[[1.0, 0.0, 0.0]]])
 
 
 def test_make_score_errors():

@@ -76,12 +76,17 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         0 when fully masked.
 
     Raises:
-        TypeError: ``scores`` is not floating point or ``mask`` is not bool.
+        TypeError: ``scores`` is not a floating-point tensor or ``mask`` not a
+            bool one.
         ValueError: ``mask`` does not broadcast to ``scores``.
     """
+    if not isinstance(scores, Tensor):
+        raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
     work = scores.to(score_dtype(scores.dtype))
+    if mask is not None and not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor or None, got {type(mask).__name__}")
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
     if mask is not None:

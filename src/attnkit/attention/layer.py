@@ -84,11 +84,12 @@ class Attention(nn.Module):
             ValueError: mismatched ranks, batch sizes, lengths or widths, a
                 mask that does not broadcast, or ``prepared_keys`` of another
                 shape than ``score.prepare_keys(keys)``.
-            TypeError: a non-bool mask; ``query``, ``keys`` or ``values`` not
-                floating point; dtypes the score refuses (see
+            TypeError: a non-bool mask; ``query``, ``keys`` or ``values`` not a
+                floating-point tensor; dtypes the score refuses (see
                 :meth:`~attnkit.attention.scores.Score.forward`).
         """
         values = keys if values is None else values
+        _check_tensors(query=query, keys=keys, values=values, mask=mask)
         step = query.dim() == 2
         if step:
             if mask is not None:
@@ -108,6 +109,14 @@ class Attention(nn.Module):
         if step:
             return context.squeeze(1), weights.squeeze(1)
         return context, weights
+
+
+def _check_tensors(**args: Tensor | None) -> None:
+    """Each argument must be a tensor (``mask`` may be None)."""
+    for arg, t in args.items():
+        if not isinstance(t, Tensor) and not (arg == "mask" and t is None):
+            kind = "a bool torch.Tensor or None" if arg == "mask" else "a torch.Tensor"
+            raise TypeError(f"{arg} must be {kind}, got {type(t).__name__}")
 
 
 def _check_layer_inputs(query: Tensor, keys: Tensor, values: Tensor) -> None:

@@ -105,11 +105,13 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
     Returns None when every mask is None.
 
     Raises:
-        TypeError: a mask is not bool.
+        TypeError: a mask is not a bool tensor.
         ValueError: the masks do not broadcast together.
     """
     present = [m for m in masks if m is not None]
     for i, m in enumerate(present):
+        if not isinstance(m, Tensor):
+            raise TypeError(f"combine_masks takes bool masks, mask {i} is a {type(m).__name__}")
         if m.dtype != torch.bool:
             raise TypeError(f"combine_masks takes bool masks, mask {i} has dtype {m.dtype}")
     if not present:
@@ -132,7 +134,12 @@ def invert_mask(mask: Tensor | None) -> Tensor | None:
     uses True = IGNORE; attnkit uses True = may attend. This flips a bool mask
     either way. Float masks are additive in both APIs and come back unchanged;
     None stays None.
+
+    Raises:
+        TypeError: ``mask`` is not a tensor, or neither bool nor floating.
     """
+    if mask is not None and not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask is None or mask.is_floating_point():
         return mask
     if mask.dtype != torch.bool:

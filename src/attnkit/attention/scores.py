@@ -74,7 +74,7 @@ class Score(nn.Module):
             ValueError: a rank below 2, mismatched leading dims, widths the
                 score cannot combine, or ``prepared_keys`` of another shape than
                 :meth:`prepare_keys` gives for ``keys``.
-            TypeError: ``query`` or ``keys`` not floating point; outside
+            TypeError: ``query`` or ``keys`` not a floating-point tensor; outside
                 autocast, ``keys`` or the score's parameters of another dtype
                 than ``query``.
         """
@@ -105,6 +105,10 @@ class Score(nn.Module):
 
     def check_inputs(self, query: Tensor, keys: Tensor) -> None:
         for arg, t in (("query", query), ("keys", keys)):
+            if not isinstance(t, Tensor):
+                raise TypeError(
+                    f"{arg} must be a torch.Tensor for score '{self.name}', got {type(t).__name__}"
+                )
             if t.dim() < 2:
                 raise ValueError(
                     f"{arg} must have shape (..., T, D) for score '{self.name}', "
