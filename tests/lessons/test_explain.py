@@ -62,6 +62,16 @@ def test_worked_example_text_has_the_lessons_numbers():
         assert line in text, line
 
 
+def test_full_precision_note_gives_the_true_reason_when_the_scores_are_exact():
+    # the lesson's toy boxes: scores [5, 3, 3] are whole numbers, nothing is rounded
+    # before exp; only the sum of the rounded exps (188.585) differs from 188.584
+    text = explain([2.0, 1.0], [[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]], score="dot").to_text()
+    assert "sum = 148.413 + 20.086 + 20.086 = 188.585" in text
+    assert "rounded scores" not in text
+    assert "the sum adds the rounded exps;\n   at full precision exp(s) = [148.413" in text
+    assert "sum = 188.584; the weights are exact" in text
+
+
 def test_unscaled_dot_gives_softmax_of_the_raw_scores():
     t = explain(QUERY, KEYS, score="dot")
     assert t.scale == 1.0

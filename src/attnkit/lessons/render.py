@@ -182,8 +182,9 @@ def _full_precision_note(trace: AttentionTrace, i: int, p: int) -> str | None:
     if shown == [fmt(x, p) for x in exact[0]] + [fmt(exact[1], p)]:
         return None
     return (
-        "(exp and sum use the rounded scores shown, as by hand; at full precision\n"
-        f"   exp(s) = {fmt_vec(exact[0], p)}, sum = {fmt(exact[1], p)}; the weights are exact)"
+        "(as by hand, each exp uses the score shown and the sum adds the rounded exps;\n"
+        f"   at full precision exp(s) = {fmt_vec(exact[0], p)}, sum = {fmt(exact[1], p)}; "
+        "the weights are exact)"
     )
 
 
