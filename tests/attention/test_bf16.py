@@ -89,6 +89,22 @@ def test_every_score_under_autocast_matches_float32(name):
     assert torch.equal(ctx16[1], torch.zeros_like(ctx16[1]))
 
 
+@pytest.mark.parametrize("name", SCORES)
+def test_score_dtypes_are_the_documented_ones(name):
+    # Score.forward: float32 for bf16 inputs; under autocast the product scores
+    # come in its dtype; Attention: the weights and context in the values' dtype
+    dq, dk = WIDTHS[name]
+    score = build_score(name, dq, dk)
+    query, keys = torch.randn(3, 4, dq), torch.randn(3, 6, dk)
+    assert score.to(BF16)(query.to(BF16), keys.to(BF16)).dtype == torch.float32
+    with torch.autocast("cpu", dtype=BF16):
+        scores = score.float()(query, keys)
+    product = name in ("dot", "scaled_dot", "general")
+    assert scores.dtype == (BF16 if product else torch.float32)
+    context, weights = Attention(score.float())(query, keys, keys.double())
+    assert context.dtype == weights.dtype == torch.float64
+
+
 def sdpa_masks(tq=5, tk=5):
     """Bool (row 2 of every batch fully masked), causal and an fp32 additive mask."""
     allowed = torch.rand(2, 1, tq, tk, generator=torch.Generator().manual_seed(3)) > 0.3

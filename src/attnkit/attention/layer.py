@@ -24,10 +24,12 @@ class Attention(nn.Module):
     are the ones that made the context (``c == a @ V`` in every mode): in
     training mode with ``dropout``, after dropout and its ``1/(1-p)`` rescaling.
 
-    Scores are formed in float32 for float16/bfloat16 inputs (see
-    :class:`~attnkit.attention.scores.Score`) and the weights cast back. Masked
-    scores are replaced, and values no query may attend to are zeroed, so a NaN
-    or inf in a masked key or value cannot reach the context.
+    Scores are formed and normalised in float32 for float16/bfloat16 inputs
+    (see :class:`~attnkit.attention.scores.Score`; inside autocast the product
+    scores come in its dtype and are normalised in float32), and the weights
+    are cast to the values' dtype. Masked scores are replaced, and values no
+    query may attend to are zeroed, so a NaN or inf in a masked key or value
+    cannot reach the context.
 
     Args:
         score: the alignment score module (see :func:`attnkit.make_score`).
@@ -77,8 +79,8 @@ class Attention(nn.Module):
 
         Returns:
             ``(context, weights)``: ``(B, Dv)`` and ``(B, Tk)`` for a step query,
-            ``(B, Tq, Dv)`` and ``(B, Tq, Tk)`` otherwise. Fully masked rows give
-            zero weights and a zero context.
+            ``(B, Tq, Dv)`` and ``(B, Tq, Tk)`` otherwise, both in the values'
+            dtype. Fully masked rows give zero weights and a zero context.
 
         Raises:
             ValueError: mismatched ranks, batch sizes, lengths or widths, a

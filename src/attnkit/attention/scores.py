@@ -68,7 +68,10 @@ class Score(nn.Module):
         Returns:
             scores ``(..., Tq, Tk)`` in :func:`~attnkit.attention.functional.score_dtype`
             of the query's dtype: float32 for float16/bfloat16 inputs (a float16
-            ``q . k`` overflows above 65504), the query's dtype otherwise.
+            ``q . k`` overflows above 65504), the query's dtype otherwise. Inside
+            an autocast region the product scores (``dot``, ``scaled_dot``,
+            ``general``) come in the autocast dtype, as autocast's own products
+            do (:func:`~attnkit.attention.functional.dot_scores`).
 
         Raises:
             ValueError: a rank below 2, mismatched leading dims, widths the
