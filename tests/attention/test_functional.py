@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -366,6 +367,9 @@ def test_padding_mask_rejects_bad_lengths():
         padding_mask([0], max_len=-1)
     with pytest.raises(TypeError, match="max_len must be an int, got 2.5"):
         padding_mask([1], max_len=2.5)
+    with pytest.raises(TypeError, match="max_len must be an int, got '2'"):
+        padding_mask([1], max_len="2")
+    assert padding_mask([1], max_len=np.int64(2)).tolist() == [[True, False]]
 
 
 def test_padding_mask_of_an_empty_batch_is_empty():
@@ -382,6 +386,9 @@ def test_causal_mask_square_and_rectangular():
         causal_mask(-1)
     with pytest.raises(TypeError, match="causal_mask needs int sizes, got tq=2.0, tk=2.0"):
         causal_mask(2.0)
+    with pytest.raises(TypeError, match="causal_mask needs int sizes, got tq='3', tk='3'"):
+        causal_mask("3")  # a size read from a file or argv, not yet an int
+    assert causal_mask(np.int64(2), torch.tensor(3)).shape == (2, 3)  # integers of any kind
 
 
 def test_combine_and_invert_masks():

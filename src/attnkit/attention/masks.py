@@ -11,6 +11,7 @@ is any number of leading batch or head dims.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -58,7 +59,7 @@ def padding_mask(
         lengths = lengths.long()
     if lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
-    if isinstance(max_len, float | bool):
+    if max_len is not None and not _is_int(max_len):
         raise TypeError(f"max_len must be an int, got {max_len!r}")
     if max_len is not None and max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
@@ -88,15 +89,28 @@ def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None =
         mask ``(Tq, Tk)``, bool, True = may attend.
 
     Raises:
-        TypeError: a size that is a float or a bool.
+        TypeError: a size that is not an integer (a float, a bool, a string).
         ValueError: a negative size.
     """
     tk = tq if tk is None else tk
-    if isinstance(tq, float | bool) or isinstance(tk, float | bool):
+    if not (_is_int(tq) and _is_int(tk)):
         raise TypeError(f"causal_mask needs int sizes, got tq={tq!r}, tk={tk!r}")
     if tq < 0 or tk < 0:
         raise ValueError(f"causal_mask needs tq >= 0 and tk >= 0, got tq={tq}, tk={tk}")
     return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def _is_int(size: object) -> bool:
+    """An integer of any kind (Python, numpy, a torch integer scalar), but not a bool."""
+    if isinstance(size, bool):
+        return False
+    if isinstance(size, int | torch.SymInt):  # a traced size is not specialised
+        return True
+    try:
+        operator.index(size)
+    except TypeError:
+        return False
+    return True
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
