@@ -64,9 +64,11 @@ def test_values_mask_causal_markdown_and_precision(capsys):
         (["--query", "2,,1", "--keys", "1,0,0"], "--query row 1, entry 2 is empty"),
         (["--query", "2,0,1", "--keys", "1,0,0;"], "--keys row 2 is empty"),
         (["--query", "2,0,nan", "--keys", "1,0,0"], "not a finite number"),
-        (["--query", "2,0", "--keys", "1,0,0"], "keys has Dk=3 but query has Dq=2"),
+        (["--query", "2,0", "--keys", "1,0,0"], "--keys has Dk=3 but query has Dq=2"),
         (["--query", "2,0,1", "--keys", "1,0,0", "--mask", "yes"], "'yes' is not 1/0"),
-        (["--query", "2,0,1", "--keys", "1,0,0", "--values", "1;2"], "values has Tk=2"),
+        (["--query", "2,0,1", "--keys", "1,0,0", "--values", "1;2"], "--values has Tk=2"),
+        (["--query", "2,0,1", "--keys", "1,0,0;0,1,0", "--mask", "1,1,1"], "--mask has shape"),
+        (["--query", "2,0,1", "--keys", "1,0,0", "--precision", "-1"], "--precision must be"),
     ],
 )
 def test_malformed_input_is_a_one_line_error_with_status_2(capsys, argv, message):

@@ -14,8 +14,12 @@ import json
 import re
 import sys
 
+from .errors import UsageError
 from .parsing import parse_ints, parse_mask, parse_matrix
 from .plot import report
+
+# explain()'s arguments that this command takes as options of the same name
+_EXPLAIN_OPTIONS = ("query", "keys", "values", "mask", "precision")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +68,19 @@ def _add_saturation(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
+    try:
+        return _explain(args)
+    except ValueError as err:
+        raise UsageError(_as_option(str(err))) from err
+
+
+def _as_option(message: str) -> str:
+    """``mask has shape ...`` as ``--mask has shape ...``: the user typed an option."""
+    first = message.split(" ", 1)[0]
+    return f"--{message}" if first in _EXPLAIN_OPTIONS else message
+
+
+def _explain(args: argparse.Namespace) -> int:
     from ..lessons import explain
 
     query = parse_matrix(args.query, "--query")
