@@ -229,6 +229,17 @@ def test_a_json_body_sent_as_a_form_is_told_to_say_json(served):
     assert response.json() == {"error": "body.text: Input should be a valid string"}
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [("GET", "/translate", "POST"), ("PUT", "/explain", "POST"), ("POST", "/runs", "GET")],
+)
+def test_a_wrong_method_is_a_json_405_that_names_the_allowed_ones(served, method, path, allowed):
+    client, _ = served
+    response = client.request(method, path, json={"text": "ein"})
+    assert response.status_code == 405 and response.json()["error"]
+    assert allowed in response.headers.get("allow", "").split(", ")
+
+
 BAD_EXPLAIN = [
     {"keys": [[1, 0]]},
     {"query": [1, 0], "keys": []},

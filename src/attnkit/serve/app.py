@@ -322,7 +322,7 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
         detail = str(err.detail)
         if err.status_code == 400:  # FastAPI could not read the body (e.g. invalid UTF-8)
             detail += ": send a JSON object encoded in UTF-8"
-        return _error(err.status_code, detail)
+        return _error(err.status_code, detail, err.headers)  # e.g. a 405's Allow
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -347,5 +347,5 @@ def _describe(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
