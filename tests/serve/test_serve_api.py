@@ -181,6 +181,15 @@ def test_the_page_and_its_files_ship_in_the_package_without_network(served):
     assert '<script src="/static/app.js"' in page.text and "https://" not in page.text
 
 
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/app.css", "/runs"])
+def test_head_answers_as_get_does(served, path):
+    client, _ = served
+    got, head = client.get(path), client.head(path)
+    assert head.status_code == 200, head.text
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["content-length"] == got.headers["content-length"]
+
+
 BAD_BODIES = [
     (b"", 422),
     (b"{", 422),

@@ -3,7 +3,8 @@
 Routes (docs/serve.md):
 
 - ``GET /``, ``GET /static/app.js``, ``GET /static/app.css``: the page, read
-  once from the package (no path from a request is ever opened).
+  once from the package (no path from a request is ever opened). Every ``GET``
+  route answers ``HEAD`` too.
 - ``GET /runs``: the runs being served, the limits, and the runs that could not
   be loaded (``missing``).
 - ``POST /translate`` ``{"text", "run"?, "beam"?, "n_best"?}``: one result per
@@ -45,6 +46,7 @@ from .payload import run_info, sentence_payload
 
 __all__ = ["ApiError", "BodyLimit", "Limits", "MissingRun", "ServedRun", "create_app"]
 
+_READ = ["GET", "HEAD"]  # HEAD: the same headers as GET, no body (uvicorn drops it)
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
@@ -126,17 +128,17 @@ def create_app(
     app = FastAPI(title="attnkit explorer", docs_url=None, redoc_url=None)
     _add_error_handlers(app, limits)
 
-    @app.get("/")
+    @app.api_route("/", methods=_READ)
     def index() -> Response:
         return Response(pages["index.html"], media_type=_STATIC["index.html"])
 
-    @app.get("/static/{name}")
+    @app.api_route("/static/{name}", methods=_READ)
     def static(name: str) -> Response:
         if name not in pages or name == "index.html":
             raise ApiError(404, f"no such file: {name!r}")
         return Response(pages[name], media_type=_STATIC[name])
 
-    @app.get("/runs")
+    @app.api_route("/runs", methods=_READ)
     def list_runs() -> dict[str, Any]:
         return {
             "runs": [run_info(s.name, s.run) for s in runs],
