@@ -261,6 +261,14 @@ BAD_EXPLAIN = [
     b'{"query": [NaN, 0], "keys": [[1, 0]]}',
     {"query": [1e308, 0], "keys": [[1e308, 0]]},  # finite input, an overflowing score
     {"query": [1] * 100, "keys": [[1] * 100]},
+    # wrong JSON types are errors, not coerced: "no" is no false, "1" and true no numbers
+    {"query": [1, 0], "keys": [[1, 0]], "scaled": "no"},
+    {"query": [1, 0], "keys": [[1, 0]], "causal": 1},
+    {"query": ["1", "0"], "keys": [[1, 0]]},
+    {"query": [True, False], "keys": [[1, 0]]},
+    {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": ["yes", "no"]},
+    {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": [1, 0]},
+    {"query": [1, 0], "keys": [[1, 0]], "precision": "3"},
 ]
 
 

@@ -82,7 +82,10 @@ class ApiError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields and wrong JSON types are errors (``"no"`` is no
+    boolean, ``"1"`` or ``true`` no number); an integer is a valid float."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TranslateRequest(_Strict):
