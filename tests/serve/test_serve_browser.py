@@ -270,3 +270,14 @@ def test_the_worked_example_hatches_masked_keys(server, browser):
     browser.find_element("id", "explain").click()
     cells = _wait(browser, "#explain-weights td", 3)
     assert [c.get_attribute("class") == "masked" for c in cells] == [False, True, False]
+
+
+@pytest.mark.parametrize("mask", ["yes,no,yes", "1,2,1", "true,false,true"])
+def test_a_mask_of_other_than_0_and_1_is_an_error_not_may_attend(server, browser, mask):
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    browser.find_element("id", "ex-mask").send_keys(mask)
+    browser.find_element("id", "explain").click()
+    status = _wait(browser, "#explain-status.error")[0]
+    assert "mask" in status.text
+    assert browser.find_elements("css selector", "#explain-weights td") == []

@@ -238,9 +238,17 @@ async function translate(event) {
 const parseRows = (text) => text.split(";").map((row) =>
   row.split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number));
 
-async function explainExample(event) {
-  event.preventDefault();
-  const status = $("explain-status");
+// "1,0,1" -> [true, false, true]; anything but 0 and 1 is an error, never "may attend".
+function parseMask(text) {
+  const rows = parseRows(text);
+  if (rows.some((row) => row.some((x) => x !== 0 && x !== 1))) {
+    throw new Error("mask: write 1 (may attend) or 0 (masked) for each key, e.g. 1,0,1");
+  }
+  const mask = rows.map((row) => row.map((x) => x === 1));
+  return mask.length === 1 ? mask[0] : mask;
+}
+
+function explainBody() {
   const query = parseRows($("ex-query").value);
   const body = {
     query: query.length === 1 ? query[0] : query,
@@ -249,13 +257,16 @@ async function explainExample(event) {
     causal: $("ex-causal").checked,
   };
   if ($("ex-values").value.trim()) body.values = parseRows($("ex-values").value);
-  if ($("ex-mask").value.trim()) {
-    const mask = parseRows($("ex-mask").value).map((row) => row.map((x) => x !== 0));
-    body.mask = mask.length === 1 ? mask[0] : mask;
-  }
+  if ($("ex-mask").value.trim()) body.mask = parseMask($("ex-mask").value);
+  return body;
+}
+
+async function explainExample(event) {
+  event.preventDefault();
+  const status = $("explain-status");
   status.classList.remove("error");
   try {
-    const data = await postJSON("/explain", body);
+    const data = await postJSON("/explain", explainBody());
     const t = data.trace;
     const masked = t.mask ? (i, j) => !t.mask[i][j] : undefined;
     $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels, masked));
