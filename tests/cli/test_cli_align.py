@@ -225,6 +225,27 @@ def test_inspect_on_files_and_bad_arguments(run_dir, files, capsys):
     assert_one_line_error(err, "inspect", "cannot save a picture as 'c.txt'")
 
 
+def test_inspect_keeps_blank_lines_so_warnings_name_the_files_line(run_dir, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    short = shutil.copytree(run_dir, tmp_path / "short")  # reads at most 2 tokens a source
+    config = yaml.safe_load((short / "config.yaml").read_text())
+    config["decode"]["max_input_len"] = 2
+    (short / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "src").write_text("s1 s2\n\ns3 s2 s1\n")
+    (tmp_path / "tgt").write_text("s2 s1\ns4\ns1 s2 s3\n")
+    status, out, err = run(capsys, "inspect", str(short), "--src", str(tmp_path / "src"),
+                           "--tgt", str(tmp_path / "tgt"))  # fmt: skip
+    assert status == 0 and "sentences: 3" in out  # as evaluate counts them
+    assert "line 3: 3 tokens, truncated" in err
+    (tmp_path / "src").write_text("\n\n\n")
+    status, _, err = run(capsys, "inspect", str(short), "--src", str(tmp_path / "src"),
+                         "--tgt", str(tmp_path / "tgt"))  # fmt: skip
+    assert_one_line_error(err, "inspect", "sources has 3 lines, all blank: nothing to inspect")
+
+
 def test_search_options_reach_the_decoder_and_bad_values_are_one_line_errors(
     run_dir, tmp_path, capsys
 ):

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
-    """Sources, references and a name for them: --src/--tgt files or a split."""
+    """Sources, references and a name for them: --src/--tgt files or a split, every line
+    kept (a blank source gets "", as evaluate scores it), so warnings name the file's line."""
     from ..nmt.data.corpus import load_split, read_parallel
 
     if args.split and (args.src or args.tgt):
@@ -50,9 +51,9 @@ def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
     if args.src or args.tgt:
         if not (args.src and args.tgt):
             raise UsageError("give both --src FILE and --tgt FILE")
-        corpus = read_parallel(args.src, args.tgt)
+        corpus = read_parallel(args.src, args.tgt, keep_empty=True)
         return corpus.src, corpus.tgt, str(args.src)
-    corpus = load_split(run.config.data, args.split or "test")
+    corpus = load_split(run.config.data, args.split or "test", keep_empty=True)
     return corpus.src, corpus.tgt, args.split or "test"
 
 

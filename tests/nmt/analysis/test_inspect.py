@@ -88,3 +88,8 @@ def test_a_long_source_is_truncated_with_a_warning(tmp_path):
 def test_sources_and_references_must_match_and_not_be_empty(run, sources, references):
     with pytest.raises(ValueError, match="must match and not be empty"):
         inspect_run(run, sources, references)
+
+
+def test_sources_that_are_all_blank_are_an_error_not_figures_of_nothing(run):
+    with pytest.raises(ValueError, match="sources has 2 lines, all blank: nothing to inspect"):
+        inspect_run(run, ["", " \u200b"], ["s1", "s2"])

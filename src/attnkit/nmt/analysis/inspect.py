@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from ..data.batching import Examples, make_batch, sorted_batches
+from ..data.text import is_blank
 from ..decoding.inference import inference
 from ..decoding.search import decode_examples
 from ..decoding.settings import SearchSettings
@@ -70,13 +71,16 @@ def inspect_run(
         the :class:`Inspection`.
 
     Raises:
-        ValueError: ``sources`` and ``references`` differ in length or are empty.
+        ValueError: ``sources`` and ``references`` differ in length or are empty, or
+            every source is blank.
     """
     if len(sources) != len(references) or not sources:
         raise ValueError(
             f"sources has {len(sources)} lines and references {len(references)}; they must "
             "match and not be empty"
         )
+    if all(is_blank(s) for s in sources):
+        raise ValueError(f"sources has {len(sources)} lines, all blank: nothing to inspect")
     settings = settings or SearchSettings.from_config(run.config.decode)
     prepared = prepare_sources(run, sources, warn=warn)
     hyps = decode_examples(run.model, Examples(prepared.ids), settings, device=run.device)
