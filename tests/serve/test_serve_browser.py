@@ -281,3 +281,27 @@ def test_a_mask_of_other_than_0_and_1_is_an_error_not_may_attend(server, browser
     status = _wait(browser, "#explain-status.error")[0]
     assert "mask" in status.text
     assert browser.find_elements("css selector", "#explain-weights td") == []
+
+
+MATRIX_TYPOS = [  # each as `attnkit explain` words it, never silently read as other numbers
+    ("ex-query", "2,,1", "query row 1, entry 2 is empty (two commas in a row?)"),
+    ("ex-query", "2,x,1", "query row 1, entry 2: 'x' is not a number"),
+    ("ex-keys", "1,0,0; 0,1,0;", "keys row 3 is empty"),
+    ("ex-keys", "1,0,0; 0,1", "keys rows have different lengths: row 1 has 3 numbers, row 2 has 2"),
+    ("ex-values", "1e400", "values row 1, entry 1: '1e400' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize(("field", "text", "message"), MATRIX_TYPOS)
+def test_a_typo_in_a_worked_example_matrix_is_named_by_row_and_entry(
+    server, browser, field, text, message
+):
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    box = browser.find_element("id", field)
+    box.clear()
+    box.send_keys(text)
+    browser.find_element("id", "explain").click()
+    status = _wait(browser, "#explain-status.error")[0]
+    assert status.text == message
+    assert browser.find_elements("css selector", "#explain-weights td") == []

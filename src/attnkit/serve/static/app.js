@@ -235,12 +235,33 @@ async function translate(event) {
 
 // ---------------------------------------------------------------- worked example tab
 
-const parseRows = (text) => text.split(";").map((row) =>
-  row.split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number));
+// "1,0; 0,1" -> [[1, 0], [0, 1]], checked as `attnkit explain` checks its options: an
+// empty row or entry, a non-number or rows of different lengths is an error naming the row.
+function parseRows(text, name) {
+  const rows = text.split(";").map((row, r) => {
+    const entries = row.split(",").map((x) => x.trim());
+    if (entries.length === 1 && entries[0] === "") throw new Error(`${name} row ${r + 1} is empty`);
+    return entries.map((x, c) => parseNumber(x, `${name} row ${r + 1}, entry ${c + 1}`));
+  });
+  const bad = rows.findIndex((row) => row.length !== rows[0].length);
+  if (bad > 0) {
+    throw new Error(`${name} rows have different lengths: row 1 has ${rows[0].length} numbers, ` +
+      `row ${bad + 1} has ${rows[bad].length}`);
+  }
+  return rows;
+}
+
+function parseNumber(x, where) {
+  if (x === "") throw new Error(`${where} is empty (two commas in a row?)`);
+  const value = Number(x);
+  if (Number.isNaN(value)) throw new Error(`${where}: '${x}' is not a number`);
+  if (!Number.isFinite(value)) throw new Error(`${where}: '${x}' is not a finite number`);
+  return value;
+}
 
 // "1,0,1" -> [true, false, true]; anything but 0 and 1 is an error, never "may attend".
 function parseMask(text) {
-  const rows = parseRows(text);
+  const rows = parseRows(text, "mask");
   if (rows.some((row) => row.some((x) => x !== 0 && x !== 1))) {
     throw new Error("mask: write 1 (may attend) or 0 (masked) for each key, e.g. 1,0,1");
   }
@@ -249,14 +270,14 @@ function parseMask(text) {
 }
 
 function explainBody() {
-  const query = parseRows($("ex-query").value);
+  const query = parseRows($("ex-query").value, "query");
   const body = {
     query: query.length === 1 ? query[0] : query,
-    keys: parseRows($("ex-keys").value),
+    keys: parseRows($("ex-keys").value, "keys"),
     scaled: $("ex-scaled").checked,
     causal: $("ex-causal").checked,
   };
-  if ($("ex-values").value.trim()) body.values = parseRows($("ex-values").value);
+  if ($("ex-values").value.trim()) body.values = parseRows($("ex-values").value, "values");
   if ($("ex-mask").value.trim()) body.mask = parseMask($("ex-mask").value);
   return body;
 }
