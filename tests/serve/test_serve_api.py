@@ -233,6 +233,13 @@ def test_a_json_body_sent_as_a_form_is_told_to_say_json(served):
         "error": "body: sent as application/x-www-form-urlencoded; send JSON with the header "
         "Content-Type: application/json"
     }
+    # no Content-Type at all, as requests.post(url, data=json.dumps(...)) sends it
+    bare = client.post("/translate", content=json.dumps({"text": "ein Hund"}))
+    assert bare.status_code == 422
+    assert bare.json() == {
+        "error": "body: sent without a Content-Type header; send JSON with the header "
+        "Content-Type: application/json"
+    }
     headers = {"content-type": "application/json; charset=utf-8"}
     response = client.post("/translate", content=json.dumps({"text": 5}), headers=headers)
     assert response.json() == {"error": "body.text: Input should be a valid string"}

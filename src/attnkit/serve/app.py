@@ -331,16 +331,23 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
-        return _error(422, _not_json(request) or _describe(err.errors()))
+        return _error(422, _not_json(request, err.errors()) or _describe(err.errors()))
 
 
-def _not_json(request: Request) -> str | None:
+_SAY_JSON = "send JSON with the header Content-Type: application/json"
+
+
+def _not_json(request: Request, errors: Any) -> str | None:
     """Why a body was not read as JSON, when its ``Content-Type`` says another format
-    (``curl -d`` sends ``application/x-www-form-urlencoded``); else None."""
+    (``curl -d`` sends ``application/x-www-form-urlencoded``), or is missing and the body
+    was not read as an object (``requests.post(url, data=text)`` sends none); else None."""
     kind = request.headers.get("content-type")
-    if kind is None or "json" in kind.partition(";")[0].lower():
+    if kind is None:
+        unread = any(tuple(e.get("loc", ())) == ("body",) for e in errors)
+        return f"body: sent without a Content-Type header; {_SAY_JSON}" if unread else None
+    if "json" in kind.partition(";")[0].lower():
         return None
-    return f"body: sent as {kind}; send JSON with the header Content-Type: application/json"
+    return f"body: sent as {kind}; {_SAY_JSON}"
 
 
 def _describe(errors: Any) -> str:
