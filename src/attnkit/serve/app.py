@@ -241,7 +241,8 @@ class _Counter:
     def slot(self) -> _Counter:
         with self.lock:
             if self.count >= self.limit:
-                raise ApiError(503, f"busy: {self.limit} translations are waiting; try again")
+                busy = f"busy: {self.limit} translations are running or waiting; try again"
+                raise ApiError(503, busy)
             self.count += 1
         return self
 

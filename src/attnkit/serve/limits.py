@@ -14,5 +14,5 @@ class Limits:
     max_chars: int = 2000  # characters of text per /translate request
     max_lines: int = 16  # non-blank lines per /translate request
     max_body_bytes: int = 256_000  # any request body
-    max_pending: int = 8  # /translate requests waiting for a run before 503
+    max_pending: int = 8  # /translate requests running or waiting for a run before 503
     max_explain: int = 32  # rows and columns of each /explain matrix
