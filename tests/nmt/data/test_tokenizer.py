@@ -127,3 +127,10 @@ def test_words_made_only_of_invisible_characters_are_skipped():
     assert tok.words[4:] == ["s2", "s1"]
     assert tok.encode("s1 \u200e s2 \ufeff") == tok.encode("s1 s2") == [5, 4]
     assert tok.encode("\u200b \ufeff\u200e") == []
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_vocab_size_below_the_characters_is_an_error_naming_it(sample, model_type):
+    with pytest.raises(ValueError, match=r"tokenizer.vocab_size 10 .*characters") as err:
+        SentencePieceTokenizer.train(sample[0], vocab_size=10, model_type=model_type)
+    assert "--character_coverage" not in str(err.value)  # sentencepiece's own flag, not ours

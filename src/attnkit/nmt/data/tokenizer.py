@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -92,22 +93,31 @@ class SentencePieceTokenizer:
         character_coverage: float = 1.0,
         threads: int = 1,
     ) -> SentencePieceTokenizer:
-        """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora."""
+        """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora.
+
+        Raises:
+            ValueError: sentencepiece refused to train, e.g. ``vocab_size`` is
+                below the pieces the text's characters and the specials need
+                (the message names ``tokenizer.vocab_size`` and that number).
+        """
         buffer = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
-            model_writer=buffer,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            hard_vocab_limit=False,
-            num_threads=threads,
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=buffer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=PAD,
+                unk_id=UNK,
+                bos_id=BOS,
+                eos_id=EOS,
+                hard_vocab_limit=False,
+                num_threads=threads,
+                minloglevel=2,
+            )
+        except RuntimeError as err:
+            raise ValueError(_training_error(err, vocab_size)) from None
         return cls(buffer.getvalue())
 
     @classmethod
@@ -151,6 +161,19 @@ class SentencePieceTokenizer:
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.sp.id_to_piece(int(i)) for i in ids]
+
+
+def _training_error(err: RuntimeError, vocab_size: int) -> str:
+    """The message for sentencepiece's refusal ``err`` to train ``vocab_size`` pieces."""
+    too_small = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(err))
+    if too_small:
+        return (
+            f"tokenizer.vocab_size {vocab_size} is too small: the characters of the training "
+            f"text and the special tokens need at least {too_small[1]} pieces; raise "
+            "tokenizer.vocab_size, or lower tokenizer.character_coverage to map rare "
+            "characters to <unk>"
+        )
+    return f"sentencepiece could not train tokenizer.vocab_size {vocab_size} pieces: {err}"
 
 
 class WordTokenizer:
