@@ -2,6 +2,9 @@
 streams mapped in this process."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -38,3 +41,46 @@ def test_a_stream_that_ends_in_process_starts_no_worker():
     assert list(ordered_map(lambda x: x + 1, [1], workers=4)) == [2]
     assert list(ordered_map(lambda x: x + 1, [1, 2, 3], workers=1)) == [2, 3, 4]
     assert list(ordered_map(lambda x: x, [], workers=2)) == []
+
+
+OWNER = """
+import multiprocessing, time
+from attnkit.nmt.data.worker_pool import ordered_map
+
+def items():
+    yield from [0.0] * 4
+    while len(multiprocessing.active_children()) < 2:
+        time.sleep(0.05)
+    print(*(p.pid for p in multiprocessing.active_children()), flush=True)
+    time.sleep(600)  # still reading when it is killed
+    yield 0.0
+
+if __name__ == "__main__":
+    for _ in ordered_map(time.sleep, items(), workers=2):
+        pass
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER, encoding="utf-8")
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(pid) for pid in owner.stdout.readline().split()]
+        assert len(workers) == 2 and all(map(_running, workers))
+    finally:
+        owner.kill()  # SIGKILL: no shutdown of the pool
+        owner.wait()
+    deadline = time.monotonic() + 20
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_running, workers)), "workers outlived the process that started them"

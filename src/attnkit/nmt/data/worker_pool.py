@@ -12,7 +12,10 @@ the cores the workers get.
 Workers are started by ``forkserver`` (never ``fork``: the parent may run
 PyTorch's thread pool) and get the function once, at start-up, not with every
 item. They ignore SIGINT: Ctrl-C reaches the parent, which cancels what is
-queued and lets the workers finish their current item. As with any
+queued and lets the workers finish their current item. A parent that is
+killed (SIGKILL, the out-of-memory killer) shuts nothing down: each worker
+then ends itself within a second, instead of waiting for work for ever (and
+holding the parent's stdout, so a ``| tee`` would never end). As with any
 ``forkserver`` or ``spawn`` pool, each worker imports the caller's main module:
 a script that builds a store on several workers must keep its top-level code
 under ``if __name__ == "__main__":`` (the ``attnkit`` command does).
@@ -21,7 +24,11 @@ under ``if __name__ == "__main__":`` (the ``attnkit`` command does).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import select
 import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -69,7 +76,7 @@ def ordered_map(
         workers,
         mp_context=multiprocessing.get_context("forkserver"),
         initializer=_install,
-        initargs=(fn,),
+        initargs=(fn, os.getpid()),
     )
     pending: deque[Future] = deque([pool.submit(_call, first)])
     try:
@@ -86,10 +93,34 @@ def ordered_map(
 _END = object()
 
 
-def _install(fn: Callable[[Any], Any]) -> None:
+def _install(fn: Callable[[Any], Any], owner: int) -> None:
     global _installed
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _installed = fn
+    threading.Thread(target=_end_with, args=(owner,), daemon=True).start()
+
+
+def _end_with(owner: int) -> None:
+    """End this worker once process ``owner`` (the pool's) has ended without shutting it down."""
+    try:
+        watch = os.pidfd_open(owner)  # Linux: readable when ``owner`` ends
+    except (AttributeError, OSError):
+        while _alive(owner):
+            time.sleep(1.0)
+    else:
+        select.select([watch], [], [])
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        pass
+    return True
 
 
 def _call(item: Any) -> Any:
