@@ -274,6 +274,42 @@ def test_a_tokenizer_trained_on_a_sample_says_of_how_many(tmp_path):
     assert any(line.startswith("tokenizer: trained in ") for line in heard)
 
 
+def test_other_ranks_map_rank_0_s_store_even_where_the_files_look_different(tmp_path):
+    """A copy of the corpus on each machine (same path, other mtime) is allowed: the other
+    ranks map the store rank 0 built in the shared folder, they never rebuild it."""
+    import contextlib
+    import os
+
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.distributed import Group
+    from attnkit.nmt.training.prepare import prepare_data, prepare_run
+
+    class OtherRank(Group):  # rank 1, once rank 0 is done (no collectives in a test)
+        def __init__(self):
+            super().__init__(rank=1, world_size=2)
+
+        @contextlib.contextmanager
+        def main_first(self):
+            yield
+
+    for name, text in (("train.src", "s1 s2 s3\n" * 50), ("train.tgt", "s3 s2 s1\n" * 50)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    files = {"src": str(tmp_path / "train.src"), "tgt": str(tmp_path / "train.tgt")}
+    cfg = RunConfig.from_dict(
+        {**TINY, "data": {"train": files, "valid": files, "max_src_len": None}}, []
+    )
+    folder = RunFolder(tmp_path / "run")
+    prepare_run(cfg, folder, progress_bar=False, echo=quiet)
+    meta = folder.store / "meta.json"
+    built = meta.stat().st_mtime_ns
+    os.utime(tmp_path / "train.src", ns=(1, 1))  # as the other machine's copy looks
+    heard = []
+    data = prepare_data(cfg, folder, resuming=False, group=OtherRank(), echo=heard.append)
+    assert len(data.train) == 50
+    assert not any("rebuilding" in line or line.startswith("token store:") for line in heard)
+    assert meta.stat().st_mtime_ns == built
+
+
 def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
     # no step to save yet: KeyboardInterrupt, not a stop request honoured after prep + a step
     import os

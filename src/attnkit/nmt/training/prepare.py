@@ -128,7 +128,9 @@ def prepare_data(
     files, and the split is encoded into a memory-mapped token store in
     ``folder`` (:mod:`attnkit.nmt.data.store`), built once and reused while the
     data, the files and the tokenizers stay the same. Rank 0 does both; the
-    other ranks then load the tokenizers and map the same store. A new run
+    other ranks then load the tokenizers and map the same store as it is (a
+    copy of the corpus on each machine, at the same path but with its own
+    modification time, must not make them rebuild the shared store). A new run
     reuses tokenizers that ``attnkit prepare`` made for the same data and
     tokenizer settings; a resumed run, and every other rank, loads them. The
     :meth:`TrainingData.summary` line goes to ``echo``.
@@ -142,7 +144,11 @@ def prepare_data(
     with group.main_first():  # rank 0 tokenizes once; the others then read what it wrote
         reuse = resuming or not group.is_main
         src_tok, tgt_tok = _tokenizers(config, folder, reuse=reuse, threads=threads, echo=echo)
-        store = _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
+        store = (
+            _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
+            if group.is_main
+            else TokenStore.open(folder.store)  # what rank 0 built or found current
+        )
     checked = _encoded(valid_corpus, src_tok, tgt_tok)
     counts = store.counts
     train = Examples(store.src, store.tgt, store.links)
@@ -340,14 +346,18 @@ def sampled_epoch(
     sampling = SampledSegmentation.for_epoch(config.train.subword_sampling, epoch)
     start, read = time.perf_counter(), []
     with group.main_first():
-        store = open_training_store(
-            config.data,
-            folder.sampled_store,
-            data.src_tok,
-            data.tgt_tok,
-            threads=torch.get_num_threads(),
-            progress=read.append,  # called only while a new sample is encoded
-            sampling=sampling,
+        store = (
+            open_training_store(
+                config.data,
+                folder.sampled_store,
+                data.src_tok,
+                data.tgt_tok,
+                threads=torch.get_num_threads(),
+                progress=read.append,  # called only while a new sample is encoded
+                sampling=sampling,
+            )
+            if group.is_main
+            else TokenStore.open(folder.sampled_store)  # rank 0's sample of this epoch
         )
     counts = store.counts
     how = f"in {time.perf_counter() - start:.1f} s" if read else f"kept in {folder.sampled_store}"
