@@ -44,12 +44,13 @@ def test_second_lock_of_a_folder_names_the_holder_and_frees_after_release(tmp_pa
         pass
 
 
-def test_cli_train_on_a_locked_folder_exits_2_and_writes_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("command", ["train", "prepare"])  # docs/large_corpora.md: at once
+def test_cli_train_on_a_locked_folder_exits_2_and_writes_nothing(tmp_path, capsys, command):
     run_dir = tmp_path / "run"
     with run_lock(run_dir):
-        status, _, err = run(capsys, "train", REVERSE, "--out", str(run_dir), "--no-progress")
+        status, _, err = run(capsys, command, REVERSE, "--out", str(run_dir), "--no-progress")
     assert status == 2
-    assert_one_line_error(err, "train", f"{IN_USE} (pid {os.getpid()} on ")
+    assert_one_line_error(err, command, f"{IN_USE} (pid {os.getpid()} on ")
     assert [p.name for p in run_dir.iterdir()] == [LOCK_NAME]
 
 
