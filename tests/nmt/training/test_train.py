@@ -310,6 +310,19 @@ def test_other_ranks_map_rank_0_s_store_even_where_the_files_look_different(tmp_
     assert meta.stat().st_mtime_ns == built
 
 
+def test_a_store_build_logged_to_a_file_writes_lines_not_a_bar(tmp_path, capsys, monkeypatch):
+    """``attnkit train ... 2> log``: no tqdm bar (carriage returns) in the log, but a
+    plain line every 30 s (here every update), as docs/large_corpora.md says."""
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training import prepare
+
+    monkeypatch.setattr(prepare._BuildMeter, "EVERY_S", 0.0)
+    heard = []
+    prepare.prepare_run(config(), RunFolder(tmp_path / "run"), progress_bar=True, echo=heard.append)
+    assert "\r" not in capsys.readouterr().err  # stderr is not a terminal under capsys
+    assert any(line.startswith("token store: 320 pairs read (") for line in heard)
+
+
 def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
     # no step to save yet: KeyboardInterrupt, not a stop request honoured after prep + a step
     import os

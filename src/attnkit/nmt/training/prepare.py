@@ -245,12 +245,13 @@ def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_ba
 
 
 class _BuildMeter:
-    """Progress of a store build: a bar on a terminal, else a line every 30 s; then the rate."""
+    """Progress of a store build: a bar on a terminal (when ``bar``), else a line every
+    30 s (a bar's carriage returns would make one endless line of a log); then the rate."""
 
     EVERY_S = 30.0
 
     def __init__(self, echo: Callable[[str], None], bar: bool) -> None:
-        self.echo, self.bar_wanted = echo, bar
+        self.echo, self.bar_wanted = echo, bar and sys.stderr.isatty()
         self.bar = None
         self.start = self.last = time.monotonic()
         self.read = 0
