@@ -134,3 +134,10 @@ def test_vocab_size_below_the_characters_is_an_error_naming_it(sample, model_typ
     with pytest.raises(ValueError, match=r"tokenizer.vocab_size 10 .*characters") as err:
         SentencePieceTokenizer.train(sample[0], vocab_size=10, model_type=model_type)
     assert "--character_coverage" not in str(err.value)  # sentencepiece's own flag, not ours
+
+
+def test_text_of_only_overlong_lines_is_an_error_that_says_why():
+    # a file with old Mac line endings (\r) reads as one very long line
+    with pytest.raises(ValueError, match=r"no sentence .* 4,192 bytes") as err:
+        SentencePieceTokenizer.train(["ein Haus\r" * 1000], vocab_size=50)
+    assert "INTERNAL" not in str(err.value)

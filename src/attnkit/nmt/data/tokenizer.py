@@ -98,7 +98,8 @@ class SentencePieceTokenizer:
         Raises:
             ValueError: sentencepiece refused to train, e.g. ``vocab_size`` is
                 below the pieces the text's characters and the specials need
-                (the message names ``tokenizer.vocab_size`` and that number).
+                (the message names ``tokenizer.vocab_size`` and that number), or
+                every sentence is over its length limit.
         """
         buffer = io.BytesIO()
         try:
@@ -172,6 +173,12 @@ def _training_error(err: RuntimeError, vocab_size: int) -> str:
             f"text and the special tokens need at least {too_small[1]} pieces; raise "
             "tokenizer.vocab_size, or lower tokenizer.character_coverage to map rare "
             "characters to <unk>"
+        )
+    if "sentences_.empty()" in str(err):
+        return (
+            "sentencepiece found no sentence to train on: every line it was given is longer "
+            "than its limit of 4,192 bytes (a file whose lines end in \\r alone, as on old "
+            "Macs, reads as one line)"
         )
     return f"sentencepiece could not train tokenizer.vocab_size {vocab_size} pieces: {err}"
 
