@@ -26,6 +26,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .processes import is_running
+
 __all__ = ["WriteError", "atomic_write_bytes", "new_folder_beside", "replace_folder", "writing"]
 
 
@@ -134,22 +136,12 @@ def _remove_dead_scratch(path: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in os.scandir(path.parent):
             found = pattern.fullmatch(entry.name)
-            if found and found[1] == host and not _running(int(found[2])):
+            if found and found[1] == host and not is_running(int(found[2])):
                 with contextlib.suppress(OSError):
                     if entry.is_dir(follow_symlinks=False):
                         shutil.rmtree(entry.path)
                     else:
                         os.unlink(entry.path)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. another user's process: it exists
-        return True
-    return True
 
 
 def _umask() -> int:

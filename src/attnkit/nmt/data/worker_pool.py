@@ -35,6 +35,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
+from ...processes import is_running
+
 __all__ = ["ordered_map"]
 
 T = TypeVar("T")
@@ -105,22 +107,11 @@ def _end_with(owner: int) -> None:
     try:
         watch = os.pidfd_open(owner)  # Linux: readable when ``owner`` ends
     except (AttributeError, OSError):
-        while _alive(owner):
+        while is_running(owner):
             time.sleep(1.0)
     else:
         select.select([watch], [], [])
     os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (signal 0 checks without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another user's
-        pass
-    return True
 
 
 def _call(item: Any) -> Any:
