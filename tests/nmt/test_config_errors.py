@@ -151,6 +151,20 @@ def test_nan_and_infinity_are_rejected_everywhere_floats_are():
                 RunConfig.from_dict(BASE, [f"{key}={yaml.safe_dump(bad).split()[0]}"])
 
 
+def test_a_yaml_boolean_is_refused_wherever_a_boolean_is_not_the_key_s_type():
+    # pydantic alone reads true as 1: max_steps=yes trained one step, hidden_size=on one unit
+    overrides = ["train.max_steps=yes", "model.hidden_size=on", "train.lr=true"]
+    overrides += ["data.src_lang=no", "train.threads=off", "decode.beam_size=false"]
+    for override in overrides:
+        key = override.split("=")[0]
+        with pytest.raises(ValueError, match=rf"{key}: must not be a boolean, got (True|False)"):
+            RunConfig.from_dict(BASE, [override])
+    config = RunConfig.from_dict(BASE, ["model.input_feeding=yes", "model.query_timing=current"])
+    assert config.model.input_feeding is True
+    quoted = RunConfig.from_dict(BASE, ["data.src_lang='no'"]).data.src_lang
+    assert quoted == "no"
+
+
 def test_a_key_missing_from_a_section_an_override_made_blames_that_override():
     with pytest.raises(ValueError) as err:
         RunConfig.from_dict(BASE, ["train.guided_alignment.full_context=true"], source="my.yaml")

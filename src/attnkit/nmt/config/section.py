@@ -16,11 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..models.config_base import ConfigModel
 from ..models.registry import ARCHITECTURES
 
 
-class _Section(BaseModel):
-    """A config section: unknown keys and non-finite numbers are errors."""
+class _Section(ConfigModel):
+    """A config section: unknown keys, non-finite numbers and booleans for other types
+    are errors (:class:`~attnkit.nmt.models.config_base.ConfigModel`)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

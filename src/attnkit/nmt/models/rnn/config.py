@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
+
+from ..config_base import ConfigModel
 
 __all__ = ["RNNConfig"]
 
 
-class RNNConfig(BaseModel):
+class RNNConfig(ConfigModel):
     """Architecture of an :class:`RNNTranslator` (``model.arch: rnn``). Unknown keys are errors.
 
     Attributes:
@@ -36,8 +38,6 @@ class RNNConfig(BaseModel):
         tie_output_embeddings: use the target embedding matrix as the output
             layer (the output vector is then E wide).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     arch: Literal["rnn"] = "rnn"
     embed_dim: PositiveInt = 256

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
+
+from ..config_base import ConfigModel
 
 __all__ = ["TransformerConfig"]
 
 
-class TransformerConfig(BaseModel):
+class TransformerConfig(ConfigModel):
     """Architecture of a :class:`TransformerTranslator` (``model.arch: transformer``).
 
     Attributes:
@@ -34,8 +36,6 @@ class TransformerConfig(BaseModel):
         alignment_layer: the decoder layer whose head-averaged cross-attention is
             the alignment view (negative counts from the last, -1 = last).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     arch: Literal["transformer"] = "transformer"
     d_model: PositiveInt = 256
