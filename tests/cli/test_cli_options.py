@@ -126,6 +126,20 @@ def test_prepare_given_a_run_folder_asks_for_a_config_and_offers_no_resume(capsy
     assert "--resume" not in capsys.readouterr().out  # prepare has no such option
 
 
+def test_resuming_a_folder_prepare_made_says_how_to_start_training_in_it(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(REPO)
+    out = str(tmp_path / "r")
+    assert run(capsys, "prepare", "configs/reverse.yaml", "--no-progress", "--out", out)[0] == 0
+    status, _, err = run(capsys, "train", "--resume", out)
+    assert status == 2
+    assert err == (
+        f"attnkit train: error: {out} holds prepared data (attnkit prepare) but no run to "
+        f"resume; start training in it with: attnkit train CONFIG.yaml --out {out}\n"
+    )
+
+
 def test_resuming_a_folder_that_does_not_exist_says_so(capsys, tmp_path):
     missing = tmp_path / "runs" / "nonexist"
     for argv in (["--resume", str(missing)], [str(missing), "--resume"]):

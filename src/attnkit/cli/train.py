@@ -129,6 +129,11 @@ def _config_and_folder(args: argparse.Namespace):
         if args.out and Path(args.out).resolve() != source.resolve():
             raise UsageError(f"--out {args.out} differs from the run folder {source}")
         folder = RunFolder(source)
+        if not folder.config.is_file() and folder.prepared.is_file():
+            raise UsageError(
+                f"{source} holds prepared data (attnkit prepare) but no run to resume; "
+                f"start training in it with: attnkit train CONFIG.yaml --out {source}"
+            )
         if not folder.config.is_file():
             raise UsageError(f"{folder.config} not found; is {source} a training run folder?")
         return _load_config(folder.config, args), folder
