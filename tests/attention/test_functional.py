@@ -443,3 +443,12 @@ def test_zero_width_queries_and_keys_give_uniform_weights_as_pytorch(return_weig
     torch.testing.assert_close(out, torch.tensor([[3.0, 5.0], [3.0, 5.0]]))
     torch.testing.assert_close(out, F.scaled_dot_product_attention(query, key, value))
     assert ScaledDotScore()(query[None], key[None]).tolist() == [[[0.0] * 3] * 2]
+
+
+def test_bf16_weights_on_the_meta_device_have_their_shapes():
+    # reduced-precision scores ask autocast about the device, which knows no "meta"
+    q = torch.empty(2, 3, 8, device="meta", dtype=torch.bfloat16)
+    k = torch.empty(2, 5, 8, device="meta", dtype=torch.bfloat16)
+    output, weights = scaled_dot_product_attention(q, k, k, return_weights=True)
+    assert output.shape == (2, 3, 8) and weights.shape == (2, 3, 5)
+    assert weights.dtype == torch.bfloat16

@@ -159,3 +159,16 @@ def test_integer_values_are_refused_not_turned_into_zero_weights():
         weights, torch.tensor([[[0.5329, 0.1679, 0.2992]]]), atol=1e-4, rtol=0
     )
     torch.testing.assert_close(context, torch.ones(1, 1, 2))
+
+
+@pytest.mark.parametrize("name", list(SCORES))
+def test_the_layer_runs_on_the_meta_device_for_shapes(name):
+    # module.to("meta") is how shapes and FLOPs are worked out without memory;
+    # autocast knows no "meta" device, so asking it whether it is on must not raise
+    layer, dq, dk = attention(name)
+    layer = layer.to("meta")
+    query, keys = torch.empty(2, 3, dq, device="meta"), torch.empty(2, 4, dk, device="meta")
+    mask = padding_mask([4, 2]).to("meta")
+    context, weights = layer(query, keys, mask=mask)
+    assert context.shape == (2, 3, dk) and weights.shape == (2, 3, 4)
+    assert context.device.type == "meta"

@@ -153,7 +153,14 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
 
 
 def _autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """The dtype autocast runs products in on ``device``, None outside autocast."""
+    """The dtype autocast runs products in on ``device``, None outside autocast.
+
+    None too on a device autocast does not know (``meta``, where shapes are
+    worked out), which ``torch.is_autocast_enabled`` would refuse with a
+    RuntimeError.
+    """
+    if not torch.amp.is_autocast_available(device.type):
+        return None
     if not torch.is_autocast_enabled(device.type):
         return None
     return torch.get_autocast_dtype(device.type)
