@@ -1,4 +1,5 @@
-"""pyproject.toml: the license as an SPDX expression, with a setuptools that reads it quietly."""
+"""pyproject.toml: the license as an SPDX expression, with a setuptools that reads it quietly;
+the lowest torch it accepts is one attnkit runs on."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ def test_the_license_is_an_spdx_string_not_a_table():
 def test_the_build_needs_a_setuptools_that_reads_spdx_licenses():
     minimum = re.search(r'"setuptools>=(\d+)', PYPROJECT)
     assert minimum and int(minimum.group(1)) >= 77  # PEP 639 license expressions
+
+
+def test_the_torch_minimum_has_the_apis_attnkit_calls():
+    # torch.get_autocast_dtype / is_autocast_enabled(device_type) and fused Adam on
+    # the CPU came with PyTorch 2.4: an older torch installs, then fails at run time
+    minimum = re.search(r'"torch>=(\d+)\.(\d+)', PYPROJECT)
+    assert minimum and (int(minimum.group(1)), int(minimum.group(2))) >= (2, 4)
