@@ -24,3 +24,11 @@ def test_the_torch_minimum_has_the_apis_attnkit_calls():
     # the CPU came with PyTorch 2.4: an older torch installs, then fails at run time
     minimum = re.search(r'"torch>=(\d+)\.(\d+)', PYPROJECT)
     assert minimum and (int(minimum.group(1)), int(minimum.group(2))) >= (2, 4)
+
+
+def test_the_package_says_it_is_typed():
+    # PEP 561: without py.typed in the wheel, mypy and pyright ignore attnkit's annotations
+    # ("module is installed, but missing library stubs or py.typed marker")
+    assert (Path(__file__).resolve().parents[1] / "src/attnkit/py.typed").is_file()
+    package_data = re.search(r"^attnkit = \[(.*)\]$", PYPROJECT, re.M)
+    assert package_data and '"py.typed"' in package_data.group(1)
