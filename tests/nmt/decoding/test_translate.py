@@ -191,3 +191,9 @@ def test_translate_lines_decodes_in_the_runs_precision(word_run):
         a.weights.shape != b.weights.shape or not torch.equal(a.weights, b.weights)
         for a, b in zip(fp32, bf16, strict=True)
     )
+
+
+def test_one_sentence_as_a_str_is_refused_not_translated_letter_by_letter(word_run):
+    # a str is a Sequence[str] of its characters: each would be translated as a line
+    with pytest.raises(TypeError, match=r"lines must be a sequence of lines, got a str"):
+        translate_lines(load_run(word_run), "ein Mann")

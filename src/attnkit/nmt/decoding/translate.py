@@ -120,7 +120,13 @@ def prepare_sources(
     tokens; blank lines are left out of ``ids``. Sources longer than
     :func:`input_limit` tokens are cut to it; ``warn`` is told which line and
     how long it was, counting ``lines[0]`` as line ``first_line``.
+
+    Raises:
+        TypeError: ``lines`` is a str (a sequence of its characters, each of
+            which would be translated as a line).
     """
+    if isinstance(lines, str):
+        raise TypeError("lines must be a sequence of lines, got a str; pass [text] for one line")
     limit = input_limit(run.config)
     lines = [_clean(line) for line in lines]
     encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
@@ -162,6 +168,7 @@ def translate_lines(
 
     Raises:
         ValueError: bad settings or a length limit < 1.
+        TypeError: ``lines`` is a str, not a sequence of lines.
     """
     settings = settings or SearchSettings.from_config(run.config.decode)
     settings = settings.with_overrides(beam_size=beam_size)
