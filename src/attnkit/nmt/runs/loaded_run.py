@@ -18,9 +18,11 @@ from ..models.registry import build_translator
 from ..models.translator import Translator
 from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
-from .run_folder import AVERAGED, RunFolder
+from .run_folder import AUTO, AVERAGED, RunFolder
 
 __all__ = ["LoadedRun", "load_run"]
+
+_CHECKPOINTS = (AUTO, "best", "last", AVERAGED)  # the names load_run takes
 
 
 @dataclass
@@ -64,10 +66,13 @@ def load_run(
 
     Raises:
         FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
-        ValueError: a file in it is invalid (the message names it), ``device``
-            is unknown or not on this machine (:func:`.device.resolve_device`), or
-            ``precision`` is unknown or impossible on it.
+        ValueError: a file in it is invalid (the message names it), ``checkpoint``
+            is none of those names, ``device`` is unknown or not on this machine
+            (:func:`.device.resolve_device`), or ``precision`` is unknown or
+            impossible on it.
     """
+    if checkpoint not in _CHECKPOINTS:
+        raise ValueError(f"checkpoint must be one of {', '.join(_CHECKPOINTS)}, got {checkpoint!r}")
     run = RunFolder(Path(folder))
     where = resolve_device(device, "device")  # before any loading: a bad name fails fast
     arithmetic = resolve_precision(precision, where, option=option)
