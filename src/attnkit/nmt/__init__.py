@@ -22,7 +22,11 @@ _LAZY = {
     "build_translator": ".models.registry",
     "RNNConfig": ".models.rnn",
     "RNNTranslator": ".models.rnn",
+    "TransformerConfig": ".models.transformer",
+    "TransformerTranslator": ".models.transformer",
     "Translator": ".models.translator",
+    "load_run": ".runs.loaded_run",
+    "translate_lines": ".decoding.translate",
 }
 
 __all__ = sorted(_LAZY)
