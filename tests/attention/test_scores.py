@@ -129,6 +129,10 @@ def test_make_score_errors():
         make_score("dot", 3, 4)
     with pytest.raises(ValueError, match="query_dim must be a positive int, got True"):
         make_score("general", True)
+    with pytest.raises(ValueError, match="query_dim must be a positive int, got -1"):
+        make_score("dot", query_dim=-1)  # the parameter-free scores check widths given too
+    with pytest.raises(ValueError, match="key_dim must be a positive int, got 0"):
+        make_score("scaled_dot", 4, 0)
     assert make_score("scaled_dot", 4, 4, hidden_dim=7).name == "scaled_dot"  # A is ignored
 
 

@@ -300,6 +300,8 @@ def make_score(
     if name not in SCORES:
         raise ValueError(f"unknown score {name!r}; choose one of {', '.join(SCORES)}")
     if name in ("dot", "scaled_dot"):
+        given = {k: v for k, v in (("query_dim", query_dim), ("key_dim", key_dim)) if v is not None}
+        _check_positive(**given)
         if None not in (query_dim, key_dim) and query_dim != key_dim:
             raise ValueError(
                 f"score {name!r} compares q and k in a dot product and needs "
