@@ -1,14 +1,18 @@
 """CLI misuse and damaged run folders: exit status 2, one message on stderr, no traceback;
 ``attnkit train --resume RUN_DIR`` continues from the folder's own config; a full disk
-is one line naming the file, with exit status 74."""
+is one line naming the file, with exit status 74 (stdout's named ``<stdout>``)."""
 
 import errno
+import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import attnkit
 import attnkit.nmt.decoding.output as output_module
 from attnkit.cli import main
 
@@ -166,3 +170,32 @@ def test_evaluate_output_onto_a_full_disk_is_status_74(run_dir, capsys, tmp_path
     out = tmp_path / "hyp.txt"
     message = error_of(["evaluate", str(run_dir), "--output", str(out)], capsys, code=74)
     assert message == f"attnkit evaluate: error: cannot write {out}: No space left on device\n"
+
+
+class FullStdout(io.StringIO):
+    """A stdout on a full disk: every write fails with ENOSPC."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("command", [["translate", "a b c"], ["evaluate"]])
+def test_stdout_onto_a_full_disk_is_one_line_and_status_74(run_dir, capsys, monkeypatch, command):
+    monkeypatch.setattr(sys, "stdout", FullStdout())
+    argv = [command[0], str(run_dir), *command[1:]]
+    message = error_of(argv, capsys, code=74)
+    assert (
+        message == f"attnkit {command[0]}: error: cannot write <stdout>: No space left on device\n"
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_buffered_stdout_onto_a_full_disk_fails_at_the_last_flush_with_74(run_dir):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(Path(attnkit.__file__).parents[1])
+    command = [sys.executable, "-m", "attnkit.cli", "translate", str(run_dir), "a b c"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 74
+    assert err == "attnkit translate: error: cannot write <stdout>: No space left on device\n"

@@ -17,6 +17,7 @@ scripts see the same thing they would for any other Unix tool.
 
 A file that cannot be written (a full disk, a folder without permission) is
 one line naming the file, with exit status 74 (``EX_IOERR`` of sysexits.h);
+stdout is named ``<stdout>`` (``attnkit translate ... > FILE`` on a full disk);
 ``train`` adds the last good checkpoint and the command that resumes the run.
 """
 
@@ -30,8 +31,8 @@ import warnings
 from collections.abc import Sequence
 
 from .. import __version__
-from ..atomic import WriteError
-from .errors import UsageError, warn
+from ..atomic import WriteError, writing
+from .errors import STDOUT, UsageError, warn
 from .parsing import attach_negative_values
 
 __all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_parser", "main"]
@@ -101,12 +102,17 @@ def _run(argv: Sequence[str]) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        with writing(STDOUT):
+            sys.stdout.flush()  # buffered output meets a full disk here
+        return status
     except (UsageError, ValueError, FileNotFoundError) as err:
         print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
         return 2
     except WriteError as err:
         print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
+        if str(err.path) == STDOUT:
+            _stdout_to_devnull()  # the unwritten rest would fail again at exit
         return WRITE_ERROR_STATUS
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
@@ -173,14 +179,16 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
 
 
 def _reader_gone() -> int:
-    """Stop quietly after stdout's reader closed the pipe (Python's documented recipe).
+    """Stop quietly after stdout's reader closed the pipe (Python's documented recipe)."""
+    _stdout_to_devnull()
+    return BROKEN_PIPE_STATUS
 
-    Pointing stdout at devnull keeps the interpreter's final flush of the
-    unwritten rest from failing again with a second traceback at exit.
-    """
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at devnull after a write to it failed, so the interpreter's final flush
+    of the unwritten rest does not fail again with a second traceback at exit."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # stdout without a file descriptor (captured, closed)
         pass
-    return BROKEN_PIPE_STATUS

@@ -21,7 +21,7 @@ from .decoding import (
     search_settings,
     view_options,
 )
-from .errors import UsageError, stderr, warn
+from .errors import STDOUT, UsageError, stderr, warn
 from .run_dir import check_run_folder, checkpoint_option, device_option, load_run_folder
 
 DEFAULT_BUFFER_LINES = 256
@@ -367,14 +367,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
         else:
             label = args.src
             result = evaluate_corpus(run, corpus, args.src, settings, warn=warn, engine=engine)
-    beam = settings.beam_size
-    print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
-    for score in (result.bleu, result.chrf, result.tokenized_bleu):
-        print(score)
+    _print_scores(label, result, settings.beam_size)
     if args.output:
         text = "".join(f"{h}\n" for h in result.hypotheses)
         atomic_write_bytes(Path(args.output), text.encode("utf-8"))
     return 0
+
+
+def _print_scores(label: str, result, beam: int) -> None:
+    """The summary line and the three scores, on stdout (a full disk names ``<stdout>``)."""
+    from ..atomic import writing
+
+    with writing(STDOUT):
+        print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")
+        for score in (result.bleu, result.chrf, result.tokenized_bleu):
+            print(score)
 
 
 def _own_test_set(args: argparse.Namespace):

@@ -112,9 +112,10 @@ class TranslationOutput(contextlib.AbstractContextManager):
 
     def write(self, first: int, translations: Sequence[Translation]) -> None:
         """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
-        for t in translations:
-            print(t.text, file=self.stdout)
-        self.stdout.flush()
+        with writing("<stdout>"):
+            for t in translations:
+                print(t.text, file=self.stdout)
+            self.stdout.flush()
         numbered = list(enumerate(translations, start=first))
         views = [self._views(t) for t in translations]
         chosen = [self._chosen(v) for v in views]
