@@ -310,7 +310,7 @@ def _sinks(args: argparse.Namespace, selection, settings, run):
         show_attention=args.show_attention,
         attention_out=args.attention_out,
         json=args.attention_json,
-        n_best=args.n_best or 0,
+        n_best=min(args.n_best or 0, settings.beam_size),  # the warning's "at most K"
         plot=Path(args.plot) if args.plot else None,
         page=page,
         selection=selection,

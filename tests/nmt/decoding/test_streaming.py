@@ -167,6 +167,20 @@ def test_more_n_best_than_beams_is_said_and_stdout_is_no_attention_json(word_run
     assert_one_line_error(err, "translate", "--attention-json -: stdout carries the translations")
 
 
+def test_n_best_above_the_beam_writes_at_most_the_beam(word_run, capsys, tmp_path, monkeypatch):
+    """Beam search keeps every hypothesis that finished in the top K (often more than K a
+    line); the warning's promise of at most K hypotheses a line holds all the same."""
+    import attnkit.nmt.decoding.search as search
+
+    real = search.beam_search_n_best
+    monkeypatch.setattr(search, "beam_search_n_best", lambda *a: [h * 3 for h in real(*a)])
+    records = tmp_path / "attention.jsonl"
+    argv = ["ein Mann", "--attention-json", str(records), "--n-best", "5", "--beam", "2"]
+    status, _, err = run(capsys, "translate", str(word_run), *argv)
+    assert status == 0 and "at most 2 are written" in err
+    assert len(json.loads(records.read_text())["hypotheses"]) == 2
+
+
 def test_plot_weights_draws_one_entry_of_the_attention_json(word_run, capsys, tmp_path):
     records = tmp_path / "attention.jsonl"
     argv = ["ein Mann", "", "--attention-json", str(records)]
