@@ -137,3 +137,36 @@ def test_layer_without_an_attention_sink_is_named_not_ignored(run_dir, capsys):
     assert "warning: --layer chooses the attention that --plot" in err
     assert main(["translate", str(run_dir), "s1 s2", "--layer", "0", "--show-attention"]) == 0
     assert "changes nothing" not in capsys.readouterr().err
+
+
+CPU_ALLOCATOR = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 25600000000 bytes. Error code 12 (Cannot allocate memory)"
+)  # what `attnkit evaluate RUN --beam 100000` met, 45 s in
+
+
+@pytest.mark.parametrize("command", [["translate", "s1 s2"], ["evaluate"]])
+def test_a_beam_too_wide_for_memory_is_one_line_naming_the_beam(
+    run_dir, capsys, monkeypatch, command
+):
+    import attnkit.nmt.decoding.search as search
+
+    def out_of_memory(*args):
+        raise RuntimeError(CPU_ALLOCATOR)
+
+    monkeypatch.setattr(search, "beam_search_n_best", out_of_memory)
+    argv = [command[0], str(run_dir), *command[1:], "--beam", "100000"]
+    err = error_of(argv, capsys)
+    assert "out of memory" in err and "beam 100000" in err and "smaller --beam" in err
+    assert err.count("\n") == 1, err
+
+
+def test_other_runtime_errors_of_the_search_are_not_called_out_of_memory(run_dir, monkeypatch):
+    import attnkit.nmt.decoding.search as search
+
+    def broken(*args):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(search, "beam_search_n_best", broken)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        main(["translate", str(run_dir), "s1 s2", "--beam", "2"])

@@ -12,6 +12,8 @@ arithmetic the model decodes in (:mod:`attnkit.nmt.precision`).
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 
 from .errors import UsageError, stderr
 
@@ -19,6 +21,7 @@ __all__ = [
     "decoding_precision",
     "head_selection",
     "precision_option",
+    "search_memory",
     "search_options",
     "search_settings",
     "view_options",
@@ -100,6 +103,34 @@ def search_settings(args: argparse.Namespace, run):
         no_repeat_ngram=args.no_repeat_ngram,
         early_stopping=args.early_stopping,
     )
+
+
+@contextlib.contextmanager
+def search_memory(settings) -> Iterator[None]:
+    """Turn running out of memory in a search into a :class:`UsageError` naming the beam.
+
+    Beam search holds ``beam_size`` hypotheses of every sentence of a batch
+    (``decode.batch_size``) at each step, so a huge ``--beam`` asks for more
+    memory than the machine has. PyTorch's CPU allocator says so with a plain
+    ``RuntimeError`` ("DefaultCPUAllocator: can't allocate memory"), a GPU with
+    ``torch.OutOfMemoryError``; other errors pass through.
+
+    Raises:
+        UsageError: the search ran out of memory.
+    """
+    import torch
+
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        oom = isinstance(err, MemoryError | torch.OutOfMemoryError)
+        if not oom and "can't allocate memory" not in str(err):
+            raise
+        raise UsageError(
+            f"out of memory searching with beam {settings.beam_size}: beam search holds "
+            f"{settings.beam_size} hypotheses of each of up to {settings.batch_size} sentences "
+            "(decode.batch_size) at every step; use a smaller --beam"
+        ) from None
 
 
 def precision_option(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from .decoding import (
     decoding_precision,
     head_selection,
     precision_option,
+    search_memory,
     search_options,
     search_settings,
     view_options,
@@ -277,6 +278,7 @@ def run_translate(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(errors="replace")
     show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
     with (
+        search_memory(settings),
         decoding_precision(run),
         TranslationOutput(run, sinks, echo=stderr) as output,
         progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
@@ -360,7 +362,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run, settings = _load(args)
     engine = _engine(args, run)
-    with decoding_precision(run):
+    with search_memory(settings), decoding_precision(run):
         if corpus is None:
             label = args.split or "test"
             result = evaluate_run(run, label, settings, warn=warn, engine=engine)
