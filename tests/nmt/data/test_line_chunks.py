@@ -2,8 +2,13 @@
 only the reader sees (files of different lengths, alignments too short or too long)
 travels in the chunk that ends at it."""
 
+import gzip
+import os
+import threading
+
 import pytest
 
+from attnkit.nmt.data.corpus import read_lines
 from attnkit.nmt.data.line_chunks import LineFiles, read_chunks
 
 
@@ -52,3 +57,31 @@ def test_an_alignment_file_of_another_length_is_named(tmp_path, align, count, me
 def test_a_missing_file_is_named_at_the_first_chunk(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus file not found: .*nope"):
         next(read_chunks(LineFiles((tmp_path / "nope",), (0, 1)), 3))
+
+
+def _fifo_fed_with(path, data: bytes):
+    """A named pipe at ``path`` that a thread fills with ``data`` (what ``<(zcat f)`` gives)."""
+    os.mkfifo(path)
+
+    def feed():
+        with open(path, "wb") as pipe:
+            pipe.write(data)
+
+    threading.Thread(target=feed, daemon=True).start()
+    return path
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_named_pipes_are_read_whole_gzip_or_not(tmp_path, gzipped):
+    text = "ein Hund\nzwei Katzen\n"
+    data = gzip.compress(text.encode()) if gzipped else text.encode()
+    assert read_lines(_fifo_fed_with(tmp_path / "src", data)) == ["ein Hund", "zwei Katzen"]
+    src = _fifo_fed_with(tmp_path / "s2", b"a\nb\n")
+    tgt = _fifo_fed_with(tmp_path / "t2", data)
+    chunks = list(read_chunks(LineFiles((src, tgt)), 5))
+    assert [c.count for c in chunks] == [2] and chunks[0].blocks[1] == text.encode()
+
+
+def test_a_folder_is_named_as_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"corpus file {tmp_path} is a folder"):
+        read_lines(tmp_path)

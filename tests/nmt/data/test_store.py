@@ -17,6 +17,7 @@ from attnkit.nmt.data.store import (
     PairEncoder,
     TokenStore,
     build_store,
+    file_identity,
     fingerprint,
     id_dtype,
     open_or_build,
@@ -278,3 +279,11 @@ def test_a_store_folder_has_the_mode_mkdir_gives_not_a_private_one(tmp_path):
         os.umask(old)
     assert (tmp_path / "store").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "store" / "meta.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_training_data_in_a_named_pipe_is_refused_before_any_reading(tmp_path):
+    os.mkfifo(tmp_path / "train.de")  # stat only: nothing opens it, so nothing blocks
+    with pytest.raises(ValueError, match=r"train\.de: training data must be a regular file"):
+        file_identity(tmp_path / "train.de")
+    (tmp_path / "train.en").write_text("a\n")
+    assert file_identity(tmp_path / "train.en")["bytes"] == 2

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import DataConfig, SplitFiles
-from .line_chunks import decode_line, open_bytes, read_error, tsv_cells
+from .line_chunks import check_readable, decode_line, open_bytes, read_error, tsv_cells
 from .text import is_blank
 
 __all__ = [
@@ -90,8 +90,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         missing file at the first ``next``).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus file not found: {path}")
+    check_readable(path)
     number = 0
     try:
         with open_bytes(path) as handle:
@@ -157,8 +156,7 @@ class PairStream:
 
 def _require(*paths: str | Path) -> None:
     for path in paths:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"corpus file not found: {path}")
+        check_readable(path)
 
 
 def _parallel_lines(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:

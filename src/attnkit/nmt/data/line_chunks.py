@@ -34,6 +34,7 @@ from .text import is_blank
 __all__ = [
     "LineFiles",
     "RawChunk",
+    "check_readable",
     "decode_line",
     "open_bytes",
     "read_chunks",
@@ -43,11 +44,43 @@ __all__ = [
 ]
 
 
+def check_readable(path: str | Path, what: str = "corpus file") -> None:
+    """Refuse a ``path`` that is missing or a folder; a named pipe (``<(zcat f.gz)``) is fine.
+
+    Raises:
+        FileNotFoundError: ``what not found: PATH`` or ``what PATH is a folder``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    if path.is_dir():
+        raise FileNotFoundError(f"{what} {path} is a folder, not a file")
+
+
 def open_bytes(path: Path) -> BinaryIO:
-    """``path`` opened for reading bytes, through gzip when it starts with gzip's magic."""
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # noqa: SIM115
+    """``path`` opened once for reading bytes, through gzip when it starts with gzip's
+    magic (looked at without consuming it, so a pipe loses nothing)."""
+    raw = open(path, "rb")  # noqa: SIM115 (returned open)
+    try:
+        gzipped = raw.peek(2)[:2] == b"\x1f\x8b"
+    except BaseException:
+        raw.close()
+        raise
+    return _ClosingGzip(raw) if gzipped else raw
+
+
+class _ClosingGzip(gzip.GzipFile):
+    """A gzip stream over an open file that closes that file too."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self.raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.raw.close()
 
 
 def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueError:
@@ -192,11 +225,10 @@ def read_chunks(files: LineFiles, size: int) -> Iterator[RawChunk]:
         FileNotFoundError: a file is missing (at the first ``next``), named as
             the line readers name it.
     """
-    if files.alignments is not None and not Path(files.alignments).is_file():
-        raise FileNotFoundError(f"alignment file not found: {files.alignments}")
+    if files.alignments is not None:
+        check_readable(files.alignments, "alignment file")
     for path in files.corpus:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"corpus file not found: {path}")
+        check_readable(path)
     with contextlib.ExitStack() as stack:
         raws = [stack.enter_context(_RawFile(path)) for path in files.paths]
         corpus = raws[: len(files.corpus)]

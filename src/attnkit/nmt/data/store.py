@@ -55,6 +55,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -99,10 +100,18 @@ def file_identity(path: str | Path) -> dict:
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        ValueError: ``path`` is not a regular file (a pipe, a device): training data
+            is read more than once (the tokenizer's sample, then the store).
     """
-    path = Path(path).resolve()
-    stat = path.stat()
-    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    info = Path(path).stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(
+            f"{path}: training data must be a regular file, not a pipe or a device: it is "
+            "read more than once (the tokenizer's sample, then the token store); write it "
+            "to a file first (.gz files are read as they are)"
+        )
+    resolved = Path(path).resolve()
+    return {"path": str(resolved), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns}
 
 
 class RaggedIds(Sequence):
