@@ -30,7 +30,7 @@ def test_gold_file_reads_sure_and_possible_links_zero_based(tmp_path):
     assert read_gold(path, one_based=False).sure[0] == {(1, 1), (3, 2)}
 
 
-@pytest.mark.parametrize("bad", ["1-x", "0-1", "12", "1-2-3"])
+@pytest.mark.parametrize("bad", ["1-x", "0-1", "12", "1-2-3", "1-\u00b2", "\u00b92-1"])
 def test_bad_gold_link_names_file_line_and_link(tmp_path, bad):
     path = tmp_path / "gold"
     path.write_text(f"1-1\n2-2 {bad}\n")

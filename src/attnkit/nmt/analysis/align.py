@@ -194,7 +194,7 @@ def read_gold(path: str | Path, *, one_based: bool = True) -> GoldAlignment:
         for item in line.split():
             kind = "p" if "p" in item else "-"
             i, _, j = item.partition(kind)
-            if not (i.isdigit() and j.isdigit()) or min(int(i), int(j)) < base:
+            if not (i.isdecimal() and j.isdecimal()) or min(int(i), int(j)) < base:
                 raise ValueError(
                     f"{path}, line {number}: {item!r} is not a link 'i-j' or 'ipj' with "
                     f"indices >= {base}"
