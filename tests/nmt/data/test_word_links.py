@@ -30,6 +30,7 @@ def test_pharaoh_lines_parse_sorted_and_deduplicated():
         ("0-0 1p1", r"al\.txt, line 7: '1p1' is not a link 'i-j'"),
         ("0-0 -1-2", r"al\.txt, line 7: '-1-2' is not a link"),
         ("0-0 x", r"al\.txt, line 7: 'x' is not a link"),
+        ("0-\u00b9", r"al\.txt, line 7: '0-\u00b9' is not a link"),
         ("2-0", r"al\.txt, line 7: link '2-0' is outside the sentence pair \(2 source words"),
         ("0-3", r"al\.txt, line 7: link '0-3' is outside .*3 target words"),
     ],

@@ -82,7 +82,7 @@ def parse_pharaoh(
     links = set()
     for item in line.split():
         i, sep, j = item.partition("-")
-        if not (sep and i.isdigit() and j.isdigit()):
+        if not (sep and i.isdecimal() and j.isdecimal()):
             raise ValueError(
                 f"{where}, line {number}: {item!r} is not a link 'i-j' of 0-based word indices"
             )
