@@ -170,7 +170,15 @@ def test_align_jump_prior_smooths_both_directions_before_the_rule(run_dir, files
         assert got == agreement_links(fw, bw, 0.02, mutual=True)
     status, _, err = run(capsys, *base, "--jump-prior", "-1")
     assert status == 2
-    assert_one_line_error(err, "align", "--jump-prior must be >= 0, got -1.0")
+    assert_one_line_error(err, "align", "--jump-prior must be >= 0 and finite, got -1.0")
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_align_jump_prior_must_be_finite(files, capsys, bad):
+    status, _, err = run(capsys, "align", str(files / "no_run"), "--src", str(files / "src"),
+                         "--tgt", str(files / "tgt"), "--jump-prior", bad)  # fmt: skip
+    assert status == 2
+    assert_one_line_error(err, "align", f"--jump-prior must be >= 0 and finite, got {bad}")
 
 
 def test_align_layer_auto_chooses_on_a_development_set(run_dir, files, capsys):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -191,8 +192,8 @@ def _check_align_options(args: argparse.Namespace) -> None:
     tau = args.threshold
     if tau is not None and not 0.0 < tau <= 1.0:
         raise UsageError(f"--threshold must be in (0, 1], got {tau}")
-    if args.jump_prior < 0:
-        raise UsageError(f"--jump-prior must be >= 0, got {args.jump_prior}")
+    if not (math.isfinite(args.jump_prior) and args.jump_prior >= 0):
+        raise UsageError(f"--jump-prior must be >= 0 and finite, got {args.jump_prior}")
     agreement = args.symmetrize in WEIGHT_RULES
     args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
     args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau

@@ -85,6 +85,8 @@ def test_a_zero_weight_does_not_make_a_row_nan():
     [
         ({"weights": torch.rand(2, 3, 4), "strength": 1.0}, "weights must be"),
         ({"weights": torch.rand(2, 3), "strength": -0.1}, "strength must be >= 0"),
+        ({"weights": torch.rand(2, 3), "strength": float("nan")}, "finite, got nan"),
+        ({"weights": torch.rand(2, 3), "strength": float("inf")}, "finite, got inf"),
         ({"weights": torch.rand(2, 3), "strength": 1.0, "mix": 1.5}, r"mix must be in \[0, 1\]"),
     ],
 )
@@ -93,6 +95,7 @@ def test_bad_arguments_are_named(kwargs, message):
         jump_smoothed(**kwargs)
 
 
-def test_align_options_reject_a_negative_jump_prior():
-    with pytest.raises(ValueError, match="jump_prior must be >= 0"):
-        AlignOptions(jump_prior=-1.0)
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_align_options_reject_a_negative_or_infinite_jump_prior(bad):
+    with pytest.raises(ValueError, match=f"jump_prior must be >= 0 and finite, got {bad}"):
+        AlignOptions(jump_prior=bad)

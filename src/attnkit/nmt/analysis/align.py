@@ -34,6 +34,7 @@ Notation: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` target pieces (+1 for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,8 +109,8 @@ class AlignOptions:
             raise ValueError(f"shift must be 0 or 1, got {self.shift!r}")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
-        if self.jump_prior < 0:
-            raise ValueError(f"jump_prior must be >= 0, got {self.jump_prior}")
+        if not (math.isfinite(self.jump_prior) and self.jump_prior >= 0):
+            raise ValueError(f"jump_prior must be >= 0 and finite, got {self.jump_prior}")
 
 
 @dataclass

@@ -24,6 +24,8 @@ the link rule chosen on 100 development pairs.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -49,15 +51,15 @@ def jump_smoothed(weights: Tensor, strength: float, mix: float = MIX) -> Tensor:
         ``(Tw, Sw)`` weights in the input's dtype (rows sum to 1 where the input's do).
 
     Raises:
-        ValueError: ``weights`` is not 2-D, ``strength`` is negative, or ``mix`` is
-            outside [0, 1].
+        ValueError: ``weights`` is not 2-D, ``strength`` is negative or not finite, or
+            ``mix`` is outside [0, 1].
     """
     if weights.ndim != 2:
         raise ValueError(
             f"weights must be (target words, source words), got {tuple(weights.shape)}"
         )
-    if strength < 0:
-        raise ValueError(f"strength must be >= 0, got {strength}")
+    if not (math.isfinite(strength) and strength >= 0):
+        raise ValueError(f"strength must be >= 0 and finite, got {strength}")
     if not 0.0 <= mix <= 1.0:
         raise ValueError(f"mix must be in [0, 1], got {mix}")
     if weights.numel() == 0 or strength == 0:
