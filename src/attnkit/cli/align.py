@@ -315,8 +315,9 @@ def _gold(args: argparse.Namespace, src_words, tgt_words):
         bad = [(i, j) for i, j in links if i >= len(s) or j >= len(t)]
         if bad:
             i, j = bad[0]
+            kind = "-" if bad[0] in gold.sure[number - 1] else "p"  # as the file writes it
             raise UsageError(
-                f"{args.gold}, line {number}: link {i + args.gold_base}-{j + args.gold_base} "
+                f"{args.gold}, line {number}: link {i + args.gold_base}{kind}{j + args.gold_base} "
                 f"is outside the pair ({len(s)} source, {len(t)} target words)"
             )
     return gold
