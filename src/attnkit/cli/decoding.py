@@ -152,14 +152,16 @@ def decoding_precision(run):
     return run.precision.autocast()
 
 
-def view_options(p: argparse.ArgumentParser, *, all_heads: bool) -> None:
-    """Add --layer and --head (``all`` only where a picture can show every head)."""
+def view_options(p: argparse.ArgumentParser, *, all_heads: bool, auto_layer: bool = False) -> None:
+    """Add --layer and --head (``all`` only where a picture can show every head; ``--layer
+    auto`` only where a development set chooses it: ``attnkit align``)."""
+    auto = ", or 'auto': the layer that aligns a development set best" if auto_layer else ""
     p.add_argument(
         "--layer",
         metavar="L",
         help="attention layer (0-based, negative from the last) or 'mean' over layers "
         "(default: the model's alignment layer: the Transformer's alignment_layer, "
-        "the RNN's one layer)",
+        f"the RNN's one layer){auto}",
     )
     every = ", or 'all': every head of the layer side by side (--plot)" if all_heads else ""
     p.add_argument(
