@@ -65,6 +65,16 @@ def test_align_with_gold_reports_aer_and_writes_the_file(run_dir, files, capsys)
     assert "AER = " in out and "precision" in out and "threshold 0.2, shift 0" in out
 
 
+def test_a_threshold_that_argmax_ignores_is_warned_of(run_dir, files, capsys):
+    base = ["align", str(run_dir), "--src", str(files / "src"), "--tgt", str(files / "tgt")]
+    _, plain, _ = run(capsys, *base)
+    status, out, err = run(capsys, *base, "--threshold", "0.2")
+    assert status == 0 and out == plain
+    assert "warning: --threshold 0.2 has no effect with --method argmax" in err
+    _, _, err = run(capsys, *base, "--threshold", "0.2", "--method", "threshold")
+    assert "has no effect" not in err
+
+
 def test_align_reads_a_bitext_file(run_dir, files, capsys):
     (files / "pairs").write_text("s1 s2 ||| s2 s1\n")
     status, out, _ = run(capsys, "align", str(run_dir), "--bitext", str(files / "pairs"))

@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "|jump - 1|) before drawing links (Vogel et al. 1996; 0.5 with --symmetrize "
         "agreement --threshold 0.2 aligned best, docs/align.md); 0, the default, is off",
     )
-    view_options(p, all_heads=False)
+    view_options(p, all_heads=False, auto_layer=True)
     p.add_argument(
         "--dev-bitext",
         metavar="FILE",
@@ -195,6 +195,11 @@ def _check_align_options(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.jump_prior) and args.jump_prior >= 0):
         raise UsageError(f"--jump-prior must be >= 0 and finite, got {args.jump_prior}")
     agreement = args.symmetrize in WEIGHT_RULES
+    if tau is not None and args.method == "argmax" and not agreement:
+        warn(
+            f"--threshold {tau} has no effect with --method argmax: it is the tau of "
+            "--method threshold and of --symmetrize agreement/mutual"
+        )
     args.agreement_threshold = AGREEMENT_THRESHOLD if tau is None else tau
     args.threshold = METHOD_THRESHOLD if tau is None or agreement else tau
     auto = args.layer == "auto"
