@@ -138,3 +138,11 @@ def test_empty_pairs_get_no_links_and_keep_their_place():
     results = align_words(tiny_model(), WORDS, WORDS, [["a"], [], ["b"]], [["c"], ["d"], []])
     assert [r.weights.shape for r in results] == [(1, 1), (1, 0), (0, 1)]
     assert [r.links for r in results] == [{(0, 0)}, set(), set()]
+
+
+def test_a_pair_longer_than_the_position_table_is_named():
+    model = tiny_transformer(max_positions=5)  # 4 pieces a side, with </s> or <s>
+    fits = align_words(model, WORDS, WORDS, [list("abcd")], [list("efgh")])
+    assert fits[0].weights.shape == (4, 4)
+    with pytest.raises(ValueError, match=r"pair 2 has 5 source and 1 target pieces; .* at most 4"):
+        align_words(model, WORDS, WORDS, [["a"], list("abcde")], [["b"], ["c"]])

@@ -281,6 +281,20 @@ def extract_links(weights: Tensor, method: Method = "argmax", threshold: float =
 # ---------------------------------------------------------------- a corpus
 
 
+def _check_fits(model: Translator, pairs: Sequence[int], examples: Examples) -> None:
+    """Refuse the first pair whose side needs more positions than the model has
+    (``</s>`` after the source, ``<s>`` before the target take one each)."""
+    limit = model.max_target_len
+    if limit is None:
+        return
+    for i, s, t in zip(pairs, examples.src, examples.tgt, strict=True):
+        if max(len(s), len(t)) + 1 > limit:
+            raise ValueError(
+                f"pair {i + 1} has {len(s)} source and {len(t)} target pieces; this model "
+                f"aligns at most {limit - 1} a side (model.max_positions {limit})"
+            )
+
+
 def align_words(
     model: Translator,
     src_tok: Tokenizer,
@@ -309,7 +323,8 @@ def align_words(
         empty side gets an empty ``(Tw, Sw)`` matrix and no links.
 
     Raises:
-        ValueError: the two sides differ in length, or a bad option.
+        ValueError: the two sides differ in length, a pair is longer than the
+            model's position table (it names the pair), or a bad option.
     """
     if len(src_words) != len(tgt_words):
         raise ValueError(
@@ -323,6 +338,7 @@ def align_words(
     src = [encode_words(src_tok, src_words[i]) for i in wanted]
     tgt = [encode_words(tgt_tok, tgt_words[i]) for i in wanted]
     examples = Examples([ids for ids, _ in src], [ids for ids, _ in tgt])
+    _check_fits(model, wanted, examples)
     heads = HeadSelection(options.layer, options.head)
     heads.check(model.attention_layout, encoder=False)
     default = model.attention_layout.alignment_layer
