@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
-import uuid
 import warnings
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from ..atomic import atomic_write_bytes
 from .style import DPI
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -44,19 +45,12 @@ def save(fig: Figure, path: str | os.PathLike) -> Path:
 
     Raises:
         ValueError: anything :func:`check_path` rejects.
+        attnkit.atomic.WriteError: the file could not be written (a full disk).
     """
     path = check_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A temporary file beside the target, created with open() so the usual
-    # permissions (umask) apply, then renamed over it: readers never see half a file.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            _savefig(fig, handle, path)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    picture = io.BytesIO()  # drawn first, then written whole (:mod:`attnkit.atomic`)
+    _savefig(fig, picture, path)
+    atomic_write_bytes(path, picture.getvalue())
     return path
 
 
