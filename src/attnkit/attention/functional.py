@@ -33,6 +33,7 @@ from .masks import (
 __all__ = [
     "ResolvedMask",
     "attend",
+    "autocast_dtype",
     "causal_mask",
     "combine_masks",
     "invert_mask",
@@ -145,14 +146,14 @@ def dot_scores(query: Tensor, key: Tensor, scale: float = 1.0) -> Tensor:
     if query.dtype not in _LOW_PRECISION:
         scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
         return scores if scale == 1.0 else scores.mul_(scale)
-    if _autocast_dtype(key.device) == key.dtype:  # autocast would round float32 back down
+    if autocast_dtype(key.device) == key.dtype:  # autocast would round float32 back down
         query = query if scale == 1.0 else query.float() * scale  # (..., Tq, D)
         return query.to(key.dtype) @ key.transpose(-2, -1)  # (..., Tq, Tk), autocast dtype
     query = query.float() if scale == 1.0 else query.float() * scale  # (..., Tq, D)
     return query @ key.float().transpose(-2, -1)  # (..., Tq, Tk), float32
 
 
-def _autocast_dtype(device: torch.device) -> torch.dtype | None:
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The dtype autocast runs products in on ``device``, None outside autocast.
 
     None too on a device autocast does not know (``meta``, where shapes are

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .functional import _autocast_dtype, default_scale, dot_scores, score_dtype
+from .functional import autocast_dtype, default_scale, dot_scores, score_dtype
 
 __all__ = [
     "AdditiveScore",
@@ -130,7 +130,7 @@ class Score(nn.Module):
 
     def _check_dtypes(self, query: Tensor, keys: Tensor) -> None:
         """Outside autocast (which casts each product itself) every dtype must be the query's."""
-        if _autocast_dtype(query.device) is not None:
+        if autocast_dtype(query.device) is not None:
             return
         if keys.dtype != query.dtype:
             raise TypeError(

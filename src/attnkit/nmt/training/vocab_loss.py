@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...attention.functional import autocast_dtype
+
 __all__ = ["linear_cross_entropy"]
 
 # Rows per block: 256 x 8,000 float32 logits are 8 MB, within a CPU's L2/L3 share.
@@ -72,13 +74,12 @@ def linear_cross_entropy(
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-    device = vectors.device.type
-    compute = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    compute = autocast_dtype(vectors.device)
     rows = targets.reshape(-1) != ignore_index
     x = vectors.reshape(-1, vectors.shape[-1])[rows]  # (n, D): counted rows only
     y = targets.reshape(-1)[rows]  # (n,)
     scale = 1.0 / max(int(y.numel()), 1) if reduction == "mean" else 1.0
-    with torch.autocast(device, enabled=False):
+    with torch.autocast(vectors.device.type, enabled=False):
         if torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (x, weight, bias)
         ):
