@@ -28,7 +28,16 @@ from pathlib import Path
 
 from .processes import is_running
 
-__all__ = ["WriteError", "atomic_write_bytes", "new_folder_beside", "replace_folder", "writing"]
+__all__ = [
+    "STDOUT",
+    "WriteError",
+    "atomic_write_bytes",
+    "new_folder_beside",
+    "replace_folder",
+    "writing",
+]
+
+STDOUT = "<stdout>"  # how a WriteError names standard output (a full disk under ``> FILE``)
 
 
 class WriteError(OSError):

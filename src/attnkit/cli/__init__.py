@@ -31,8 +31,8 @@ import warnings
 from collections.abc import Sequence
 
 from .. import __version__
-from ..atomic import WriteError, writing
-from .errors import STDOUT, UsageError, warn
+from ..atomic import STDOUT, WriteError, writing
+from .errors import UsageError, warn
 from .parsing import attach_negative_values
 
 __all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_parser", "main"]

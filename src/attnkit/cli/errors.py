@@ -3,8 +3,6 @@ and the lines it writes to stderr (progress notes, warnings)."""
 
 import sys
 
-STDOUT = "<stdout>"  # how an error names standard output (a full disk under ``> FILE``)
-
 
 class UsageError(Exception):
     """Bad user input on the command line (a malformed vector, a missing file)."""

@@ -22,7 +22,7 @@ from .decoding import (
     search_settings,
     view_options,
 )
-from .errors import STDOUT, UsageError, stderr, warn
+from .errors import UsageError, stderr, warn
 from .run_dir import check_run_folder, checkpoint_option, device_option, load_run_folder
 
 DEFAULT_BUFFER_LINES = 256
@@ -378,7 +378,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _print_scores(label: str, result, beam: int) -> None:
     """The summary line and the three scores, on stdout (a full disk names ``<stdout>``)."""
-    from ..atomic import writing
+    from ..atomic import STDOUT, writing
 
     with writing(STDOUT):
         print(f"{label}: {len(result.hypotheses)} sentences, beam {beam}{_empty_lines(result)}")

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from torch import Tensor
 
-from ...atomic import writing
+from ...atomic import STDOUT, writing
 from ..runs.loaded_run import LoadedRun
 from .records import explorer_record, translation_record
 from .selection import HeadSelection
@@ -112,7 +112,7 @@ class TranslationOutput(contextlib.AbstractContextManager):
 
     def write(self, first: int, translations: Sequence[Translation]) -> None:
         """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
-        with writing("<stdout>"):
+        with writing(STDOUT):
             for t in translations:
                 print(t.text, file=self.stdout)
             self.stdout.flush()
