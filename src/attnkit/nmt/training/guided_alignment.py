@@ -112,7 +112,12 @@ def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
 def guided_loss(model: Translator, batch: Batch, config: GuidedAlignmentConfig, *args, **kw):
     """``CE + weight * L_a`` for a training batch: :func:`guided_terms` (same arguments) summed."""
     ce, loss_a = guided_terms(model, batch, config, *args, **kw)
-    return ce if loss_a is None else ce + config.weight * loss_a
+    return _total(ce, loss_a, config.weight)
+
+
+def _total(ce: Tensor, loss_a: Tensor | None, weight: float) -> Tensor:
+    """``CE + weight * L_a``; ``CE`` alone for a batch without labels."""
+    return ce if loss_a is None else ce + weight * loss_a
 
 
 def guided_terms(
@@ -189,4 +194,4 @@ def training_loss(
     ce, loss_a = guided_terms(
         forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
     )
-    return (ce, None) if loss_a is None else (ce + guided.weight * loss_a, loss_a)
+    return _total(ce, loss_a, guided.weight), loss_a
