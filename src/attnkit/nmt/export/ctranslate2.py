@@ -187,19 +187,23 @@ def export_run(
     with writing(out):  # a failure names the export folder, not the folder it is built in
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = new_folder_beside(out)
-    try:
-        with writing(out):
-            spec.save(str(tmp))
-            for name in manifest["tokenizer_files"]:
-                shutil.copyfile(run.folder / name, tmp / name)
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-            elsewhere = None if out.resolve() == default_export_dir(run.folder).resolve() else out
-            card = model_card.model_card(run, manifest, elsewhere)
-            (tmp / "README.md").write_text(card, encoding="utf-8")
+        try:
+            _fill(tmp, spec, run, manifest, out)
             _replace_folder(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return ExportInfo(out, quantization, _folder_size(out), manifest)
+
+
+def _fill(tmp: Path, spec, run: LoadedRun, manifest: dict[str, Any], out: Path) -> None:
+    """Write the model, the tokenizers, the manifest and the model card into ``tmp``."""
+    spec.save(str(tmp))
+    for name in manifest["tokenizer_files"]:
+        shutil.copyfile(run.folder / name, tmp / name)
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    elsewhere = None if out.resolve() == default_export_dir(run.folder).resolve() else out
+    card = model_card.model_card(run, manifest, elsewhere)
+    (tmp / "README.md").write_text(card, encoding="utf-8")
 
 
 def read_manifest(export_dir: str | Path) -> dict[str, Any]:
