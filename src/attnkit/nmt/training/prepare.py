@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -144,10 +145,10 @@ def prepare_data(
     with group.main_first():  # rank 0 tokenizes once; the others then read what it wrote
         reuse = resuming or not group.is_main
         src_tok, tgt_tok = _tokenizers(config, folder, reuse=reuse, threads=threads, echo=echo)
-        store = (
-            _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar)
-            if group.is_main
-            else TokenStore.open(folder.store)  # what rank 0 built or found current
+        store = _mapped_after_rank_0(
+            group,
+            folder.store,
+            lambda: _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar),
         )
     checked = _encoded(valid_corpus, src_tok, tgt_tok)
     counts = store.counts
@@ -242,6 +243,13 @@ def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_ba
     )
     meter.close(store)
     return store
+
+
+def _mapped_after_rank_0(group: Group, store: Path, build: Callable[[], TokenStore]) -> TokenStore:
+    """Rank 0 builds the store at ``store`` (or finds it current); inside ``main_first`` the
+    other ranks then map it as it is, never checking it against their own view of the corpus
+    files (a copy on each machine has its own modification time)."""
+    return build() if group.is_main else TokenStore.open(store)
 
 
 class _BuildMeter:
@@ -347,8 +355,10 @@ def sampled_epoch(
     sampling = SampledSegmentation.for_epoch(config.train.subword_sampling, epoch)
     start, read = time.perf_counter(), []
     with group.main_first():
-        store = (
-            open_training_store(
+        store = _mapped_after_rank_0(
+            group,
+            folder.sampled_store,
+            lambda: open_training_store(
                 config.data,
                 folder.sampled_store,
                 data.src_tok,
@@ -356,9 +366,7 @@ def sampled_epoch(
                 threads=torch.get_num_threads(),
                 progress=read.append,  # called only while a new sample is encoded
                 sampling=sampling,
-            )
-            if group.is_main
-            else TokenStore.open(folder.sampled_store)  # rank 0's sample of this epoch
+            ),
         )
     counts = store.counts
     how = f"in {time.perf_counter() - start:.1f} s" if read else f"kept in {folder.sampled_store}"
