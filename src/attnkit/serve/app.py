@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -94,8 +94,8 @@ class TranslateRequest(_Strict):
 
     text: str
     run: str | None = None
-    beam: StrictInt | None = Field(default=None, ge=1, le=16)  # true or "4" is no beam size
-    n_best: StrictInt = Field(default=5, ge=1, le=16)
+    beam: int | None = Field(default=None, ge=1, le=16)
+    n_best: int = Field(default=5, ge=1, le=16)
 
 
 class ExplainRequest(_Strict):
@@ -108,7 +108,7 @@ class ExplainRequest(_Strict):
     scaled: bool = True
     mask: list[bool] | list[list[bool]] | None = None
     causal: bool = False
-    precision: StrictInt = Field(default=3, ge=0, le=10)
+    precision: int = Field(default=3, ge=0, le=10)
 
 
 def create_app(
