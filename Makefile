@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 # The main job: train German->English on the bundled Multi30k (configs/quick.yaml,
-# a fixed 1,375 steps: about 7 minutes on 2 idle CPU cores), print test BLEU,
+# a fixed 1,375 steps: 4-9 minutes on 2 idle CPU cores), print test BLEU,
 # translate three test sentences and draw their attention heatmaps. Re-running
 # reuses the finished run in runs/quick (--resume); delete runs/quick to retrain.
 run: $(STAMP)
