@@ -5,7 +5,7 @@ with the command that makes it.
 ``attnkit translate runs/multi30k`` before training says which
 ``attnkit train configs/multi30k.yaml`` writes that folder, when the folder's
 name matches a preset in ``configs/`` (the working directory's, or the
-checkout's beside the installed package).
+checkout's beside the installed package) or one shipped in the package.
 """
 
 from __future__ import annotations
@@ -91,13 +91,17 @@ def load_batched_run(args: argparse.Namespace, run_dir: str | None = None):
     return load_run_folder(args, run_dir)
 
 
-def preset_for(name: str) -> Path | None:
-    """The preset ``configs/NAME.yaml`` (relative to the working directory when it is there)."""
+def preset_for(name: str) -> str | None:
+    """The CONFIG argument that trains the preset NAME: ``configs/NAME.yaml`` (relative to
+    the working directory when it is there), else the checkout's, else the shipped
+    preset's bare name."""
+    from ..nmt.config.presets import preset_path
+
     for folder in (Path("configs"), _CHECKOUT_CONFIGS):
         path = folder / f"{name}.yaml"
         if path.is_file():
-            return path if folder == Path("configs") else path.resolve()
-    return None
+            return str(path)
+    return name if preset_path(name) is not None else None
 
 
 def check_run_folder(run_dir: str) -> None:

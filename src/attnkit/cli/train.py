@@ -1,6 +1,6 @@
 """CLI commands: train, prepare (registered by attnkit.cli.build_parser).
 
-``attnkit train CONFIG.yaml [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
+``attnkit train CONFIG.yaml|PRESET [--out DIR] [--set key=value ...] [--section.key VALUE ...]``
 ``attnkit train --resume RUN_DIR`` (continue a run from its own saved config)
 ``attnkit prepare CONFIG.yaml [--out DIR] [...]`` (tokenizers + training token store only)
 """
@@ -26,7 +26,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
         help="train a translator from a YAML config",
-        usage="%(prog)s [-h] CONFIG.yaml|RUN_DIR [--out DIR] [--set KEY=VALUE] "
+        usage="%(prog)s [-h] CONFIG.yaml|PRESET|RUN_DIR [--out DIR] [--set KEY=VALUE] "
         "[--SECTION.KEY VALUE] [--resume | --overwrite] [--no-progress]",
         description=(
             "Train a translator with attention (model.arch: rnn or transformer). Writes a run "
@@ -36,7 +36,8 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     _config_options(
         p,
-        "YAML run config, e.g. configs/quick.yaml; with --resume, a run folder instead "
+        "YAML run config, e.g. configs/quick.yaml, or the name of a shipped preset (quick, "
+        "multi30k, transformer, copy, reverse, ...); with --resume, a run folder instead "
         "(its saved config.yaml is used)",
     )
     mode = p.add_mutually_exclusive_group()
@@ -81,8 +82,8 @@ def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "prepare",
         help="train the tokenizers and build the training token store, without training",
-        usage="%(prog)s [-h] CONFIG.yaml [--out DIR] [--set KEY=VALUE] [--SECTION.KEY VALUE] "
-        "[--no-progress]",
+        usage="%(prog)s [-h] CONFIG.yaml|PRESET [--out DIR] [--set KEY=VALUE] "
+        "[--SECTION.KEY VALUE] [--no-progress]",
         description=(
             "Read the training split once, train the tokenizers on a sample "
             "(tokenizer.sample_sentences pairs) and encode the split into a memory-mapped "
@@ -91,7 +92,7 @@ def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
             "from them: useful before a long or a torchrun job."
         ),
     )
-    _config_options(p, "YAML run config, e.g. configs/quick.yaml")
+    _config_options(p, "YAML run config, e.g. configs/quick.yaml, or a shipped preset's name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_prepare, resume=False)
 
@@ -107,6 +108,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 def _config_and_folder(args: argparse.Namespace):
     """The config to train and its RunFolder: from CONFIG (+ --out), or from a RUN_DIR."""
+    from ..nmt.config.presets import config_path, preset_path
     from ..nmt.runs.run_folder import RunFolder
 
     if args.config is None:
@@ -114,10 +116,16 @@ def _config_and_folder(args: argparse.Namespace):
             raise UsageError("give a CONFIG.yaml, or --resume RUN_DIR to continue a run")
         args.config = args.out
     source = Path(args.config)
-    if args.resume and not source.exists() and source.suffix not in (".yaml", ".yml"):
+    if (
+        args.resume
+        and not source.exists()
+        and source.suffix not in (".yaml", ".yml")
+        and preset_path(args.config) is None
+    ):
         raise UsageError(
             f"no run folder {source} to resume; give a run folder 'attnkit train' wrote"
         )
+    source = config_path(args.config)
     if source.is_dir():
         if args.command == "prepare":
             raise UsageError(

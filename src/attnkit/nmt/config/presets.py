@@ -1,0 +1,47 @@
+"""The run configs shipped inside the package, found by name: ``attnkit train quick``.
+
+The presets that need no files outside attnkit (the bundled Multi30k and the
+toy tasks) live in ``attnkit/presets/``, so an installed wheel trains them
+without a checkout; a checkout's ``configs/`` links to the same files and adds
+the presets whose corpora live beside it (``align*.yaml``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["PRESETS", "config_path", "preset_names", "preset_path"]
+
+PRESETS = Path(__file__).resolve().parents[2] / "presets"
+
+
+def preset_names() -> list[str]:
+    """The shipped presets' names, sorted (``["copy", ..., "transformer"]``)."""
+    return sorted(path.stem for path in PRESETS.glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path | None:
+    """The shipped preset ``NAME.yaml``, or None when there is none of that name."""
+    path = PRESETS / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def config_path(config: str) -> Path:
+    """The file a CONFIG argument names: the path itself when it exists, else, for a
+    bare name such as ``quick`` (no folder, no suffix), the shipped preset of that name.
+
+    Raises:
+        FileNotFoundError: ``config`` is a bare name that is neither a file here nor a
+            preset (the message lists the presets). Any other missing path is returned
+            as it is, for the loader to name.
+    """
+    path = Path(config)
+    if path.exists() or path.name != config or path.suffix:
+        return path
+    preset = preset_path(config)
+    if preset is None:
+        raise FileNotFoundError(
+            f"config file not found: {config} (nor a preset of that name; the presets: "
+            f"{', '.join(preset_names())})"
+        )
+    return preset

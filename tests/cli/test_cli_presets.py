@@ -1,0 +1,83 @@
+"""Presets shipped in the package: found by name (``attnkit train quick``) with no checkout,
+the same files as the checkout's ``configs/``, and needing no file outside attnkit."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import run_dir
+from attnkit.nmt.config import RunConfig
+from attnkit.nmt.config.presets import PRESETS, config_path, preset_names, preset_path
+from cli_helpers import assert_one_line_error, run
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = ["copy", "copy_transformer", "multi30k", "quick", "reverse", "reverse_transformer"]
+SHIPPED += ["transformer"]
+
+
+def test_the_presets_that_need_no_outside_files_are_shipped():
+    assert preset_names() == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_checkout_configs_are_the_shipped_files(name):
+    assert (REPO / "configs" / f"{name}.yaml").resolve() == preset_path(name)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_preset_reads_only_bundled_or_generated_data(name):
+    config = RunConfig.load(preset_path(name))
+    assert config.name == name
+    assert config.data.train is None and config.train.guided_alignment is None
+    assert (config.data.bundled == "multi30k") != (config.data.toy is not None)
+
+
+def test_the_wheel_carries_the_presets():
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    package_data = re.search(r"^attnkit = \[(.*)\]$", pyproject, re.M)
+    assert package_data and '"presets/*.yaml"' in package_data.group(1)
+    assert PRESETS == REPO / "src" / "attnkit" / "presets"
+
+
+def test_a_config_argument_is_a_path_first_then_a_preset_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert config_path("quick") == PRESETS / "quick.yaml"
+    assert config_path("configs/quick.yaml") == Path("configs/quick.yaml")  # the loader names it
+    assert config_path("mine.yaml") == Path("mine.yaml")
+    (tmp_path / "quick").write_text("name: mine\n")
+    assert config_path("quick") == Path("quick")  # a file here wins over the preset
+
+
+def test_an_unknown_bare_name_lists_the_presets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="config file not found: quik") as caught:
+        config_path("quik")
+    assert ", ".join(SHIPPED) in str(caught.value)
+
+
+def test_prepare_a_preset_by_name_outside_a_checkout(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "prepare", "reverse", "--data.toy.train_size", "200")
+    assert status == 0, err
+    assert out == "prepared: runs/reverse\n"  # the folder is named after the preset
+    prepared = json.loads((tmp_path / "runs/reverse/prepared.json").read_text())
+    assert prepared["total"] == 200
+
+
+def test_a_bad_preset_name_is_one_usage_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "train", "quik")
+    assert status != 0 and out == ""
+    assert_one_line_error(err, "train", "nor a preset of that name; the presets: copy,")
+
+
+def test_a_missing_run_names_the_shipped_preset_without_a_checkout(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_dir, "_CHECKOUT_CONFIGS", tmp_path / "no_checkout")
+    status, _, err = run(capsys, "evaluate", "runs/multi30k")
+    assert status == 2
+    assert "'attnkit train multi30k' makes it" in err
