@@ -81,3 +81,13 @@ def test_a_missing_run_names_the_shipped_preset_without_a_checkout(capsys, tmp_p
     status, _, err = run(capsys, "evaluate", "runs/multi30k")
     assert status == 2
     assert "'attnkit train multi30k' makes it" in err
+
+
+def test_a_preset_named_as_the_other_architecture_points_to_its_sibling_by_name(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["prepare", "reverse", "--model.arch", "transformer", "--data.toy.train_size", "100"]
+    status, _, err = run(capsys, *argv)
+    assert status == 0, err
+    assert "; a preset tuned for it: reverse_transformer\n" in err

@@ -161,12 +161,14 @@ def _load_config(path: Path, args: argparse.Namespace):
     ``reverse_transformer.yaml``), points to it.
     """
     from ..nmt.config import RunConfig
+    from ..nmt.config.presets import PRESETS
 
     notes: list[str] = []
     config = RunConfig.load(path, _overrides(args), notes=notes)
     for note in notes:
         sibling = path.with_name(f"{path.stem}_{config.model.arch}{path.suffix}")
-        tuned = f"; a preset tuned for it: {sibling}" if sibling.is_file() else ""
+        named = sibling.stem if path.parent == PRESETS else sibling  # as the user named it
+        tuned = f"; a preset tuned for it: {named}" if sibling.is_file() else ""
         stderr(f"attnkit {args.command}: note: {note}{tuned}")
     return config
 
