@@ -342,3 +342,34 @@ def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
     assert not (tmp_path / "run" / "last.json").exists()
     monkeypatch.setattr(loop, "prepare_data", real)
     assert train(config(), tmp_path / "run", echo=quiet).progress.finished  # a retry needs no flag
+
+
+def test_a_resume_on_changed_training_data_says_it_no_longer_repeats_the_run(tmp_path):
+    import os
+
+    def corpus(pairs):
+        for name, line in (("train.src", "s1 s2 s3\n"), ("train.tgt", "s3 s2 s1\n")):
+            (tmp_path / name).write_text(line * pairs, encoding="utf-8")
+
+    corpus(60)
+    files = {"src": str(tmp_path / "train.src"), "tgt": str(tmp_path / "train.tgt")}
+    tiny = {**TINY, "data": {"train": files, "valid": files, "max_src_len": None}}
+    run = tmp_path / "run"
+    train(RunConfig.from_dict(tiny, ["train.max_steps=2"]), run, progress_bar=False, echo=quiet)
+
+    os.utime(tmp_path / "train.src", ns=(1, 1))  # the store is rebuilt, with the same pairs
+    heard = []
+    more = RunConfig.from_dict(tiny, ["train.max_steps=3"])
+    train(more, run, resume=True, progress_bar=False, echo=heard.append)
+    assert any("rebuilding" in line for line in heard), heard
+    assert not any(line.startswith("note: the training data") for line in heard)
+
+    corpus(80)
+    heard.clear()
+    more = RunConfig.from_dict(tiny, ["train.max_steps=4"])
+    train(more, run, resume=True, progress_bar=False, echo=heard.append)
+    assert (
+        "note: the training data changed since this checkpoint (60 pairs, 180 + 180 tokens "
+        "then; 80 pairs, 240 + 240 now): the run goes on with the new data, so it no longer "
+        "repeats the run it resumes"
+    ) in heard

@@ -133,6 +133,10 @@ class _Trainer:
             self.folder.drop_averaging_after(self.progress.step)
         self.started -= self.progress.elapsed_s
         self._keep_budget()
+        then = ckpt.state.get("training_data")  # absent from checkpoints before 2026-12-07
+        note = None if then is None else messages.data_changed(then, asdict(self.data.counts))
+        if note and self.group.is_main:
+            self.echo(note)
 
     def _keep_budget(self) -> None:
         """A resumed ``max_steps: auto`` run keeps the budget it chose."""
@@ -159,6 +163,7 @@ class _Trainer:
             "progress": asdict(p),
             "scheduler": self.scheduler.state_dict(),
             "world_size": self.group.world_size,
+            "training_data": asdict(self.data.counts),
         }
         extra = {"epoch_generator": self.order.state, **rng_states(self.group, self.device)}
         if not self.group.is_main:

@@ -1,5 +1,6 @@
 """What training tells the user: the epoch's progress display, a validation's line, the
-batch note under torchrun, and what a failed write leaves and how to go on."""
+batch note under torchrun, what a failed write leaves and how to go on, and a resume on
+training data that changed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from .distributed import Group
 from .progress import Progress
 from .progress_lines import progress as progress_display
 
-__all__ = ["after_write_failure", "batch_note", "epoch_bar", "validation_line"]
+__all__ = [
+    "after_write_failure",
+    "batch_note",
+    "data_changed",
+    "epoch_bar",
+    "validation_line",
+]
 
 
 def epoch_bar(total: int, p: Progress, enabled: bool):
@@ -63,3 +70,16 @@ def batch_note(config: RunConfig, group: Group) -> str:
         return ""
     size = config.train.batch_size
     return f"; train.batch_size {size} sentences per step in all, ~{size / group.world_size:g} each"
+
+
+def data_changed(then: dict, now: dict) -> str | None:
+    """The note for a resume whose training store no longer counts what the checkpoint's did
+    (``then`` and ``now``: :class:`~attnkit.nmt.data.store.StoreCounts` as dicts), or None."""
+    if then == now:
+        return None
+    return (
+        f"note: the training data changed since this checkpoint ({then['pairs']:,} pairs, "
+        f"{then['src_tokens']:,} + {then['tgt_tokens']:,} tokens then; {now['pairs']:,} pairs, "
+        f"{now['src_tokens']:,} + {now['tgt_tokens']:,} now): the run goes on with the new "
+        "data, so it no longer repeats the run it resumes"
+    )

@@ -16,7 +16,7 @@ from ...atomic import atomic_write_bytes
 from ..config import DataConfig, RunConfig, TrainConfig
 from ..data.batching import EpochBatches, Examples, bucket_batches, encode_examples
 from ..data.corpus import ParallelCorpus, load_split, stream_split
-from ..data.store import TokenStore, file_identity, fingerprint
+from ..data.store import StoreCounts, TokenStore, file_identity, fingerprint
 from ..data.subword_sampling import SampledSegmentation
 from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
 from ..data.training_split import (
@@ -91,8 +91,8 @@ class TrainingData:
         valid: validation pairs as token ids (no length limit).
         references: the validation targets as text, for BLEU.
         src_tok, tgt_tok: the run's tokenizers.
-        dropped: training pairs dropped for the length limits.
-        skipped: training pairs skipped for an empty side.
+        counts: the training store's pairs and tokens, and the pairs it left out
+            (``dropped`` over the length limits, ``skipped`` with an empty side).
     """
 
     train: Examples
@@ -100,15 +100,14 @@ class TrainingData:
     references: list[str]
     src_tok: Tokenizer
     tgt_tok: Tokenizer
-    dropped: int
-    skipped: int
+    counts: StoreCounts
 
     def summary(self) -> str:
         """The one-line ``data: ...`` report training prints."""
         return (
-            f"data: {len(self.train)} training pairs ({self.dropped} longer than the length "
-            f"limits dropped, {self.skipped} with an empty side skipped), {len(self.valid)} "
-            f"validation pairs; vocabulary {self.src_tok.vocab_size} source / "
+            f"data: {len(self.train)} training pairs ({self.counts.dropped} longer than the "
+            f"length limits dropped, {self.counts.skipped} with an empty side skipped), "
+            f"{len(self.valid)} validation pairs; vocabulary {self.src_tok.vocab_size} source / "
             f"{self.tgt_tok.vocab_size} target"
         )
 
@@ -151,17 +150,8 @@ def prepare_data(
             lambda: _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar),
         )
     checked = _encoded(valid_corpus, src_tok, tgt_tok)
-    counts = store.counts
     train = Examples(store.src, store.tgt, store.links)
-    data = TrainingData(
-        train,
-        checked.valid,
-        checked.references,
-        src_tok,
-        tgt_tok,
-        counts.dropped,
-        counts.skipped,
-    )
+    data = TrainingData(train, checked.valid, checked.references, src_tok, tgt_tok, store.counts)
     echo(data.summary())
     if not len(train):
         raise ValueError(
