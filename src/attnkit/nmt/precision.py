@@ -15,7 +15,8 @@ layer norms (autocast's float32 list) and the fused Bahdanau/GRU loop
 ``avx512_bf16`` or ``amx_bf16`` (the instructions oneDNN's bf16 matrix
 products use). Without them a CPU still computes bf16 (PyTorch emulates it),
 but its matrix products are slower than float32 (3.2x slower on an Ice Lake
-Xeon, see benchmarks/RESULTS.md), so ``auto`` stays fp32 there. Note that
+Xeon, 50x on an AMD EPYC with AVX2 only, see benchmarks/RESULTS.md), so ``auto``
+stays fp32 there, and an explicit ``bf16`` says what it costs. Note that
 ``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` answers True on such CPUs too:
 it says bf16 works, not that it is fast, so it is not the test used here.
 
@@ -48,6 +49,10 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # either gives oneDNN fast bf16 ma
 AUTO_ENV = "ATTNKIT_PRECISION"  # fp32 or bf16: what auto means, if set
 _CPUINFO = Path("/proc/cpuinfo")
 _SLOW_CPU = "this CPU lacks avx512_bf16/amx_bf16 (bf16 matrix products would be slower than fp32)"
+_EMULATED = (
+    "this CPU lacks avx512_bf16/amx_bf16, so PyTorch emulates bf16: its matrix products run "
+    "3 to 50 times slower than fp32 (auto would choose fp32)"
+)
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ def resolve_precision(
         )
     if kind == "mps" or (kind == "cuda" and not fast):
         raise ValueError(f"{option} is bf16 but {why}; use fp32 or auto")
-    return Precision("bf16", setting, kind, f"bf16: {option} is bf16; {why}")
+    return Precision("bf16", setting, kind, f"bf16: {option} is bf16; {why if fast else _EMULATED}")
 
 
 def _fast_bf16(device: torch.device, cpu_flags: str | None) -> tuple[bool, str]:
