@@ -207,3 +207,32 @@ def test_data_suite_peak_rss_is_the_commands_not_the_benchmark_process():
     assert held.sum().item() == 2**27
     assert err == "" and seconds > 0
     assert 10 < peak_mb < 300  # one Python with attnkit imported, not this process's 512 MiB
+
+
+def test_bench_precision_times_nothing_where_bf16_is_emulated(monkeypatch):
+    from benchmarks import bench_precision
+
+    monkeypatch.setattr(bench_precision, "cpu_bf16_flag", lambda flags=None: None)
+    monkeypatch.setattr(bench_precision, "compare", lambda *a, **k: pytest.fail("timed"))
+    result = bench_precision.run(quick=True)
+    assert result.ratios == {}
+    (table,) = result.tables
+    assert table.title.startswith("bf16 mixed precision: not supported on this CPU")
+    assert table.rows[0][0] == "none (no avx512_bf16/amx_bf16)"
+
+
+def test_bench_step_parts_leaves_out_the_bf16_rows_where_bf16_is_emulated(monkeypatch):
+    from benchmarks import bench_step_parts
+    from benchmarks.timing import Comparison
+
+    monkeypatch.setattr(bench_step_parts, "cpu_bf16_flag", lambda flags=None: None)
+    built = []
+    rows = [
+        (f"{key}_{precision}", key, precision, lambda key=key: built.append(key) or (None, None))
+        for key, precision in (("a", "fp32"), ("b", "bf16"), ("c", "fp32"))
+    ]
+    monkeypatch.setattr(bench_step_parts, "_rows", lambda: rows)
+    monkeypatch.setattr(bench_step_parts, "compare", lambda *a, **k: Comparison(2.0, 1.0))
+    result = bench_step_parts.run(quick=True)
+    assert built == ["a", "c"] and list(result.ratios) == ["step_part_a_fp32", "step_part_c_fp32"]
+    assert result.tables[0].title.endswith("; bf16 rows left out: this CPU emulates bf16")
