@@ -25,7 +25,9 @@ _LAZY = {
     "TransformerConfig": ".models.transformer",
     "TransformerTranslator": ".models.transformer",
     "Translator": ".models.translator",
+    "RunConfig": ".config",
     "load_run": ".runs.loaded_run",
+    "train": ".training.loop",
     "translate_lines": ".decoding.translate",
 }
 

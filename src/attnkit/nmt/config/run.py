@@ -119,6 +119,21 @@ class RunConfig(_Section):
         config.resolve_paths(path.parent)
         return config
 
+    @classmethod
+    def preset(cls, name: str, overrides: Sequence[str] = ()) -> RunConfig:
+        """A preset shipped with attnkit (``quick``, ``multi30k``, ``transformer``, the toy
+        tasks: :func:`~.presets.preset_names`), with dotted ``overrides`` as in :meth:`load`.
+
+        Raises:
+            ValueError: no preset of that name (the message lists them), or a bad override.
+        """
+        from .presets import preset_names, preset_path
+
+        path = preset_path(name)
+        if path is None:
+            raise ValueError(f"no preset {name!r}; the presets: {', '.join(preset_names())}")
+        return cls.load(path, overrides)
+
     def resolve_paths(self, base: Path) -> None:
         """Make the user corpus paths absolute, relative to ``base``."""
         for split in (self.data.train, self.data.valid, self.data.test):
