@@ -75,12 +75,21 @@ def test_a_bad_preset_name_is_one_usage_line(capsys, tmp_path, monkeypatch):
     assert_one_line_error(err, "train", "nor a preset of that name; the presets: copy,")
 
 
-def test_a_missing_run_names_the_shipped_preset_without_a_checkout(capsys, tmp_path, monkeypatch):
+def test_a_missing_run_outside_the_checkout_names_the_shipped_preset(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_dir, "_CHECKOUT_CONFIGS", tmp_path / "no_checkout")
     status, _, err = run(capsys, "evaluate", "runs/multi30k")
     assert status == 2
     assert "'attnkit train multi30k' makes it" in err
+
+
+def test_a_missing_run_of_a_checkout_only_preset_names_its_file(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run(capsys, "evaluate", "runs/align")
+    assert status == 2
+    assert f"'attnkit train {REPO / 'configs' / 'align.yaml'}' makes it" in err
+    monkeypatch.setattr(run_dir, "_CHECKOUT_CONFIGS", tmp_path / "no_checkout")  # a wheel
+    status, _, err = run(capsys, "evaluate", "runs/align")
+    assert "'attnkit train CONFIG.yaml --out runs/align' makes one" in err
 
 
 def test_a_preset_named_as_the_other_architecture_points_to_its_sibling_by_name(

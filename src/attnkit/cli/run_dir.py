@@ -92,16 +92,17 @@ def load_batched_run(args: argparse.Namespace, run_dir: str | None = None):
 
 
 def preset_for(name: str) -> str | None:
-    """The CONFIG argument that trains the preset NAME: ``configs/NAME.yaml`` (relative to
-    the working directory when it is there), else the checkout's, else the shipped
-    preset's bare name."""
+    """The CONFIG argument that trains the preset NAME: ``configs/NAME.yaml`` when the
+    working directory has it, else the shipped preset's bare name, else the checkout's
+    ``configs/NAME.yaml`` (the presets that read corpora beside the checkout)."""
     from ..nmt.config.presets import preset_path
 
-    for folder in (Path("configs"), _CHECKOUT_CONFIGS):
-        path = folder / f"{name}.yaml"
-        if path.is_file():
-            return str(path)
-    return name if preset_path(name) is not None else None
+    here, checkout = Path("configs") / f"{name}.yaml", _CHECKOUT_CONFIGS / f"{name}.yaml"
+    if here.is_file():
+        return str(here)
+    if preset_path(name) is not None:
+        return name
+    return str(checkout) if checkout.is_file() else None
 
 
 def check_run_folder(run_dir: str) -> None:
