@@ -95,6 +95,42 @@ def test_cross_attention_cache_zeroes_the_padding_once_and_nan_there_reaches_not
     assert not self_cache.zeroed  # self-attention: keys change at every step
 
 
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_cross_cache_refuses_a_later_mask_that_allows_a_key_it_zeroed(need_weights):
+    mha = make(2)
+    target, source = torch.randn(B, 3, E), torch.randn(B, 5, E)
+    first = padding_mask([5, 3])
+    cache = KVCache()
+    mha(target[:, :1], source, key_padding_mask=first, cache=cache)
+    key, steps = cache.key, cache.steps
+    wider = padding_mask([5, 4])  # allows key 3 of row 1, zeroed by the first call
+    message = r"key_padding_mask lets batch row 1 attend to key 3, but this cross-attention cache"
+    with pytest.raises(ValueError, match=message):
+        mha(target[:, 1:2], key_padding_mask=wider, cache=cache, need_weights=need_weights)
+    with pytest.raises(ValueError, match=r"key_padding_mask \(None: every key\) lets batch row 1"):
+        mha(target[:, 1:2], cache=cache, need_weights=need_weights)
+    assert cache.key is key and cache.steps == steps  # refused without touching the cache
+    reordered = cache.index_select(torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="lets batch row 0 attend to key 3"):
+        mha(target[:, 1:2], key_padding_mask=wider, cache=reordered)
+
+
+def test_cross_cache_serves_a_later_mask_that_masks_more_and_stays_zeroed():
+    mha = make(2)
+    target, source = torch.randn(B, 3, E), torch.randn(B, 5, E)
+    first, narrower = padding_mask([5, 3]), padding_mask([2, 0], 5)
+    cache = KVCache()
+    mha(target[:, :1], source, key_padding_mask=first, cache=cache)
+    out, _ = mha(target[:, 1:2], key_padding_mask=narrower, cache=cache)
+    want, _ = mha(target[:, 1:2], source, key_padding_mask=narrower)
+    assert torch.allclose(out, want, atol=1e-6) and torch.equal(out[1], torch.zeros(1, E))
+    causal = torch.ones(1, 5, dtype=torch.bool)  # an attn_mask: not padding-only
+    mha(target[:, 2:], key_padding_mask=first, attn_mask=causal, cache=cache)
+    assert cache.zeroed and cache.kept is first  # zeroed stays true: the keys are still zero
+    with pytest.raises(ValueError, match="lets batch row 1 attend to key 3"):
+        mha(target[:, 2:], key_padding_mask=padding_mask([5, 5]), cache=cache)
+
+
 def test_index_select_reorders_the_cache_like_the_batch():
     mha = make(2)
     x = torch.randn(3, 4, E)

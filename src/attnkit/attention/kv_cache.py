@@ -33,9 +33,15 @@ class KVCache:
         value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
         steps: number of query positions processed so far.
         cross: None until the first call, then whether this is a cross-attention cache.
-        zeroed: cross-attention only: the positions the first call's
-            ``key_padding_mask`` masked were zeroed in ``key`` and ``value`` then,
-            so later steps with that mask skip the pass (a copy of both per step).
+        zeroed: cross-attention only: the positions the first padding-only
+            call's ``key_padding_mask`` masked were zeroed in ``key`` and ``value``
+            then, so later steps skip the pass (a copy of both per step). Those
+            keys are gone: a later mask may mask more keys, but one that allows
+            a zeroed key is refused (ValueError, checked on CPU outside
+            ``torch.compile``); start a new cache to change the source padding.
+        kept: with ``zeroed``, the ``key_padding_mask`` ``(B, Tk)`` bool that did
+            the zeroing (True = kept), or None where it is not known (then later
+            masks are not checked). Passing this very tensor again skips the check.
     """
 
     key: Tensor | None = None
@@ -43,6 +49,7 @@ class KVCache:
     steps: int = 0
     cross: bool | None = None
     zeroed: bool = False
+    kept: Tensor | None = None
 
     def __repr__(self) -> str:
         return f"KVCache(length={self.length}, steps={self.steps}, cross={self.cross})"
@@ -56,4 +63,5 @@ class KVCache:
         """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
         pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
         pick_v = None if self.value is None else self.value.index_select(0, index)
-        return KVCache(pick, pick_v, self.steps, self.cross, self.zeroed)
+        kept = None if self.kept is None else self.kept.index_select(0, index)  # (B', Tk)
+        return KVCache(pick, pick_v, self.steps, self.cross, self.zeroed, kept)

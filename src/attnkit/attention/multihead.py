@@ -166,6 +166,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             need_weights: also return the attention weights (explicit path).
             average_weights: average the weights over heads.
             cache: a :class:`KVCache` for incremental decoding, updated in place.
+                A cross-attention cache zeroes the keys its first padding-only
+                call's ``key_padding_mask`` masks: later calls may mask more
+                keys, never fewer.
 
         Returns:
             ``(output, weights)``: output ``(B, Tq, E)``; weights ``(B, Tq, Tk)``
@@ -179,7 +182,8 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
                 wrong shape; a float ``attn_mask`` holding NaN or ``+inf`` (checked
                 on CPU: :func:`~attnkit.attention.masks.check_float_mask`); a cache
-                of another batch size or kind.
+                of another batch size or kind; masks that allow a key a
+                cross-attention cache has zeroed (:attr:`KVCache.zeroed`, checked on CPU).
             TypeError: non-tensor or non-floating inputs, a dtype other than the
                 parameters', a non-bool ``key_padding_mask``, an ``attn_mask``
                 neither bool nor floating, or ``cache`` not a :class:`KVCache`.
@@ -195,6 +199,8 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         fused = takes_fused_kernel(q, k, v, dropout_p, need_weights)
         resolved = self._mask(key_padding_mask, attn_mask, is_causal, fused, q, k)
         cross = cache is not None and (cache.cross if cache.cross is not None else key is not None)
+        if cross:
+            _check_zeroed_keys(cache, key_padding_mask, resolved)
         zeroed = cross and _padding_only(resolved, attn_mask, is_causal)
         if zeroed and not cache.zeroed:  # the first cross-attention step: zero them once
             k, v = zero_dead_keys(resolved.allowed, k, v)  # (B, Hkv, Tk, Dh) each
@@ -217,7 +223,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         if cache is not None:
             cache.key, cache.value, cache.steps = k, v, cache.steps + tq
             cache.cross = cache.cross if cache.cross is not None else key is not None
-            cache.zeroed = zeroed
+            if zeroed and not cache.zeroed:  # padding-only: key_padding_mask did the zeroing
+                cache.kept = key_padding_mask  # (B, Tk)
+            cache.zeroed = cache.zeroed or zeroed  # zeroed keys stay zero
         if step:
             output = output.squeeze(1)  # (B, E)
             weights = None if weights is None else weights.squeeze(-2)  # (B, [H,] Tk)
@@ -380,3 +388,29 @@ def _check_mask(name: str, mask: Tensor, shapes: list[tuple[int, ...]], *, bool_
 def _padding_only(resolved: ResolvedMask, attn_mask: Tensor | None, is_causal: bool) -> bool:
     """Whether the only masked keys are padding (the same at every decoding step)."""
     return resolved.allowed is not None and attn_mask is None and not is_causal
+
+
+def _check_zeroed_keys(cache: KVCache, key_padding_mask: Tensor | None, r: ResolvedMask) -> None:
+    """Refuse masks that allow a key a cross-attention cache has zeroed (``KVCache.kept``).
+
+    Those keys and values are gone: attending to them would silently use zeros.
+    Checked on CPU outside ``torch.compile`` only (reading the answer is a host
+    synchronisation), and not at all when ``key_padding_mask`` is ``cache.kept``.
+    """
+    kept = cache.kept  # (B, Tk) bool or None
+    if not cache.zeroed or kept is None or kept.device.type != "cpu":
+        return
+    if torch.compiler.is_compiling() or key_padding_mask is kept:
+        return
+    live = True if r.allowed is None else r.allowed.any(dim=-2, keepdim=True)  # (.., 1, Tk)
+    revived = ~kept[:, None, None, :] & live  # (B, H|1, 1, Tk)
+    if not bool(revived.any()):
+        return
+    row, _, _, position = revived.nonzero()[0].tolist()
+    given = " (None: every key)" if key_padding_mask is None else ""
+    raise ValueError(
+        f"key_padding_mask{given} lets batch row {row} attend to key {position}, but this "
+        "cross-attention cache zeroed that key and its value when its first "
+        "key_padding_mask masked it; pass that mask (or one that masks more) at every "
+        "step, or start a new KVCache"
+    )

@@ -153,6 +153,26 @@ def test_cross_attention_keys_are_projected_once_per_source(monkeypatch):
     assert len(calls) == len(model.decoder_layers)  # in encode(), none per step
 
 
+def test_decoding_passes_the_mask_its_cross_caches_were_zeroed_with(monkeypatch):
+    # Each step hands the cross-attention the very mask that zeroed its cached
+    # padding (KVCache.kept), so the check for a mask allowing more keys is skipped.
+    from attnkit.attention import multihead
+
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    same = []
+    original = multihead._check_zeroed_keys
+
+    def spy(cache, key_padding_mask, resolved):
+        same.append(cache.kept is not None and key_padding_mask is cache.kept)
+        original(cache, key_padding_mask, resolved)
+
+    monkeypatch.setattr(multihead, "_check_zeroed_keys", spy)
+    with torch.no_grad():
+        step_by_step(model, src, src_lengths, tgt_in)
+    assert len(same) == tgt_in.shape[1] * len(model.decoder_layers) and all(same)
+
+
 def test_attention_maps_hold_every_layer_and_head_with_exact_zeros():
     model = tiny_transformer(decoder_layers=3)
     src, src_lengths, tgt_in, _ = _batch(seed=3)

@@ -78,9 +78,9 @@ class TransformerMemory(NamedTuple):
 
     def cross_caches(self) -> list[KVCache]:
         """Fresh cross-attention caches over the projected keys/values (nothing re-projected,
-        padding already zeroed)."""
+        padding already zeroed by ``mask``, which later steps pass again)."""
         return [
-            KVCache(k, v, 0, cross=True, zeroed=True)
+            KVCache(k, v, 0, cross=True, zeroed=True, kept=self.mask)
             for k, v in zip(self.cross_keys, self.cross_values, strict=True)
         ]
 
