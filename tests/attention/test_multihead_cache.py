@@ -164,6 +164,20 @@ def test_cache_misuse_is_refused_without_touching_the_cache():
         mha(torch.randn(B, 1, E), cache=KVCache(cross=True))
 
 
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_a_cache_filled_by_another_head_layout_is_refused(cross):
+    cache = KVCache()
+    make(2)(torch.randn(B, 1, E), torch.randn(B, 5, E) if cross else None, cache=cache)
+    key = cache.key  # (B, Hkv=2, Tk, Dh=2)
+    step = torch.randn(B, 1, E)
+    layout = r"cache holds keys of 2 key/value heads of size 2 \(shape \(2, 2, \d, 2\)\), "
+    with pytest.raises(ValueError, match=layout + "but this module has num_kv_heads=4"):
+        make(4)(step, cache=cache)
+    with pytest.raises(ValueError, match=layout + "but this module has num_kv_heads=1"):
+        make(1)(step, cache=cache)
+    assert cache.key is key  # left as it was
+
+
 def repeated_kv_heads(gqa):
     """The same function as ``gqa`` with Hkv = H: each K/V head copied G times."""
     full = make(H)

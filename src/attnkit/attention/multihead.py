@@ -182,8 +182,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
                 wrong shape; a float ``attn_mask`` holding NaN or ``+inf`` (checked
                 on CPU: :func:`~attnkit.attention.masks.check_float_mask`); a cache
-                of another batch size or kind; masks that allow a key a
-                cross-attention cache has zeroed (:attr:`KVCache.zeroed`, checked on CPU).
+                of another batch size, kind or key/value head layout; masks that
+                allow a key a cross-attention cache has zeroed
+                (:attr:`KVCache.zeroed`, checked on CPU).
             TypeError: non-tensor or non-floating inputs, a dtype other than the
                 parameters', a non-bool ``key_padding_mask``, an ``attn_mask``
                 neither bool nor floating, or ``cache`` not a :class:`KVCache`.
@@ -310,16 +311,27 @@ class MultiHeadAttention(TorchInterop, nn.Module):
                 f"self-attention (key=None) needs kdim == vdim == embed_dim, got "
                 f"kdim={self.kdim}, vdim={self.vdim}, embed_dim={self.embed_dim}; pass key"
             )
-        if cache is None:
-            return
+        if cache is not None:
+            self._check_cache(cache, query, key)
+
+    def _check_cache(self, cache: KVCache, query: Tensor, key: Tensor | None) -> None:
+        """``cache`` must be of this call's kind, batch size and key/value head layout."""
         if cache.cross is False and key is not None:
             raise ValueError("cache holds self-attention keys; pass key=None and value=None")
         if cache.cross and cache.key is None and key is None:
             raise ValueError("cache is a cross-attention cache with no keys yet; pass key")
-        if cache.key is not None and cache.key.shape[0] != b:
+        if cache.key is None:
+            return
+        b, (batch, heads, _, size) = query.shape[0], cache.key.shape  # (B, Hkv, Tk, Dh)
+        if batch != b:
             raise ValueError(
-                f"cache has batch size {cache.key.shape[0]} but query has B={b} "
-                f"(query {tuple(query.shape)})"
+                f"cache has batch size {batch} but query has B={b} (query {tuple(query.shape)})"
+            )
+        if (heads, size) != (self.num_kv_heads, self.head_dim):
+            raise ValueError(
+                f"cache holds keys of {heads} key/value heads of size {size} (shape "
+                f"{tuple(cache.key.shape)}), but this module has num_kv_heads="
+                f"{self.num_kv_heads}, head_dim={self.head_dim}: was it filled by another layer?"
             )
 
 
