@@ -28,8 +28,17 @@ class KVCache:
       projected once, on the first call, and reused; on later calls ``key`` and
       ``value`` may be passed again or left None, and are not read.
 
+    A step then computes ``softmax(q_t [K_cache; k_t]^T / sqrt(Dh)) [V_cache; v_t]``,
+    the same numbers as the full causal pass of Vaswani et al. 2017 (sec. 3.2.3,
+    masked decoder self-attention; eq. 1) without re-projecting earlier positions.
+
+    The cache checks nothing itself; :meth:`MultiHeadAttention.forward` raises
+    ValueError for a cache of another batch size, kind (self/cross) or
+    key/value head layout, and for masks that allow a key it zeroed (``zeroed``).
+
     Attributes:
-        key: projected keys ``(B, Hkv, Tk, Dh)``, or None before the first call.
+        key: projected keys ``(B, Hkv, Tk, Dh)``, or None before the first call; in
+            the dtype the projections give (the parameters', or autocast's).
         value: projected values ``(B, Hkv, Tk, Dh)``, or None before the first call.
         steps: number of query positions processed so far.
         cross: None until the first call, then whether this is a cross-attention cache.
@@ -60,7 +69,15 @@ class KVCache:
         return 0 if self.key is None else self.key.shape[2]
 
     def index_select(self, index: Tensor) -> KVCache:
-        """A new cache with batch rows ``index`` (e.g. to reorder beams); ``index`` is ``(B',)``."""
+        """A new cache with batch rows ``index`` (e.g. to reorder beams).
+
+        Args:
+            index: ``(B',)`` int64 rows in ``[0, B)``; rows may repeat.
+
+        Returns:
+            a :class:`KVCache` with ``B'`` rows of ``key``, ``value`` and ``kept``;
+            this one is left as it is.
+        """
         pick = None if self.key is None else self.key.index_select(0, index)  # (B', Hkv, Tk, Dh)
         pick_v = None if self.value is None else self.value.index_select(0, index)
         kept = None if self.kept is None else self.kept.index_select(0, index)  # (B', Tk)
