@@ -152,6 +152,20 @@ def test_to_torch_masks_flips_polarity_and_flattens_heads():
     assert MultiHeadAttention.to_torch_masks(attn_mask=additive)["attn_mask"] is additive
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_to_torch_masks_takes_a_4d_mask_shared_by_every_row_and_head(dtype):
+    ref, mha = pair()
+    x = torch.randn(B, T, E)
+    shared = causal_mask(T).flip(1)[None, None]  # (1, 1, Tq, Tk): attnkit broadcasts it
+    if dtype is torch.float32:
+        shared = torch.zeros(T, T).masked_fill(~shared[0, 0], float("-inf"))[None, None]
+    converted = MultiHeadAttention.to_torch_masks(attn_mask=shared)
+    assert converted["attn_mask"].shape == (T, T)
+    compare(mha(x, attn_mask=shared), ref(x, x, x, need_weights=False, **converted), False)
+    with pytest.raises(TypeError, match="attn_mask must be a torch.Tensor or None, got list"):
+        MultiHeadAttention.to_torch_masks(attn_mask=shared.tolist())
+
+
 def test_dropout_is_copied_and_only_active_in_training():
     ref, mha = pair(dropout=0.5)
     assert mha.dropout == 0.5

@@ -36,13 +36,29 @@ class TorchInterop:
 
         Flips bool masks to PyTorch's True = ignore (float masks are additive in
         both APIs and pass unchanged) and reshapes a per-head ``attn_mask``
-        ``(B, H, Tq, Tk)`` to PyTorch's ``(B*H, Tq, Tk)``.
+        ``(B, H, Tq, Tk)`` to PyTorch's ``(B*H, Tq, Tk)``, and one shared by
+        every row and head, ``(1, 1, Tq, Tk)``, to ``(Tq, Tk)``. PyTorch does not
+        broadcast a 3-D mask: expand a ``(B, 1, Tq, Tk)`` or ``(1, H, Tq, Tk)``
+        mask to ``(B, H, Tq, Tk)`` first (unless that size-1 dim is really 1).
+
+        Args:
+            key_padding_mask: ``(B, Tk)`` bool, True = real token, or None.
+            attn_mask: ``(Tq, Tk)`` or ``(B|1, H|1, Tq, Tk)``, bool (True = may
+                attend) or float (added to the scores), or None.
 
         Returns:
             ``{"key_padding_mask": ..., "attn_mask": ...}``.
+
+        Raises:
+            TypeError: a mask that is not a tensor, or neither bool nor floating.
         """
+        masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
+        for name, mask in masks.items():
+            if mask is not None and not isinstance(mask, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
         if attn_mask is not None and attn_mask.dim() == 4:
-            attn_mask = attn_mask.flatten(0, 1)  # (B*H, Tq, Tk)
+            shared = attn_mask.shape[:2] == (1, 1)
+            attn_mask = attn_mask[0, 0] if shared else attn_mask.flatten(0, 1)  # (B*H|., Tq, Tk)
         # Boundary: attnkit True = may attend; nn.MultiheadAttention True = ignore.
         return {
             "key_padding_mask": invert_mask(key_padding_mask),
