@@ -143,33 +143,30 @@ def tutorial_trainer(examples: Examples, vocab: tuple[int, int], seed: int) -> T
 
 
 def throughput(trainers: list[Trainer], rounds: int, steps: int) -> dict[str, dict[str, float]]:
-    """Alternate ``rounds`` of ``steps`` steps per trainer; median tokens/s per trainer.
+    """Alternate ``rounds`` of ``steps`` steps per trainer; each trainer's median round.
 
-    ``tgt_tok_step`` is the mean number of target tokens a timed step trained on:
-    equal for trainers that draw the same batches.
+    The rates and the step time all come from one round, the median by time
+    (the lower middle one for an even count), so they agree with each other.
+    ``tgt_tok_step`` is the mean number of target tokens a timed step trained on,
+    over every round: equal for trainers that draw the same batches.
     """
     for trainer in trainers:
         trainer.run(2)  # warm-up
-    tgt_rates: dict[str, list[float]] = {t.name: [] for t in trainers}
-    all_rates: dict[str, list[float]] = {t.name: [] for t in trainers}
-    step_s: dict[str, list[float]] = {t.name: [] for t in trainers}
-    tgt_total = dict.fromkeys(tgt_rates, 0)
+    timed: dict[str, list[tuple[float, int, int]]] = {t.name: [] for t in trainers}
     for r in range(rounds):
         for trainer in trainers if r % 2 == 0 else reversed(trainers):
             seconds, tgt, both, _ = trainer.run(steps)
-            tgt_rates[trainer.name].append(tgt / seconds)
-            all_rates[trainer.name].append(both / seconds)
-            step_s[trainer.name].append(seconds / steps)
-            tgt_total[trainer.name] += tgt
-    return {
-        name: {
-            "tgt_tok_s": statistics.median(tgt_rates[name]),
-            "all_tok_s": statistics.median(all_rates[name]),
-            "step_s": statistics.median(step_s[name]),
-            "tgt_tok_step": tgt_total[name] / (rounds * steps),
+            timed[trainer.name].append((seconds, tgt, both))
+    result = {}
+    for name, runs in timed.items():
+        seconds, tgt, both = sorted(runs)[(len(runs) - 1) // 2]
+        result[name] = {
+            "tgt_tok_s": tgt / seconds,
+            "all_tok_s": both / seconds,
+            "step_s": seconds / steps,
+            "tgt_tok_step": sum(run[1] for run in runs) / (rounds * steps),
         }
-        for name in tgt_rates
-    }
+    return result
 
 
 def matmul_ceiling(n: int = 2048, repeats: int = 5) -> float:

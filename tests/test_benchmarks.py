@@ -236,3 +236,21 @@ def test_bench_step_parts_leaves_out_the_bf16_rows_where_bf16_is_emulated(monkey
     result = bench_step_parts.run(quick=True)
     assert built == ["a", "c"] and list(result.ratios) == ["step_part_a_fp32", "step_part_c_fp32"]
     assert result.tables[0].title.endswith("; bf16 rows left out: this CPU emulates bf16")
+
+
+def test_throughput_takes_every_figure_from_one_median_round():
+    from types import SimpleNamespace
+
+    from benchmarks.bench_train import throughput
+
+    def trainer(name, rounds):
+        timed = iter([(9.0, 1, 1), *rounds])  # the warm-up call, then the rounds
+        return SimpleNamespace(name=name, run=lambda steps: (*next(timed), None))
+
+    rounds = [(2.0, 100, 300), (4.0, 120, 360), (3.0, 110, 330)]  # (seconds, tgt, both)
+    rates = throughput([trainer("a", rounds)], rounds=3, steps=10)["a"]
+    assert rates["step_s"] == 0.3  # the median round by time: 3 s for 10 steps
+    assert rates["tgt_tok_s"] == 110 / 3.0 and rates["all_tok_s"] == 330 / 3.0
+    assert rates["tgt_tok_step"] == 330 / 30  # every round's target tokens
+    two = throughput([trainer("a", rounds[:2])], rounds=2, steps=10)["a"]
+    assert two["step_s"] == 0.2 and two["tgt_tok_s"] == 100 / 2.0  # the lower middle round
