@@ -59,6 +59,28 @@ def test_an_unknown_bare_name_lists_the_presets(tmp_path, monkeypatch):
     assert ", ".join(SHIPPED) in str(caught.value)
 
 
+def test_a_missing_configs_path_of_a_shipped_preset_names_the_preset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no checkout here: the README's configs/copy.yaml is absent
+    with pytest.raises(FileNotFoundError) as caught:
+        RunConfig.load("configs/copy.yaml")
+    assert str(caught.value) == (
+        "config file not found: configs/copy.yaml (attnkit ships a preset of that name: "
+        "give it as copy, e.g. attnkit train copy or RunConfig.preset('copy'))"
+    )
+    with pytest.raises(FileNotFoundError) as caught:
+        RunConfig.load("configs/align.yaml")
+    assert str(caught.value) == "config file not found: configs/align.yaml"
+
+
+def test_train_a_missing_configs_path_of_a_shipped_preset_is_one_line_naming_it(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "train", "configs/reverse_transformer.yaml")
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "train", "give it as reverse_transformer, e.g. attnkit train")
+
+
 def test_prepare_a_preset_by_name_outside_a_checkout(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     status, out, err = run(capsys, "prepare", "reverse", "--data.toy.train_size", "200")

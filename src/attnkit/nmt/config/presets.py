@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PRESETS", "config_path", "preset_names", "preset_path"]
+__all__ = ["PRESETS", "config_path", "missing_config_message", "preset_names", "preset_path"]
 
 PRESETS = Path(__file__).resolve().parents[2] / "presets"
 
@@ -45,3 +45,17 @@ def config_path(config: str) -> Path:
             f"{', '.join(preset_names())})"
         )
     return preset
+
+
+def missing_config_message(path: Path) -> str:
+    """The error for a config file that does not exist. A path such as
+    ``configs/quick.yaml`` (the README's, absent outside a checkout) whose file name is a
+    shipped preset's names that preset, which is the same file."""
+    message = f"config file not found: {path}"
+    if path.suffix in (".yaml", ".yml") and preset_path(path.stem) is not None:
+        name = path.stem
+        message += (
+            f" (attnkit ships a preset of that name: give it as {name}, "
+            f"e.g. attnkit train {name} or RunConfig.preset({name!r}))"
+        )
+    return message

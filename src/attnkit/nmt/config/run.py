@@ -103,9 +103,11 @@ class RunConfig(_Section):
             FileNotFoundError: ``path`` does not exist.
             ValueError: bad YAML or an invalid value (the message names the key).
         """
+        from .presets import missing_config_message
+
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"config file not found: {path}")
+            raise FileNotFoundError(missing_config_message(path))
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as err:
