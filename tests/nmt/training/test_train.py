@@ -126,10 +126,13 @@ def test_finished_run_is_reused_and_other_runs_are_protected(finished_run):
         config("train.max_steps=20"), run_dir, resume=True, progress_bar=False, echo=messages.append
     )
     assert summary.reused and "reusing" in messages[0]
-    with pytest.raises(ValueError, match="already holds a run; pass --resume"):
+    with pytest.raises(ValueError, match="already holds a run; pass --resume") as caught:
         train(config("train.max_steps=20"), run_dir, progress_bar=False, echo=quiet)
-    with pytest.raises(ValueError, match="model.hidden_size: 24 in the run, 25 given"):
+    assert "--resume (resume=True in Python)" in str(caught.value)  # train() takes no flags
+    assert "--overwrite (overwrite=True in Python)" in str(caught.value)
+    with pytest.raises(ValueError, match="model.hidden_size: 24 in the run, 25 given") as caught:
         train(config("model.hidden_size=25"), run_dir, resume=True, progress_bar=False, echo=quiet)
+    assert "pass --overwrite (overwrite=True in Python) to start over" in str(caught.value)
 
 
 def test_a_finished_run_whose_budget_is_raised_trains_on(finished_run, tmp_path):

@@ -81,6 +81,10 @@ _RUN_GLOBS = (
       ("spm.tgt", "model"), ("vocab", "json"), ("vocab.src", "json"), ("vocab.tgt", "json"))),
 )  # fmt: skip
 
+# how prepare()'s errors name its flags: the CLI's options and attnkit.nmt.train's arguments
+_RESUME = "--resume (resume=True in Python)"
+_OVERWRITE = "--overwrite (overwrite=True in Python)"
+
 
 @dataclass(frozen=True)
 class RunFolder:
@@ -268,14 +272,14 @@ class RunFolder:
         resuming = self.has_run()
         if resuming and not resume:
             raise ValueError(
-                f"{self.path} already holds a run; pass --resume to continue or reuse it, "
-                "or --overwrite to start over"
+                f"{self.path} already holds a run; pass {_RESUME} to continue or reuse it, "
+                f"or {_OVERWRITE} to start over"
             )
         changes = self.config_changes(config) if resuming else []
         if fixed := _fixed(changes):
             raise ValueError(
                 f"the config differs from the one saved in {self.config} ({changes_text(fixed)}); "
-                f"only {', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass --overwrite "
+                f"only {', '.join(RESUME_MAY_CHANGE)} may change on --resume; pass {_OVERWRITE} "
                 "to start over or use another --out folder"
             )
         if changes:
