@@ -29,6 +29,7 @@ def test_bench_without_the_benchmarks_folder_is_a_one_line_error(
     status, out, err = run(capsys, "bench", "--quick")
     assert status == 2 and not out
     assert_one_line_error(err, "bench", "run `python -m benchmarks.run` from the root of a clone")
+    assert str(tmp_path) not in err  # a wheel's site-packages/../benchmarks means nothing to a user
 
 
 def test_bench_loads_the_checkouts_benchmarks_by_path_without_touching_sys_path(

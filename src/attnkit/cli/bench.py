@@ -88,8 +88,9 @@ def _benchmarks_runner() -> ModuleType:
         folder = _CHECKOUT / "benchmarks"
         if not (folder / "run.py").is_file():
             raise UsageError(
-                f"the benchmarks are not installed with attnkit (no {folder}); "
-                "run `python -m benchmarks.run` from the root of a clone of attnkit"
+                "the benchmarks are not installed with attnkit (they live in a clone's "
+                "benchmarks/ folder); run `python -m benchmarks.run` from the root of a clone "
+                "of attnkit"
             )
         _import_package("benchmarks", folder)
     return importlib.import_module("benchmarks.run")
