@@ -1,5 +1,7 @@
 """Run configs: presets validate, errors name key/value/allowed, overrides, paths."""
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,24 @@ def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch
     assert config.data.valid.src == str(work / "va é.de")
     assert config.data.valid.tgt == "/abs/va.en"
     assert config.train.lr == 0.5
+
+
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="no /dev/fd")
+def test_a_process_substitution_path_stays_the_pipe_it_names(tmp_path):
+    # <(zcat train.de.gz) is /dev/fd/N; resolving it gives /proc/PID/fd/pipe:[INODE], a name
+    # that does not exist, so reading it said "No such file" instead of "not a regular file"
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        yaml.safe_dump({"data": {"train": {"tsv": "t.tsv"}, "valid": {"tsv": "v.tsv"}}})
+    )
+    read, write = os.pipe()
+    try:
+        config = RunConfig.load(path, [f"data.train.tsv=/dev/fd/{read}"])
+        assert config.data.train.tsv == f"/dev/fd/{read}"
+        assert stat.S_ISFIFO(Path(config.data.train.tsv).stat().st_mode)
+    finally:
+        os.close(read)
+        os.close(write)
 
 
 def test_yaml_dump_round_trips():

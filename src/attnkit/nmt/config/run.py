@@ -144,13 +144,23 @@ class RunConfig(_Section):
             for key in ("src", "tgt", "tsv"):
                 value = getattr(split, key)
                 if value is not None:
-                    setattr(split, key, str((base / Path(value).expanduser()).resolve()))
+                    setattr(split, key, _absolute(base, value))
         guided = self.train.guided_alignment
         if guided is not None:
-            guided.file = str((base / Path(guided.file).expanduser()).resolve())
+            guided.file = _absolute(base, guided.file)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _absolute(base: Path, value: str) -> str:
+    """``value`` made absolute against ``base``, its links resolved, unless resolving loses
+    the file: a pipe such as ``<(zcat train.de.gz)`` is ``/dev/fd/N``, which resolves to
+    ``/proc/PID/fd/pipe:[INODE]``, a name that does not exist; it stays ``/dev/fd/N``, so
+    that reading it says it is a pipe rather than that no such file exists."""
+    path = base / Path(value).expanduser()
+    resolved = path.resolve()
+    return str(path.absolute() if path.exists() and not resolved.exists() else resolved)
 
 
 def _escaped(text: str) -> str:
