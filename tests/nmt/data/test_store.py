@@ -287,3 +287,12 @@ def test_training_data_in_a_named_pipe_is_refused_before_any_reading(tmp_path):
         file_identity(tmp_path / "train.de")
     (tmp_path / "train.en").write_text("a\n")
     assert file_identity(tmp_path / "train.en")["bytes"] == 2
+
+
+def test_a_missing_or_folder_training_file_is_named_as_the_other_corpus_files_are(tmp_path):
+    with pytest.raises(FileNotFoundError) as caught:
+        file_identity(tmp_path / "train.de")
+    assert str(caught.value) == f"corpus file not found: {tmp_path / 'train.de'}"
+    with pytest.raises(FileNotFoundError) as caught:
+        file_identity(tmp_path)
+    assert str(caught.value) == f"corpus file {tmp_path} is a folder, not a file"

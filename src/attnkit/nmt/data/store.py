@@ -65,7 +65,7 @@ import numpy as np
 
 from ...atomic import new_folder_beside, replace_folder, writing
 from .chunk_packing import ChunkPacker, Encoded, LinePacker, PackedChunk, PairEncoder
-from .line_chunks import LineFiles, read_chunks
+from .line_chunks import LineFiles, check_readable, read_chunks
 from .worker_pool import ordered_map
 
 __all__ = [
@@ -99,10 +99,12 @@ def file_identity(path: str | Path) -> dict:
     """What a store records of a data file: its resolved path, size and modification time.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist.
+        FileNotFoundError: ``path`` does not exist or is a folder (the message names it as
+            :func:`~.line_chunks.check_readable` names any corpus file).
         ValueError: ``path`` is not a regular file (a pipe, a device): training data
             is read more than once (the tokenizer's sample, then the store).
     """
+    check_readable(path)
     info = Path(path).stat()
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(
