@@ -32,3 +32,10 @@ def test_the_package_says_it_is_typed():
     assert (Path(__file__).resolve().parents[1] / "src/attnkit/py.typed").is_file()
     package_data = re.search(r"^attnkit = \[(.*)\]$", PYPROJECT, re.M)
     assert package_data and '"py.typed"' in package_data.group(1)
+
+
+def test_every_third_party_package_the_explorer_imports_is_a_dependency():
+    # serve/app.py imports starlette itself; that fastapi brings it along today is not a promise
+    app = (Path(__file__).resolve().parents[1] / "src/attnkit/serve/app.py").read_text()
+    assert re.search(r"^from starlette\.", app, re.M)
+    assert re.search(r'^    "starlette>=', PYPROJECT, re.M)
