@@ -126,6 +126,46 @@ def test_resume_keeps_the_snapshot_set_of_an_uninterrupted_run(averaged_run, tmp
     assert all(torch.equal(a[k], b[k]) for k in b)
 
 
+def test_a_run_stopped_while_averaging_is_finished_when_resumed(averaged_run, tmp_path):
+    run_dir, straight_heard = averaged_run
+
+    def crash_when_training_stops(line):
+        if line.startswith("stopped: "):  # then the averaged checkpoint and the choice
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), tmp_path, progress_bar=False, echo=crash_when_training_stops)
+    folder = RunFolder(tmp_path)
+    assert not folder.averaged.exists() and not folder.choice.exists()
+    heard = []
+    train(config(), tmp_path, resume=True, progress_bar=False, echo=heard.append)
+    a, b = load_checkpoint(folder.averaged), load_checkpoint(RunFolder(run_dir).averaged)
+    assert a.state == b.state and all(torch.equal(a.model[k], b.model[k]) for k in b.model)
+    assert folder.choice.read_text() == RunFolder(run_dir).choice.read_text()
+    ours = [line.replace(str(tmp_path), str(run_dir)) for line in heard[-2:]]
+    assert ours == straight_heard[-2:]  # the averaged line and the checkpoint auto line
+
+
+def test_a_run_that_trains_on_drops_the_choice_of_its_earlier_end(averaged_run, tmp_path):
+    run_dir, _ = averaged_run
+
+    def crash_after_step_25(line):
+        if line.startswith("epoch") and " step 25:" in line:
+            raise KeyboardInterrupt
+
+    train(config(), tmp_path, progress_bar=False, echo=quiet)
+    assert RunFolder(tmp_path).choice.exists()
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            config("train.max_steps=30"),
+            tmp_path,
+            resume=True,
+            progress_bar=False,
+            echo=crash_after_step_25,
+        )
+    assert not RunFolder(tmp_path).choice.exists()  # it chose among step-20 checkpoints
+
+
 def test_average_last_off_keeps_no_snapshots(tmp_path):
     train(
         config("train.average_last=0", "train.max_steps=5"),

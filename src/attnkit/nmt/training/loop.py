@@ -54,6 +54,7 @@ import torch
 from ...atomic import WriteError, writing
 from ..config import RunConfig
 from ..data.batching import Batch, Examples, make_batch
+from ..data.tokenizer import load_tokenizers
 from ..device import resolve_device
 from ..models.registry import build_translator
 from ..precision import resolve_precision
@@ -66,7 +67,14 @@ from .checkpoint_choice import choose_checkpoint
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .optimizer import adam
-from .prepare import EpochOrder, TrainingData, ValidationData, prepare_data, sampled_epoch
+from .prepare import (
+    EpochOrder,
+    TrainingData,
+    ValidationData,
+    prepare_data,
+    sampled_epoch,
+    validation_data,
+)
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
 from .schedule import Schedule
@@ -218,13 +226,15 @@ class _Trainer:
             state = {key: row[key] for key in ("epoch", *_SCORES)}
             self.folder.snapshots.add(row["step"], self.model.state_dict(), state)
 
-    def finish_checkpoints(self) -> None:
+    def finish_checkpoints(self, data: ValidationData | None = None) -> None:
         """Rank 0, when training ends: the ``averaged`` checkpoint (``train.average_last``),
-        then the choice of ``--checkpoint auto`` (:mod:`.checkpoint_choice`); a line each."""
+        then the choice of ``--checkpoint auto`` (:mod:`.checkpoint_choice`); a line each.
+        ``data``: the validation data (default: the training's)."""
         if not self.group.is_main:
             return
-        d = self.data
-        data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
+        if data is None:
+            d = self.data
+            data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
         where = {"device": self.device, "precision": self.precision}
         count = self.config.train.average_last
         kept = len(self.folder.snapshots.steps())
@@ -452,11 +462,14 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
                 f"{folder.path} holds a finished run with this config; reusing it (--overwrite "
                 "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
             )
+            if group.is_main and not folder.choice.is_file():
+                _finish_cut_short(trainer)
             history = folder.read_history(math.inf, known=checkpoint_row(ckpt), warn=echo)
             return TrainSummary(folder.path, progress, True, history, main=group.is_main)
         echo(f"{folder.path} finished ({progress.stop_reason}); the new budget lets it go on")
     if resuming and group.is_main:  # it trains again: with the changes --resume allowed
         folder.save_config(config)
+        folder.choice.unlink(missing_ok=True)  # chosen when it ended before; chosen again
     adapts = (
         " (auto: fewer while other processes load the CPUs)" if trainer.threads.adaptive else ""
     )
@@ -473,6 +486,14 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     )
     with trainer.request:
         return _run(trainer, ckpt, data)
+
+
+def _finish_cut_short(trainer: _Trainer) -> None:
+    """A finished run stopped before its ``averaged`` checkpoint and its choice of checkpoint
+    were written (killed, Ctrl-C, a full disk): write them now, as its end would have."""
+    folder, config = trainer.folder, trainer.config
+    trainer.echo(f"{folder.choice} not found: the end of training was cut short; finishing it")
+    trainer.finish_checkpoints(validation_data(config, *load_tokenizers(folder.path)))
 
 
 def _shared_run_exists(folder: RunFolder) -> bool:
