@@ -207,6 +207,36 @@ def test_second_sigint_aborts_at_once(capfd):
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_ctrl_c_after_training_ended_stops_at_once_and_resume_finishes_the_run(tmp_path, capfd):
+    said = []
+
+    def interrupt_after_averaging(line):
+        said.append(line)
+        if line.startswith("averaged 3 snapshots"):  # then the run chooses its checkpoint
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            config("train.average_last=3"),
+            tmp_path,
+            progress_bar=False,
+            echo=interrupt_after_averaging,
+        )
+    assert "saving a checkpoint after this step" not in capfd.readouterr().err
+    assert said[-1] == (
+        "interrupted after the last step, which is saved; finish the run (its averaged "
+        f"checkpoint and choice of checkpoint) with: attnkit train --resume {tmp_path}"
+    )
+    folder = RunFolder(tmp_path)
+    assert load_checkpoint(folder.last).state["progress"]["finished"]
+    assert not folder.choice.exists()
+    heard = []
+    train(
+        config("train.average_last=3"), tmp_path, resume=True, progress_bar=False, echo=heard.append
+    )
+    assert folder.choice.exists() and heard[-1].startswith("checkpoint auto: ")
+
+
 class FullDisk:
     """A disk that fills up: once ``full()`` says so, every atomic write fails with ENOSPC
     (at its fsync, after the data went to the temporary file, as on a real full disk)."""

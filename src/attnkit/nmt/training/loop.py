@@ -28,7 +28,9 @@ count; dropout generators per rank in :mod:`.rng`), in bf16 as in fp32
 (``train.precision``, :mod:`attnkit.nmt.precision`: forward passes under
 autocast, fp32 weights and optimizer state). SIGINT/SIGTERM ask the
 loop to stop after the current step and save ``last``; a second SIGINT aborts
-at once, as the first does while the data is prepared, before the first step.
+at once, as the first does while the data is prepared, before the first step,
+and after the last one, while the run is averaged and its checkpoint chosen
+(resuming the finished run does that).
 If ``last`` is damaged, resuming falls back to ``last.prev`` and says so. A
 step with a non-finite loss or gradient is skipped with a warning;
 ``train.max_nonfinite`` of them in a row raise :class:`TrainingError`, keeping
@@ -485,7 +487,23 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
         config, folder, resuming=ckpt is not None, group=group, echo=echo, progress_bar=trainer.bar
     )
     with trainer.request:
-        return _run(trainer, ckpt, data)
+        summary = _run(trainer, ckpt, data)
+    if not summary.interrupted:
+        _finish(trainer)
+    return summary
+
+
+def _finish(trainer: _Trainer) -> None:
+    """The end of a run (:meth:`_Trainer.finish_checkpoints`); Ctrl-C stops it at once."""
+    try:
+        trainer.finish_checkpoints()
+    except KeyboardInterrupt:
+        resume = f"attnkit train --resume {trainer.folder.path}"
+        trainer.echo(
+            "interrupted after the last step, which is saved; finish the run (its averaged "
+            f"checkpoint and choice of checkpoint) with: {resume}"
+        )
+        raise
 
 
 def _finish_cut_short(trainer: _Trainer) -> None:
@@ -540,5 +558,4 @@ def _run(trainer: _Trainer, ckpt: Checkpoint | None, data: TrainingData) -> Trai
     note = cut_short_note(config.train, p, folder.path)
     if note:
         echo(note)
-    trainer.finish_checkpoints()
     return TrainSummary(folder.path, p, False, trainer.history, main=group.is_main)
