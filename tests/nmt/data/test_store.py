@@ -185,6 +185,14 @@ def test_a_build_cut_short_and_a_damaged_store_are_rebuilt(tmp_path):
     assert store.tgt[0] == tok.encode("b")
 
 
+def test_a_missing_file_of_the_store_is_named_as_missing(tmp_path):
+    tok = WordTokenizer.train(["a b"])
+    _rebuild_reason(tmp_path, tok)
+    (tmp_path / "s" / "src.ids").unlink()  # deleted by hand
+    with pytest.raises(ValueError, match=r"src\.ids: missing, expected 2 bytes$"):
+        TokenStore.open(tmp_path / "s")
+
+
 def test_a_record_of_another_format_is_an_error_naming_it(tmp_path):
     tok = WordTokenizer.train(["a b"])
     _build(tmp_path / "s", [("a", "b")], tok)

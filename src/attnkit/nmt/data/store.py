@@ -288,7 +288,9 @@ class OutdatedStore(ValueError):
 
 def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
     expected = count * np.dtype(dtype).itemsize
-    size = path.stat().st_size if path.is_file() else -1
+    if not path.is_file():
+        raise ValueError(f"{path}: missing, expected {expected} bytes")
+    size = path.stat().st_size
     if size != expected:
         raise ValueError(f"{path}: {size} bytes, expected {expected}")
     if count == 0:
