@@ -48,6 +48,27 @@ def test_a_new_run_writes_its_config_and_drops_stale_metrics(tmp_path):
     assert not folder.metrics.exists() and not folder.has_run()
 
 
+def test_a_history_whose_last_checkpoints_are_gone_is_not_overwritten(tmp_path):
+    # two validations mean a `last` was saved after the first: with it and last.prev
+    # deleted by hand, a start here would have overwritten best.json, metrics and snapshots
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.metrics.write_text('{"step": 5}\n{"step": 10}\n')
+    save_checkpoint(folder.path, "best", {"w": torch.zeros(1)}, {"step": 10})
+    for resume in (False, True):
+        with pytest.raises(ValueError) as caught:
+            folder.prepare(config(), resume=resume, overwrite=False, echo=print)
+        assert str(caught.value) == (
+            f"{folder.path} holds the history of a run (2 validations in metrics.jsonl) but no "
+            "last.json or last.prev.json to resume from; starting here would overwrite what is "
+            "left: restore those files, pass --overwrite (overwrite=True in Python) to start "
+            "over, or use another --out folder"
+        )
+    assert folder.metrics.read_text() == '{"step": 5}\n{"step": 10}\n'
+    assert folder.prepare(config(), resume=False, overwrite=True, echo=print) is False
+    assert not folder.metrics.exists() and not folder.best.exists()
+
+
 def test_a_folder_with_a_run_needs_resume_or_overwrite(tmp_path):
     folder = RunFolder(tmp_path)
     with_a_run(folder)

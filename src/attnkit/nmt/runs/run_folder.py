@@ -265,11 +265,14 @@ class RunFolder:
 
         Raises:
             ValueError: the folder holds a run and ``resume`` is False, or the
-                config differs in a key that may not change (the message lists them).
+                config differs in a key that may not change (the message lists them),
+                or it holds a run's history whose ``last`` checkpoints are gone.
         """
         if overwrite:
             self.clear()
         resuming = self.has_run()
+        if not resuming:
+            self._refuse_a_run_without_its_last_checkpoint()
         if resuming and not resume:
             raise ValueError(
                 f"{self.path} already holds a run; pass {_RESUME} to continue or reuse it, "
@@ -289,6 +292,26 @@ class RunFolder:
             self.save_config(config)
             self.metrics.unlink(missing_ok=True)  # rows of a run killed before its first save
         return resuming
+
+    def _refuse_a_run_without_its_last_checkpoint(self) -> None:
+        """A run saves ``last`` after every validation, so a second row in ``metrics.jsonl``
+        means a ``last`` was written: with neither it nor ``last.prev`` left, its checkpoints
+        were deleted or lost, and starting again would overwrite what remains.
+
+        Raises:
+            ValueError: naming the validations found and the way out (``--overwrite``).
+        """
+        if not self.metrics.is_file():
+            return
+        with self.metrics.open("rb") as rows:
+            count = sum(1 for row in rows if row.strip())
+        if count >= 2:
+            raise ValueError(
+                f"{self.path} holds the history of a run ({count} validations in "
+                f"{self.metrics.name}) but no {self.last.name} or last.prev.json to resume "
+                f"from; starting here would overwrite what is left: restore those files, "
+                f"pass {_OVERWRITE} to start over, or use another --out folder"
+            )
 
     def config_changes(self, config: RunConfig) -> list[tuple[str, object, object]]:
         """``(key, saved value, value in config)`` for each key where ``config`` differs from
