@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnkit.cli import build_parser
 from cli_helpers import assert_one_line_error, run
@@ -137,6 +138,22 @@ def test_resuming_a_folder_prepare_made_says_how_to_start_training_in_it(
     assert err == (
         f"attnkit train: error: {out} holds prepared data (attnkit prepare) but no run to "
         f"resume; start training in it with: attnkit train CONFIG.yaml --out {out}\n"
+    )
+
+
+def test_resuming_a_run_whose_config_was_deleted_names_the_file(capsys, tmp_path, monkeypatch):
+    from attnkit.nmt.runs.checkpoint import save_checkpoint
+
+    monkeypatch.chdir(REPO)
+    out = str(tmp_path / "r")
+    assert run(capsys, "prepare", "configs/reverse.yaml", "--no-progress", "--out", out)[0] == 0
+    save_checkpoint(out, "last", {"w": torch.zeros(1)}, {"step": 1})  # a run, then config.yaml lost
+    status, _, err = run(capsys, "train", "--resume", out)
+    assert status == 2
+    assert err == (
+        f"attnkit train: error: {out} holds a run's checkpoints but not its config.yaml; "
+        f"restore it, or resume with the run's config: attnkit train CONFIG.yaml --out {out} "
+        "--resume\n"
     )
 
 

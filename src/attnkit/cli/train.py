@@ -137,6 +137,12 @@ def _config_and_folder(args: argparse.Namespace):
         if args.out and Path(args.out).resolve() != source.resolve():
             raise UsageError(f"--out {args.out} differs from the run folder {source}")
         folder = RunFolder(source)
+        if not folder.config.is_file() and folder.has_run():
+            raise UsageError(
+                f"{source} holds a run's checkpoints but not its {folder.config.name}; restore "
+                f"it, or resume with the run's config: attnkit train CONFIG.yaml --out {source} "
+                "--resume"
+            )
         if not folder.config.is_file() and folder.prepared.is_file():
             raise UsageError(
                 f"{source} holds prepared data (attnkit prepare) but no run to resume; "
