@@ -52,6 +52,11 @@ def test_a_config_argument_is_a_path_first_then_a_preset_name(tmp_path, monkeypa
     assert config_path("quick") == Path("quick")  # a file here wins over the preset
 
 
+def test_a_preset_name_has_no_folder_in_it():
+    assert preset_path("quick") == PRESETS / "quick.yaml"
+    assert preset_path("../presets/quick") is None and preset_path("") is None
+
+
 def test_an_unknown_bare_name_lists_the_presets(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="config file not found: quik") as caught:

@@ -21,9 +21,10 @@ def preset_names() -> list[str]:
 
 
 def preset_path(name: str) -> Path | None:
-    """The shipped preset ``NAME.yaml``, or None when there is none of that name."""
+    """The shipped preset ``NAME.yaml``, or None when there is none of that name (a name
+    with a folder in it, such as ``../x``, is none)."""
     path = PRESETS / f"{name}.yaml"
-    return path if path.is_file() else None
+    return path if Path(name).name == name and path.is_file() else None
 
 
 def config_path(config: str) -> Path:
