@@ -30,7 +30,7 @@ autocast, fp32 weights and optimizer state). SIGINT/SIGTERM ask the
 loop to stop after the current step and save ``last``; a second SIGINT aborts
 at once, as the first does while the data is prepared, before the first step,
 and after the last one, while the run is averaged and its checkpoint chosen
-(resuming the finished run does that).
+(:mod:`.run_end`; resuming the finished run does that).
 If ``last`` is damaged, resuming falls back to ``last.prev`` and says so. A
 step with a non-finite loss or gradient is skipped with a warning;
 ``train.max_nonfinite`` of them in a row raise :class:`TrainingError`, keeping
@@ -56,7 +56,6 @@ import torch
 from ...atomic import WriteError, writing
 from ..config import RunConfig
 from ..data.batching import Batch, Examples, make_batch
-from ..data.tokenizer import load_tokenizers
 from ..device import resolve_device
 from ..models.registry import build_translator
 from ..precision import resolve_precision
@@ -64,21 +63,13 @@ from ..runs.checkpoint import Checkpoint, checkpoint_row, load_latest, save_chec
 from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from . import guided_alignment, messages, objective
-from .averaged import write_averaged
-from .checkpoint_choice import choose_checkpoint
 from .distributed import Group, join, report_replicas
 from .interrupt import StopRequest
 from .optimizer import adam
-from .prepare import (
-    EpochOrder,
-    TrainingData,
-    ValidationData,
-    prepare_data,
-    sampled_epoch,
-    validation_data,
-)
+from .prepare import EpochOrder, TrainingData, prepare_data, sampled_epoch
 from .progress import Progress, TrainingError, TrainSummary
 from .rng import restore_rng, rng_states, seed_dropout
+from .run_end import finish_cut_short, finish_run
 from .schedule import Schedule
 from .step_budget import StepBudget
 from .stopping import StopRules, budget_left, cut_short_note
@@ -227,28 +218,6 @@ class _Trainer:
         if self.group.is_main and self.config.train.average_last:
             state = {key: row[key] for key in ("epoch", *_SCORES)}
             self.folder.snapshots.add(row["step"], self.model.state_dict(), state)
-
-    def finish_checkpoints(self, data: ValidationData | None = None) -> None:
-        """Rank 0, when training ends: the ``averaged`` checkpoint (``train.average_last``),
-        then the choice of ``--checkpoint auto`` (:mod:`.checkpoint_choice`); a line each.
-        ``data``: the validation data (default: the training's)."""
-        if not self.group.is_main:
-            return
-        if data is None:
-            d = self.data
-            data = ValidationData(d.valid, d.references, d.src_tok, d.tgt_tok)
-        where = {"device": self.device, "precision": self.precision}
-        count = self.config.train.average_last
-        kept = len(self.folder.snapshots.steps())
-        if count and min(count, kept) < 2:
-            self.echo(
-                f"train.average_last {count}: {kept} snapshot(s) kept; averaging needs 2 or "
-                "more, so no averaged checkpoint was written"
-            )
-        elif count:
-            count = min(count, kept)
-            self.echo(write_averaged(self.folder, self.config, data, count=count, **where).line())
-        self.echo(choose_checkpoint(self.folder, self.config, data, **where).line())
 
     def _scores(self) -> dict[str, float]:
         """Rank 0's validation scores (:func:`.objective.validate`), on every rank."""
@@ -465,7 +434,7 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
                 "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
             )
             if group.is_main and not folder.choice.is_file():
-                _finish_cut_short(trainer)
+                finish_cut_short(folder, config, trainer.device, trainer.precision, echo)
             history = folder.read_history(math.inf, known=checkpoint_row(ckpt), warn=echo)
             return TrainSummary(folder.path, progress, True, history, main=group.is_main)
         echo(f"{folder.path} finished ({progress.stop_reason}); the new budget lets it go on")
@@ -488,30 +457,9 @@ def _train_locked(trainer: _Trainer, resume: bool, overwrite: bool) -> TrainSumm
     )
     with trainer.request:
         summary = _run(trainer, ckpt, data)
-    if not summary.interrupted:
-        _finish(trainer)
+    if group.is_main and not summary.interrupted:
+        finish_run(folder, config, data.validation, trainer.device, trainer.precision, echo)
     return summary
-
-
-def _finish(trainer: _Trainer) -> None:
-    """The end of a run (:meth:`_Trainer.finish_checkpoints`); Ctrl-C stops it at once."""
-    try:
-        trainer.finish_checkpoints()
-    except KeyboardInterrupt:
-        resume = f"attnkit train --resume {trainer.folder.path}"
-        trainer.echo(
-            "interrupted after the last step, which is saved; finish the run (its averaged "
-            f"checkpoint and choice of checkpoint) with: {resume}"
-        )
-        raise
-
-
-def _finish_cut_short(trainer: _Trainer) -> None:
-    """A finished run stopped before its ``averaged`` checkpoint and its choice of checkpoint
-    were written (killed, Ctrl-C, a full disk): write them now, as its end would have."""
-    folder, config = trainer.folder, trainer.config
-    trainer.echo(f"{folder.choice} not found: the end of training was cut short; finishing it")
-    trainer.finish_checkpoints(validation_data(config, *load_tokenizers(folder.path)))
 
 
 def _shared_run_exists(folder: RunFolder) -> bool:

@@ -102,6 +102,11 @@ class TrainingData:
     tgt_tok: Tokenizer
     counts: StoreCounts
 
+    @property
+    def validation(self) -> ValidationData:
+        """The validation split and tokenizers, as :func:`.objective.validate` scores them."""
+        return ValidationData(self.valid, self.references, self.src_tok, self.tgt_tok)
+
     def summary(self) -> str:
         """The one-line ``data: ...`` report training prints."""
         return (
