@@ -41,18 +41,17 @@ def config_path(config: str) -> Path:
         return path
     preset = preset_path(config)
     if preset is None:
-        raise FileNotFoundError(
-            f"config file not found: {config} (nor a preset of that name; the presets: "
-            f"{', '.join(preset_names())})"
-        )
+        raise FileNotFoundError(missing_config_message(path))
     return preset
 
 
 def missing_config_message(path: Path) -> str:
-    """The error for a config file that does not exist. A path such as
-    ``configs/quick.yaml`` (the README's, absent outside a checkout) whose file name is a
-    shipped preset's names that preset, which is the same file."""
+    """The error for a config file that does not exist. A bare name (``quik``) lists the
+    presets; a path such as ``configs/quick.yaml`` (the README's, absent outside a
+    checkout) whose file name is a shipped preset's names that preset, the same file."""
     message = f"config file not found: {path}"
+    if not path.suffix and str(path) == path.name:
+        return f"{message} (nor a preset of that name; the presets: {', '.join(preset_names())})"
     if path.suffix in (".yaml", ".yml") and preset_path(path.stem) is not None:
         name = path.stem
         message += (
