@@ -53,6 +53,12 @@ def test_several_errors_are_all_reported():
     assert "train.label_smoothing: must be < 1, got 1.5" in message
 
 
+def test_direction_names_the_languages_or_the_toy_task():
+    assert RunConfig.from_dict(TOY).data.direction == "toy reverse task"
+    bundled = {"data": {"bundled": "multi30k", "src_lang": "en", "tgt_lang": "de"}}
+    assert RunConfig.from_dict(bundled).data.direction == "en → de"
+
+
 def test_cross_field_rules():
     assert "no data source: set data.bundled, data.toy or data.train" in error_of({"data": {}})
     two = error_of({"data": {"bundled": "multi30k", "train": {"tsv": "pairs.tsv"}}})

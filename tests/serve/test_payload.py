@@ -42,3 +42,4 @@ def test_greedy_lists_the_translation_alone_and_run_info_names_the_run(runs):
     assert payload["views"]["encoder"] is None
     info = run_info("rnn", run)
     assert info["name"] == "rnn" and info["arch"] == "rnn"
+    assert info["direction"] == "toy copy task"  # not the unused de/en defaults

@@ -95,6 +95,8 @@ def test_the_page_loads_without_console_errors(server, browser):
     browser.get(server.url)
     _wait(browser, "#run option", 2)
     assert browser.title == "attnkit explorer"
+    names = [o.text for o in browser.find_elements("css selector", "#run option")]
+    assert names == ["rnn (rnn, toy copy task)", "transformer (transformer, toy copy task)"]
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
 

@@ -302,8 +302,7 @@ def _sinks(args: argparse.Namespace, selection, settings, run):
     if args.html:
         from ..serve import write_html
 
-        data = run.config.data
-        about = f"run {run.config.name} ({run.folder}), {data.src_lang} → {data.tgt_lang}"
+        about = f"run {run.config.name} ({run.folder}), {run.config.data.direction}"
 
         def page(records):
             return write_html(args.html, records, beam_size=settings.beam_size, about=about)

@@ -32,6 +32,7 @@ def run_info(name: str, run: LoadedRun) -> dict[str, Any]:
         "arch": model.arch,
         "src_lang": run.config.data.src_lang,
         "tgt_lang": run.config.data.tgt_lang,
+        "direction": run.config.data.direction,
         "beam_size": run.config.decode.beam_size,
     }
 

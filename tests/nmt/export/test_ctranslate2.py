@@ -169,7 +169,11 @@ def test_the_export_folder_holds_the_model_tokenizer_card_and_manifest(trained, 
         manifest["checkpoint_sha256"] == json.loads((trained / "best.json").read_text())["sha256"]
     )
     card = (out / "README.md").read_text()
-    assert "de→en" in card and "Licence of the training data" in card and "toy task" in card
+    assert (
+        "# toy reverse task Transformer" in card
+        and "Licence of the training data" in card
+        and "toy task" in card
+    )
     evaluate = f"attnkit evaluate {trained.resolve()} --engine ctranslate2 --export-dir "
     assert f"`{evaluate}{out.resolve()}`" in card  # the command scores this export
     export_run(trained, out, "int8")  # replaced whole, nothing left beside it

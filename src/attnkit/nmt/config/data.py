@@ -102,6 +102,14 @@ class DataConfig(_Section):
             )
         return self
 
+    @property
+    def direction(self) -> str:
+        """What the run translates, for people: ``de → en``, or ``toy copy task`` for a toy
+        task (whose ``src_lang``/``tgt_lang`` are left at their defaults and mean nothing)."""
+        if self.toy is not None:
+            return f"toy {self.toy.task} task"
+        return f"{self.src_lang} → {self.tgt_lang}"
+
 
 class TokenizerConfig(_Section):
     """Subword (sentencepiece) or word-level tokenization, trained on the training split.

@@ -67,6 +67,7 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
         "data": _data_name(data),
         "src_lang": data.src_lang,
         "tgt_lang": data.tgt_lang,
+        "direction": data.direction,
         "tokenizer": tokenizer["kind"],
         "tokenizer_files": _tokenizer_files(run.folder),
         "src_tokenizer": tokenizer["src"],
@@ -136,12 +137,12 @@ def model_card(run: LoadedRun, m: dict, export_dir: Path | None = None) -> str:
         else ("Tokens are whitespace-separated words (the run's `vocab*.json`).\n")
     )
     return (
-        f"# {m['src_lang']}→{m['tgt_lang']} Transformer (attnkit, CTranslate2)\n\n"
+        f"# {m['direction']} Transformer (attnkit, CTranslate2)\n\n"
         f"Exported by attnkit {m['attnkit_version']} with CTranslate2 "
         f"{m['ctranslate2_version']} from `{m['run']}` (checkpoint `{m['checkpoint']}`, "
         f"step {m['step']}).\n\n"
         "| | |\n| --- | --- |\n"
-        f"| direction | {m['src_lang']} → {m['tgt_lang']} |\n"
+        f"| direction | {m['direction']} |\n"
         f"| training data | {m['data']} |\n"
         f"| model | Transformer, {model['encoder_layers']}+{model['decoder_layers']} layers, "
         f"d_model {model['d_model']}, {model['heads']} heads, ff {model['ff_dim']}, "

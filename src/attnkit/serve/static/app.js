@@ -208,7 +208,7 @@ async function loadRuns() {
   const response = await fetch("/runs");
   const data = await response.json();
   $("run").replaceChildren(...data.runs.map((r) =>
-    el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.src_lang}→${r.tgt_lang})`)));
+    el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.direction})`)));
   const missing = data.missing || [];
   $("missing-runs").textContent = missing.length
     ? "Not loaded: " + missing.map((m) => `${m.folder} (${m.error})`).join("; ")
