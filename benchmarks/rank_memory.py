@@ -49,7 +49,7 @@ launch's sum of its ranks' peaks over the 1-rank launch's rank:
 ``python -m benchmarks.rank_memory --stages [PAIRS]``: where a rank's memory
 goes. The same launches (1, then 2 ranks) of this module's stage worker,
 which goes through ``attnkit train``'s stages with the loop's own trainer
-(``_Trainer``: the process group, the data, the model under DDP and Adam, 50
+(``Trainer``: the process group, the data, the model under DDP and Adam, 50
 training steps on the rank's share, rank 0's validation) and records its RSS,
 anonymous part and ``VmHWM`` after each, and each step that raised the peak
 with its share's target shape ``(B, T)``. Prints one JSON object: per launch,
@@ -270,7 +270,7 @@ def stage_worker(config_path: str, run_dir: str) -> None:
     from attnkit.nmt.runs.run_folder import RunFolder
     from attnkit.nmt.training import objective
     from attnkit.nmt.training.distributed import join
-    from attnkit.nmt.training.loop import _Trainer
+    from attnkit.nmt.training.trainer import Trainer
     from attnkit.nmt.training.prepare import prepare_data
 
     stages["import attnkit training"] = _own()
@@ -278,7 +278,7 @@ def stage_worker(config_path: str, run_dir: str) -> None:
     raised = []
     with join(torch.device("cpu")) as group:
         stages["process group joined"] = _own()
-        trainer = _Trainer(config, folder, lambda _: None, False, group)
+        trainer = Trainer(config, folder, lambda _: None, False, group)
         data = prepare_data(config, folder, resuming=False, group=group, echo=lambda _: None)
         stages["data (tokenizers, store, validation split)"] = _own()
         trainer.setup(data)
