@@ -270,8 +270,8 @@ def stage_worker(config_path: str, run_dir: str) -> None:
     from attnkit.nmt.runs.run_folder import RunFolder
     from attnkit.nmt.training import objective
     from attnkit.nmt.training.distributed import join
-    from attnkit.nmt.training.trainer import Trainer
     from attnkit.nmt.training.prepare import prepare_data
+    from attnkit.nmt.training.trainer import Trainer
 
     stages["import attnkit training"] = _own()
     config, folder = RunConfig.load(config_path), RunFolder(Path(run_dir))
