@@ -29,8 +29,11 @@ run: $(STAMP)
 		"Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt." \
 		--show-attention --plot runs/quick/heatmaps
 
+# two pytest workers of one thread each (tests/conftest.py): the suite takes about
+# 9 minutes on 2 cores instead of 13; TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks

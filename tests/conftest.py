@@ -16,3 +16,10 @@ if os.environ.get("CI"):
 # reference numbers and messages are float32 ones, so auto means fp32 here, in
 # this process and in the commands it launches. bf16 is tested by asking for it.
 os.environ["ATTNKIT_PRECISION"] = "fp32"
+
+# Under pytest-xdist (``make test``: ``-n 2``) each worker takes one core's worth of
+# threads: two workers of two threads would fight over a 2-core machine.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
