@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -103,7 +104,8 @@ class SentencePieceTokenizer:
         """
         buffer = io.BytesIO()
         try:
-            spm.SentencePieceTrainer.train(
+            _while_ctrl_c_is_heard(
+                spm.SentencePieceTrainer.train,
                 sentence_iterator=iter(sentences),
                 model_writer=buffer,
                 vocab_size=vocab_size,
@@ -320,3 +322,28 @@ def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
     src = loader(run_dir / names[0])
     tgt = src if joint else loader(run_dir / names[1])
     return src, tgt
+
+
+def _while_ctrl_c_is_heard(call, **kwargs) -> None:
+    """``call(**kwargs)`` in a daemon thread while this one waits for it.
+
+    Sentencepiece trains in C++ for up to minutes on a large sample; run in
+    the main thread, it would hold Ctrl-C back until it ended, because Python
+    raises KeyboardInterrupt only between its own instructions. Its trainer
+    releases the GIL, so the main thread, waiting here, takes Ctrl-C at once;
+    the abandoned training ends with the process. Its exception is re-raised here.
+    """
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call(**kwargs)
+        except BaseException as err:  # re-raised in the caller's thread
+            failed.append(err)
+
+    worker = threading.Thread(target=run, name="sentencepiece-train", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if failed:
+        raise failed[0]
