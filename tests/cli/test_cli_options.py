@@ -130,15 +130,26 @@ def test_prepare_given_a_run_folder_asks_for_a_config_and_offers_no_resume(capsy
 def test_resuming_a_folder_prepare_made_says_how_to_start_training_in_it(
     capsys, tmp_path, monkeypatch
 ):
+    def hint(out: str, config: str, name: str) -> str:
+        return (
+            f"attnkit train: error: {out} holds prepared data (attnkit prepare of config {name}) "
+            f"but no run to resume; start training in it with: attnkit train {config} --out {out}\n"
+        )
+
     monkeypatch.chdir(REPO)
     out = str(tmp_path / "r")
     assert run(capsys, "prepare", "configs/reverse.yaml", "--no-progress", "--out", out)[0] == 0
     status, _, err = run(capsys, "train", "--resume", out)
     assert status == 2
-    assert err == (
-        f"attnkit train: error: {out} holds prepared data (attnkit prepare) but no run to "
-        f"resume; start training in it with: attnkit train CONFIG.yaml --out {out}\n"
-    )
+    assert err == hint(out, "configs/reverse.yaml", "reverse")
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the shipped preset, by name
+    assert run(capsys, "train", "--resume", out)[2] == hint(out, "reverse", "reverse")
+
+    mine = tmp_path / "mine.yaml"  # a config of the user's own: its path is not recorded
+    mine.write_text((REPO / "configs" / "reverse.yaml").read_text(encoding="utf-8"))
+    other = str(tmp_path / "m")
+    assert run(capsys, "prepare", str(mine), "--no-progress", "--out", other)[0] == 0
+    assert run(capsys, "train", "--resume", other)[2] == hint(other, "CONFIG.yaml", "mine")
 
 
 def test_resuming_a_run_whose_config_was_deleted_names_the_file(capsys, tmp_path, monkeypatch):

@@ -197,7 +197,12 @@ def _tokenizers(
         )
     folder.path.mkdir(parents=True, exist_ok=True)
     save_tokenizers(folder.path, src_tok, tgt_tok)
-    record = {"tokenizer_key": key, "sampled": len(sample.src), "total": sample.total}
+    record = {
+        "tokenizer_key": key,
+        "sampled": len(sample.src),
+        "total": sample.total,
+        "config": config.name,  # names the config in the hint to start training here
+    }
     atomic_write_bytes(folder.prepared, json.dumps(record, indent=2).encode("utf-8"))
     return src_tok, tgt_tok
 
@@ -216,10 +221,20 @@ def _tokenizer_key(config: RunConfig) -> str:
 
 def _prepared_key(folder: RunFolder) -> str | None:
     """The tokenizer key recorded with the tokenizers in ``folder``, if any is readable."""
+    return _prepared(folder, "tokenizer_key")
+
+
+def prepared_config_name(folder: RunFolder) -> str | None:
+    """The name of the config ``attnkit prepare`` prepared ``folder`` with, if recorded."""
+    return _prepared(folder, "config")
+
+
+def _prepared(folder: RunFolder, key: str) -> str | None:
     try:
-        return json.loads(folder.prepared.read_text(encoding="utf-8"))["tokenizer_key"]
+        value = json.loads(folder.prepared.read_text(encoding="utf-8"))[key]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return value if isinstance(value, str) else None
 
 
 def _training_store(config, folder, src_tok, tgt_tok, threads, echo, progress_bar) -> TokenStore:
