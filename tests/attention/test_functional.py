@@ -189,6 +189,20 @@ def test_equals_torch_sdpa_with_batch_and_head_dims(mask_kind):
     torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("shape", [(7,), ()])
+def test_a_key_mask_of_rank_below_two_broadcasts_on_both_paths(kind, shape):
+    torch.manual_seed(2)
+    q, k, v = random_qkv(2, 3)
+    # key 0 is kept: PyTorch gives NaN on fully masked rows
+    keep = (torch.rand(7) > 0.3) | (torch.arange(7) == 0) if shape else torch.tensor(True)
+    mask = keep if kind == "bool" else torch.zeros(shape).masked_fill(~keep, -math.inf)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(5, 7))
+    fused, explicit, _ = sdpa_both(q, k, v, mask)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_equals_torch_sdpa_causal_and_custom_scale():
     torch.manual_seed(1)
     q, k, v = random_qkv(4, tq=6, tk=6)

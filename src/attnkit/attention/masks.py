@@ -293,9 +293,14 @@ def resolve_mask(
 
 
 def _split_mask(mask: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
-    """One user mask as (allowed bool mask, finite additive bias or None)."""
+    """One user mask as (allowed bool mask, finite additive bias or None), each at least 2-D.
+
+    A key mask ``(Tk,)`` becomes ``(1, Tk)`` and a 0-D mask ``(1, 1)``: they
+    broadcast the same, and PyTorch's fused kernel refuses a mask of rank below 2.
+    """
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    mask = torch.atleast_2d(mask)  # (Tk,) -> (1, Tk), () -> (1, 1)
     if mask.dtype == torch.bool:
         return mask, None
     if not mask.is_floating_point():
