@@ -289,6 +289,16 @@ def test_zero_keys_and_empty_batch_give_correct_shapes():
     assert scaled_dot_product_attention(q, k, v).shape == (0, 3, 6)
 
 
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_zero_keys_give_zero_gradients_as_pytorch_not_a_detached_output(return_weights):
+    q, k, v = (t.requires_grad_() for t in random_qkv(2, tq=3, tk=0))
+    out = scaled_dot_product_attention(q, k, v, return_weights=return_weights)
+    out = out[0] if return_weights else out
+    out.sum().backward()  # was: "element 0 of tensors does not require grad"
+    for t in (q, k, v):
+        assert torch.equal(t.grad, torch.zeros_like(t))
+
+
 def test_sdpa_gradcheck_float64_both_paths():
     q, k, v = (
         t.requires_grad_() for t in random_qkv(2, tq=3, tk=4, d=3, dv=2, dtype=torch.float64)

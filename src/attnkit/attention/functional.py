@@ -275,8 +275,10 @@ def attend(
     decoding step, so the pass is skipped. Returns ``(output, weights or None)``.
     """
     if key.shape[-2] == 0:  # no key at all: every row is fully masked
-        output = query.new_zeros(*query.shape[:-1], value.shape[-1])  # (..., Tq, Dv)
-        return output, query.new_zeros(*query.shape[:-1], 0) if return_weights else None
+        # Products over an empty dim are zeros that stay in the graph (zero
+        # gradients, as PyTorch's kernel gives), unlike a detached new_zeros.
+        weights = query @ key.transpose(-2, -1)  # (..., Tq, 0)
+        return weights @ value, weights if return_weights else None  # (..., Tq, Dv) zeros
     explicit = return_weights or not resolved.fused
     if resolved.allowed is not None and not dead_keys_zeroed:
         # Keys no query may see cannot reach any output, even when NaN: the
