@@ -175,6 +175,18 @@ def test_dropout_is_copied_and_only_active_in_training():
     assert not torch.allclose(mha.train()(x)[0], mha.eval()(x)[0])
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_from_torch_keeps_the_training_mode_as_to_torch_does(training):
+    ref = nn.MultiheadAttention(E, H, dropout=0.5, batch_first=True).train(training)
+    assert MultiHeadAttention.from_torch(ref).training is training
+    mha = attnkit_module(dropout=0.5).train(training)
+    assert MultiHeadAttention.from_torch(mha.to_torch()).training is training
+    if not training:  # an eval-mode round trip gives the same numbers, no dropout
+        x = torch.randn(B, T, E)
+        back = MultiHeadAttention.from_torch(mha.to_torch())
+        assert torch.allclose(back(x)[0], mha(x)[0], **TOL)
+
+
 def test_to_torch_refuses_grouped_query_attention():
     with pytest.raises(ValueError, match="num_kv_heads=1, num_heads=2"):
         MultiHeadAttention(E, H, num_kv_heads=1).to_torch()

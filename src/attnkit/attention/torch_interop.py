@@ -69,8 +69,10 @@ class TorchInterop:
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
         """A copy of ``module``'s weights as a :class:`MultiHeadAttention`.
 
-        The result is batch first whatever ``module.batch_first`` is, and takes
-        masks in attnkit's polarity (see :meth:`to_torch_masks`).
+        The result is batch first whatever ``module.batch_first`` is, takes
+        masks in attnkit's polarity (see :meth:`to_torch_masks`), and is in
+        ``module``'s training mode (as :meth:`to_torch` keeps this one's), so that
+        an eval-mode module is not copied into one whose dropout is active.
 
         Raises:
             TypeError: ``module`` is not a ``torch.nn.MultiheadAttention``.
@@ -96,7 +98,7 @@ class TorchInterop:
         with torch.no_grad():
             for ours, theirs in mha._paired_with(module):
                 ours.copy_(theirs)
-        return mha
+        return mha.train(module.training)
 
     def to_torch(self) -> nn.MultiheadAttention:
         """A ``torch.nn.MultiheadAttention`` (batch_first=True) with these weights.
