@@ -73,3 +73,11 @@ def test_the_one_pass_mask_rounds_as_the_two_products_did(dtype):
 def test_a_rate_that_rounds_to_zero_returns_the_input():
     x = torch.randn(4, 5)
     assert dropout(x, 1e-6) is x
+
+
+def test_a_rate_just_below_one_keeps_one_lane_value_in_65536():
+    torch.manual_seed(0)
+    x = torch.ones(4, 65536)
+    y = dropout(x, 0.999995)  # rounds to 65536 / 65536: once an int16 overflow
+    assert torch.all((y == 0) | (y == 65536.0))
+    assert 0 < int((y != 0).sum()) < 20  # about 4 of 262,144 kept

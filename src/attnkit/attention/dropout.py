@@ -28,12 +28,14 @@ LANES = 65536  # values of a 16-bit lane
 def dropout(x: Tensor, p: float) -> Tensor:
     """Zero each element of ``x`` with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
-    ``p`` is rounded to ``k / 65536``; the kept elements are scaled by
-    ``65536 / (65536 - k)``, so the expectation is exactly ``x``. Same shape and dtype.
+    ``p`` is rounded to ``k / 65536``, at most ``65535 / 65536`` (a rate just
+    below 1 must keep something for the scale to exist); the kept elements are
+    scaled by ``65536 / (65536 - k)``, so the expectation is exactly ``x``. Same
+    shape and dtype.
     """
     if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, training=True)  # a compiled graph makes its own mask
-    dropped = round(p * LANES)
+    dropped = min(round(p * LANES), LANES - 1)
     if dropped == 0:
         return x
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
