@@ -1,6 +1,7 @@
 """masked_softmax, scaled_dot_product_attention and the mask builders."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -341,6 +342,22 @@ def test_bad_inputs_name_the_argument_and_shapes():
         scaled_dot_product_attention(q, k, v, torch.ones(2, 3, 4, dtype=torch.long))
     with pytest.raises(TypeError, match="share a dtype"):
         scaled_dot_product_attention(q, k.double(), v)
+
+
+@pytest.mark.parametrize("heads", [None, 2])
+def test_a_key_padding_mask_without_query_axes_is_refused_with_the_fix(heads):
+    q, k, v = random_qkv(2, tq=3, tk=4, d=5, dv=6)  # B=2 != Tq=3: broadcasting fails
+    if heads:
+        q, k, v = (x[:, None].expand(2, heads, *x.shape[1:]) for x in (q, k, v))
+    mask = padding_mask([4, 2])  # (B, Tk)
+    fix = "mask[:, None, :]" if heads is None else "mask[:, None, None, :]"
+    with pytest.raises(ValueError, match=re.escape(f"applies to every query as {fix}")):
+        scaled_dot_product_attention(q, k, v, mask)
+    fixed = mask[:, None, :] if heads is None else mask[:, None, None, :]
+    context = scaled_dot_product_attention(q, k, v, fixed)
+    assert torch.equal(
+        context[1], scaled_dot_product_attention(q[1], k[1, ..., :2, :], v[1, ..., :2, :])
+    )
 
 
 @pytest.mark.parametrize("return_weights", [False, True])

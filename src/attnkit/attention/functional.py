@@ -437,4 +437,15 @@ def _check_broadcast(name: str, shape: Sequence[int], target: Sequence[int]) -> 
     except RuntimeError:
         ok = False
     if not ok:
-        raise ValueError(f"{name} has shape {tuple(shape)}, which does not broadcast to {target}")
+        raise ValueError(
+            f"{name} has shape {tuple(shape)}, which does not broadcast to {target}"
+            + _key_mask_hint(name, tuple(shape), target)
+        )
+
+
+def _key_mask_hint(name: str, shape: tuple[int, ...], target: tuple[int, ...]) -> str:
+    """How to pass a key padding mask ``(B, Tk)`` against ``(B, ..., Tq, Tk)`` scores."""
+    if len(shape) != 2 or len(target) < 3 or shape != (target[0], target[-1]):
+        return ""
+    axes = ", ".join(["None"] * (len(target) - 2))
+    return f"; a key padding mask (B, Tk) applies to every query as {name}[:, {axes}, :]"
