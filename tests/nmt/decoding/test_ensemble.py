@@ -190,3 +190,26 @@ def test_under_bf16_autocast_a_step_is_float32_and_near_the_float32_step():
     # bf16 keeps 8 significant bits: probabilities and weights within a few hundredths
     torch.testing.assert_close(low[0].exp(), exact[0].exp(), atol=2e-2, rtol=0)
     torch.testing.assert_close(low[1], exact[1], atol=2e-2, rtol=0)
+
+
+def test_an_rnn_run_with_a_transformer_member_cuts_sources_to_the_members_positions(
+    runs, tmp_path, capsys
+):
+    """The first run (an RNN) has no position table, the member (a Transformer) has one:
+    a longer source is truncated with a warning, as the Transformer alone truncates it,
+    instead of failing on its positions and ending the whole translation."""
+    first, _, _ = runs
+    tok = load_run(first).src_tok
+    model = {"arch": "transformer", "d_model": 8, "heads": 2, "encoder_layers": 1}
+    model |= {"decoder_layers": 1, "ff_dim": 8, "max_positions": 6}
+    short = make_run(tmp_path, tok, model=model)
+    long = " ".join(SENTENCES)  # 12 words
+    assert main(["translate", str(first), long, "ein Hund", "--ensemble", str(short)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert "line 1: 12 tokens, truncated to the model's limit of 5" in captured.err
+    run = load_run(first)
+    engine = TorchEngine(load_ensemble(run, [short], checkpoint="best"))
+    assert engine.max_source_len == 6
+    found = translate_lines(run, [long], engine=engine)
+    assert found[0].truncated_from == 12 and len(found[0].src_ids) == 5

@@ -26,9 +26,13 @@ class SearchEngine(Protocol):
 
     Attributes:
         name: what the engine is called in messages (``"attnkit"``, ``"ctranslate2"``).
+        max_source_len: the longest source its model reads (``</s>`` included), None
+            for no limit; :func:`~attnkit.nmt.decoding.translate.translate_lines` cuts
+            longer sources to it.
     """
 
     name: str
+    max_source_len: int | None
 
     def n_best(
         self, examples: Examples, settings: SearchSettings, n: int
@@ -46,6 +50,11 @@ class TorchEngine:
     model: SearchModel
     device: torch.device | str = "cpu"
     name: str = "attnkit"
+
+    @property
+    def max_source_len(self) -> int | None:
+        """The model's source limit: for an ensemble, the shortest of its members'."""
+        return self.model.max_source_len
 
     def n_best(
         self, examples: Examples, settings: SearchSettings, n: int

@@ -115,6 +115,13 @@ class Ensemble(nn.Module):
         limits = [m.max_target_len for m in self.members if m.max_target_len is not None]
         return min(limits, default=None)
 
+    @property
+    def max_source_len(self) -> int | None:
+        """The shortest of the members' source limits (None if none has one): a source
+        every member can read."""
+        limits = [m.max_source_len for m in self.members if m.max_source_len is not None]
+        return min(limits, default=None)
+
     def encode(self, src: Tensor, src_lengths: Tensor) -> EnsembleMemory:
         """Every member's memory of ``src`` ``(B, S)`` (see ``Translator.encode``)."""
         return EnsembleMemory(tuple(model.encode(src, src_lengths) for model in self.members))

@@ -31,6 +31,7 @@ class SearchModel(Protocol):
     training: bool
     steps_normalized: bool  # step returns log-probabilities, not logits
     max_target_len: int | None  # the most steps the model can take; None: no limit
+    max_source_len: int | None  # the longest source it reads, </s> included; None: no limit
 
     @property
     def beams_share_memory(self) -> bool: ...

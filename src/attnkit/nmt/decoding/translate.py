@@ -74,13 +74,16 @@ class Translation:
     hypotheses: list[Translation] = field(default_factory=list)  # the n best, when asked
 
 
-def input_limit(config: RunConfig) -> int:
+def input_limit(config: RunConfig, max_source_len: int | None = None) -> int:
     """Longest source (tokens, without EOS) translated: ``decode.max_input_len``, else
     ``data.max_src_len`` (what the model was trained on), else 256; never more than
-    a Transformer's ``model.max_positions`` minus the EOS."""
+    a Transformer's ``model.max_positions`` minus the EOS, nor than ``max_source_len``
+    (the searching model's own limit, EOS included: an ensemble's shortest) minus the EOS."""
     limit = config.decode.max_input_len or config.data.max_src_len or DEFAULT_INPUT_LIMIT
     positions = getattr(config.model, "max_positions", None)  # the RNN has no table
-    return limit if positions is None else min(limit, positions - 1)
+    for cap in (positions, max_source_len):
+        limit = limit if cap is None else min(limit, cap - 1)
+    return limit
 
 
 def _clean(text: str) -> str:
@@ -112,14 +115,16 @@ def prepare_sources(
     *,
     warn: Callable[[str], None] | None = None,
     first_line: int = 1,
+    max_source_len: int | None = None,
 ) -> Sources:
     """Clean, blank-check, tokenize and truncate source lines: what the model will read.
 
     A line is blank when :func:`attnkit.nmt.data.text.is_blank` says so, or (a
     guard for a tokenizer that normalises more away) when it encodes to no
     tokens; blank lines are left out of ``ids``. Sources longer than
-    :func:`input_limit` tokens are cut to it; ``warn`` is told which line and
-    how long it was, counting ``lines[0]`` as line ``first_line``.
+    :func:`input_limit` tokens (with ``max_source_len``, the searching model's
+    limit) are cut to it; ``warn`` is told which line and how long it was,
+    counting ``lines[0]`` as line ``first_line``.
 
     Raises:
         TypeError: ``lines`` is a str (a sequence of its characters, each of
@@ -127,7 +132,7 @@ def prepare_sources(
     """
     if isinstance(lines, str):
         raise TypeError("lines must be a sequence of lines, got a str; pass [text] for one line")
-    limit = input_limit(run.config)
+    limit = input_limit(run.config, max_source_len)
     lines = [_clean(line) for line in lines]
     encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
     wanted = [i for i, x in encoded.items() if x]
@@ -162,7 +167,9 @@ def translate_lines(
         first_line: the number of ``lines[0]`` in warnings (a buffer of a longer
             stream passes its first line's number).
         engine: who searches (default: attnkit's own search on ``run.model``);
-            an exported model's engine gives the same kind of translations.
+            an exported model's engine gives the same kind of translations. Sources
+            are cut to what its model reads (``engine.max_source_len``: an
+            ensemble's shortest member) as well as to :func:`input_limit`.
 
     The search runs in ``run.precision`` (``load_run(..., precision=...)``).
 
@@ -172,8 +179,10 @@ def translate_lines(
     """
     settings = settings or SearchSettings.from_config(run.config.decode)
     settings = settings.with_overrides(beam_size=beam_size)
-    sources = prepare_sources(run, lines, warn=warn, first_line=first_line)
     engine = engine or TorchEngine(run.model, run.device)
+    sources = prepare_sources(
+        run, lines, warn=warn, first_line=first_line, max_source_len=engine.max_source_len
+    )
     with run.precision.autocast():  # the run's arithmetic, in this thread
         found = engine.n_best(Examples(sources.ids), settings, max(n_best, 1))
     results = [Translation(line, "", [], [], None) for line in sources.lines]

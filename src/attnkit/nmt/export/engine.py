@@ -161,6 +161,7 @@ class CTranslate2Engine:
         )
         self.src_tok = run.src_tok
         self.max_target_len = run.model.max_target_len  # as attnkit's search stops
+        self.max_source_len = run.model.max_source_len  # as attnkit's search reads
         pieces = run.tgt_tok.pieces(range(run.tgt_tok.vocab_size))
         self.tgt_ids = {piece: i for i, piece in enumerate(pieces)}
 

@@ -138,6 +138,8 @@ class Translator(nn.Module, ABC):
     ``max_target_len`` is the most decoder steps the model can take (a table of
     positions ends there; ``</s>`` included), None for no limit: the search stops
     every hypothesis there, whatever ``max_len_a``/``max_len_b`` allow.
+    ``max_source_len`` is the longest source the encoder reads (``</s>`` included),
+    None for no limit: translation cuts longer sources to it, with a warning.
 
     Args:
         src_vocab_size: source vocabulary size, including the special tokens.
@@ -150,6 +152,7 @@ class Translator(nn.Module, ABC):
     beams_share_memory: bool = False
     steps_normalized: bool = False
     max_target_len: int | None = None
+    max_source_len: int | None = None
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()

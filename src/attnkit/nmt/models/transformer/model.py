@@ -127,6 +127,7 @@ class TransformerTranslator(Translator):
             )
         self.config = config
         self.max_target_len = config.max_positions  # step t reads position t
+        self.max_source_len = config.max_positions  # the source's positions, </s> included
         d = config.d_model
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d, padding_idx=PAD)
         self.src_embedding = (
