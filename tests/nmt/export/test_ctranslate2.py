@@ -283,6 +283,27 @@ def test_an_export_of_the_averaged_checkpoint_records_its_own_step_and_bleu(trai
             path.unlink()
 
 
+def test_an_export_of_last_records_the_bleu_of_its_own_step_not_the_runs_best(trained, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    weights = load_checkpoint(run_dir / "best.json").model
+    progress = {"step": 30, "best_step": 20, "best_bleu": 40.0}
+    save_checkpoint(run_dir, "last", weights, {"progress": progress})
+    rows = [{"step": 10, "valid_bleu": 30.0}, {"step": 20, "valid_bleu": 40.0}]
+    rows.append({"step": 30, "valid_bleu": 25.0})
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    export_run(run_dir, tmp_path / "last", checkpoint="last")
+    manifest = json.loads((tmp_path / "last" / MANIFEST).read_text())
+    assert manifest["step"] == 30 and manifest["valid_bleu"] == 25.0
+    card = (tmp_path / "last" / "README.md").read_text()
+    assert "| validation BLEU (attnkit, during training) | 25.00 |" in card
+    # saved between validations (Ctrl-C): no validation scored these weights
+    save_checkpoint(run_dir, "last", weights, {"progress": {**progress, "step": 35}})
+    export_run(run_dir, tmp_path / "last", checkpoint="last")
+    manifest = json.loads((tmp_path / "last" / MANIFEST).read_text())
+    assert manifest["step"] == 35 and manifest["valid_bleu"] is None
+
+
 def test_cli_exports_then_translates_and_evaluates_with_ctranslate2(trained, tmp_path, capsys):
     out = tmp_path / "ct2"
     assert main(["export", str(trained), "--quantization", "float32", str(out)]) == 0

@@ -50,7 +50,7 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
     ``int(max_len_a * (source tokens + 1) + max_len_b)``, ``no_repeat_ngram`` and the
     length penalty)."""
     record = _checkpoint_record(run.folder, checkpoint)
-    step, valid_bleu = _step_and_bleu(record.get("state", {}))
+    step, valid_bleu = _step_and_bleu(record.get("state", {}), RunFolder(run.folder))
     data, model, decode = run.config.data, run.config.model, run.config.decode
     tokenizer = json.loads((run.folder / _TOKENIZER_MANIFEST).read_text(encoding="utf-8"))
     return {
@@ -84,14 +84,21 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
     }
 
 
-def _step_and_bleu(state: dict) -> tuple[int | None, float | None]:
-    """A checkpoint's step and valid BLEU: the run's best so far for ``best``/``last``, its
-    own for ``averaged`` (whose state records its scores, not the run's progress)."""
+def _step_and_bleu(state: dict, folder: RunFolder) -> tuple[int | None, float | None]:
+    """A checkpoint's step and the valid BLEU of its own weights: ``averaged`` records its
+    scores in its state; ``best`` and ``last`` record the run's progress, whose best BLEU
+    is theirs only at the best step, so another step's (``last`` after the best) is that
+    step's row of ``metrics.jsonl`` (None when no validation ran at that step)."""
     if "progress" not in state:
         return state.get("step"), state.get("valid_bleu")
     progress = state["progress"]
-    bleu = progress.get("best_bleu")
-    return progress.get("step"), bleu if bleu is not None and bleu >= 0 else None
+    step = progress.get("step")
+    if step == progress.get("best_step"):
+        bleu = progress.get("best_bleu")
+    else:
+        rows = {row.get("step"): row.get("valid_bleu") for row in folder.read_history(step)}
+        bleu = rows.get(step)
+    return step, float(bleu) if isinstance(bleu, int | float) and bleu >= 0 else None
 
 
 def _test_bleu(metrics: Path) -> float | None:
