@@ -97,6 +97,19 @@ def test_a_folder_named_as_the_output_file_is_refused_before_translating(
     assert captured.err.strip().splitlines()[-1] == f"attnkit {command}: error: {message}"
 
 
+def test_evaluate_output_dash_is_refused_not_written_to_a_file_named_dash(
+    run_dir, capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", str(run_dir), "--output", "-"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines()[-1] == (
+        "attnkit evaluate: error: --output -: stdout carries the scores; give a file name"
+    )
+    assert not (tmp_path / "-").exists()
+
+
 def error_of(argv, capsys):
     code = main(argv)
     err = capsys.readouterr().err

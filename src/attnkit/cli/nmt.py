@@ -358,6 +358,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
     _check_not_a_folder("--output", args.output)
+    if args.output == "-":
+        raise UsageError("--output -: stdout carries the scores; give a file name")
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run, settings = _load(args)
     engine = _engine(args, run)
