@@ -245,6 +245,18 @@ def test_an_export_of_an_older_checkpoint_is_refused(post_ln, tmp_path):
         save_checkpoint(post_ln, "best", weights, {})
 
 
+def test_an_export_of_another_checkpoint_names_the_one_it_holds(trained, tmp_path):
+    out = tmp_path / "last_export"
+    export_run(trained, out, checkpoint="last")
+    with pytest.raises(ValueError) as err:
+        open_engine("ctranslate2", load_run(trained), export_dir=out, checkpoint="best")
+    assert str(err.value) == (
+        f"{out} holds {trained}'s 'last' checkpoint, not 'best': pass --checkpoint last, or "
+        f"export 'best' to another folder (attnkit export {trained} OTHER_FOLDER "
+        "--checkpoint best)"
+    )
+
+
 def test_another_runs_export_is_refused_without_advice_to_overwrite_it(trained, post_ln, tmp_path):
     out = tmp_path / "post_ln_export"
     export_run(post_ln, out)

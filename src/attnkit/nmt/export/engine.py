@@ -121,12 +121,20 @@ def open_engine(
 
 def _stale(folder: Path, manifest: dict, run: LoadedRun, checkpoint: str) -> str:
     """Why the export in ``folder`` is not of ``run``'s ``checkpoint``, and what to do:
-    re-export a retrained run's own export; never overwrite another run's."""
+    ask for the checkpoint it holds, or re-export a retrained run's own export; never
+    overwrite another run's."""
     exported = manifest.get("run")
     if exported and Path(exported).resolve() != run.folder.resolve():
         return (
             f"{folder} is an export of {exported}, not of {run.folder}; export this run "
             f"(attnkit export {run.folder} --checkpoint {checkpoint}) and use its folder"
+        )
+    held = manifest.get("checkpoint")
+    if held and held != checkpoint:
+        return (
+            f"{folder} holds {run.folder}'s {held!r} checkpoint, not {checkpoint!r}: pass "
+            f"--checkpoint {held}, or export {checkpoint!r} to another folder (attnkit export "
+            f"{run.folder} OTHER_FOLDER --checkpoint {checkpoint})"
         )
     return (
         f"{folder} was exported from another model than {run.folder}'s {checkpoint!r} "
