@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .decoding import decoding_precision, head_selection, view_options
 from .errors import UsageError, warn
-from .run_dir import load_batched_run, run_options
+from .run_dir import load_batched_run, pair_file_options, run_options
 
 AGREEMENT, MUTUAL = "agreement", "mutual"
 WEIGHT_RULES = (AGREEMENT, MUTUAL)  # rules on the two directions' weights, not their links
@@ -39,14 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     run_options(p)
-    p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
-    p.add_argument(
-        "--tgt",
-        "--ref",
-        dest="tgt",
-        metavar="FILE",
-        help="target sentences, line-aligned with --src (--ref is the same option)",
-    )
+    pair_file_options(p, "target sentences, line-aligned with --src")
     p.add_argument("--bitext", metavar="FILE", help="'source ||| target' lines instead")
     p.add_argument("--gold", metavar="FILE", help="gold links: i-j sure, ipj possible")
     p.add_argument(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .decoding import check_search_options, decoding_precision, search_options, search_settings
 from .errors import UsageError, warn
-from .run_dir import load_batched_run, run_options
+from .run_dir import load_batched_run, pair_file_options, run_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,14 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run_options(p)
     p.add_argument("--split", choices=("test", "valid", "train"), help="default: test")
-    p.add_argument("--src", metavar="FILE", help="source sentences, one per line")
-    p.add_argument(
-        "--tgt",
-        "--ref",
-        dest="tgt",
-        metavar="FILE",
-        help="references, line-aligned with --src (--ref is the same option)",
-    )
+    pair_file_options(p, "references, line-aligned with --src")
     search_options(p)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--plot", metavar="FILE", help="draw a coverage histogram (.png/.svg/.pdf)")

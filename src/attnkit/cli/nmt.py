@@ -23,7 +23,13 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, stderr, warn
-from .run_dir import check_run_folder, checkpoint_option, device_option, load_run_folder
+from .run_dir import (
+    check_run_folder,
+    checkpoint_option,
+    device_option,
+    load_run_folder,
+    pair_file_options,
+)
 
 DEFAULT_BUFFER_LINES = 256
 
@@ -127,14 +133,7 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
     own = p.add_argument_group(
         "your own test set", "instead of --split; UTF-8, one sentence per line, plain or gzipped"
     )
-    own.add_argument("--src", metavar="FILE", help="source sentences")
-    own.add_argument(
-        "--tgt",
-        "--ref",
-        dest="tgt",
-        metavar="FILE",
-        help="their references, line by line (--ref is the same option)",
-    )
+    pair_file_options(own, "their references, line by line", "source sentences")
     _decoding_options(p)
     p.add_argument(
         "--output",

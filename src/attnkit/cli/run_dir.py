@@ -22,6 +22,7 @@ __all__ = [
     "device_option",
     "load_batched_run",
     "load_run_folder",
+    "pair_file_options",
     "preset_for",
     "run_options",
 ]
@@ -82,6 +83,17 @@ def run_options(p: argparse.ArgumentParser) -> None:
     device_option(p)
     precision_option(p)
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
+
+
+def pair_file_options(
+    p: argparse._ActionsContainer, tgt_help: str, src_help: str = "source sentences, one per line"
+) -> None:
+    """Add ``--src FILE`` and ``--tgt FILE`` (also spelt ``--ref``): a corpus of one's own,
+    the two sides line by line, instead of a split of the run's data."""
+    p.add_argument("--src", metavar="FILE", help=src_help)
+    p.add_argument(
+        "--tgt", "--ref", dest="tgt", metavar="FILE", help=f"{tgt_help} (--ref is the same option)"
+    )
 
 
 def load_batched_run(args: argparse.Namespace, run_dir: str | None = None):
