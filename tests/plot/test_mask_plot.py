@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from matplotlib.image import imread
 from plot_helpers import png_pixels
 
 from attnkit import causal_mask, padding_mask, plot
@@ -20,3 +21,18 @@ def test_padding_mask_picture_and_bad_masks():
     assert fig.axes[0].images[0].get_array().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
     with pytest.raises(ValueError, match="booleans or 0/1"):
         plot.mask_plot([[0.5, 1.0]])
+
+
+def test_large_mask_is_not_covered_by_its_cell_borders(tmp_path):
+    # 300 cells a side are about 4 px each: 2 px borders between them hid a third
+    # of the allowed cells, and from about 500 on the whole mask was drawn blank.
+    path = tmp_path / "causal300.png"
+    fig = plot.mask_plot(causal_mask(300), path=path)
+    image = imread(path)[..., :3]
+    box = fig.axes[0].get_window_extent()
+    top, left = image.shape[0] - int(box.y1), int(box.x0)
+    cells = image[top : image.shape[0] - int(box.y0), left : int(box.x1)]
+    rows, cols = np.mgrid[0 : cells.shape[0], 0 : cells.shape[1]]
+    allowed = rows / cells.shape[0] > cols / cells.shape[1] + 0.1  # below the diagonal
+    dark = cells.sum(axis=2) < 1.5  # MAIN_COLOR, not white borders or BLOCKED_COLOR
+    assert dark[allowed].mean() > 0.95

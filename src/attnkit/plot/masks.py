@@ -14,6 +14,8 @@ from .matrix import _as_zero_one, _label_axes, _matrix_axes
 from .saving import _finish
 from .style import BLOCKED_COLOR, FONT_SIZE, MAIN_COLOR
 
+BORDER_MAX_CELLS = 100  # cells of a side that still get borders (about 12 px or more each)
+
 
 def mask_plot(
     mask: Any,
@@ -46,11 +48,24 @@ def mask_plot(
     cmap = ListedColormap([BLOCKED_COLOR, MAIN_COLOR])
     image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     _label_axes(ax, values.shape, row_labels, col_labels)
-    # Cell borders make single cells countable in a mostly blocked or allowed mask.
-    ax.set_xticks(np.arange(values.shape[1] + 1) - 0.5, minor=True)
-    ax.set_yticks(np.arange(values.shape[0] + 1) - 0.5, minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
+    _cell_borders(ax, values.shape)
     bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03, ticks=[0.25, 0.75])
     bar.ax.set_yticklabels(["masked", "may attend"], fontsize=FONT_SIZE - 1)
     return _finish(fig, path)
+
+
+def _cell_borders(ax, shape: tuple[int, int]) -> None:
+    """White lines between the cells of each side of at most :data:`BORDER_MAX_CELLS` cells.
+
+    Borders make single cells countable in a mostly blocked or allowed mask. A line
+    is about 2 px wide, so on a side of hundreds of cells (a few px each) they would
+    cover the cells and the mask would be drawn blank: such a side gets none.
+    """
+    rows, cols = shape
+    if cols <= BORDER_MAX_CELLS:
+        ax.set_xticks(np.arange(cols + 1) - 0.5, minor=True)
+        ax.grid(which="minor", axis="x", color="white", linewidth=1.5)
+    if rows <= BORDER_MAX_CELLS:
+        ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
+        ax.grid(which="minor", axis="y", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
