@@ -75,3 +75,20 @@ def test_an_index_for_one_json_document_says_to_leave_it_out(tmp_path):
     one_line = tmp_path / "one.jsonl"  # JSON Lines with a single entry still takes --index 1
     one_line.write_text(json.dumps({"weights": WEIGHTS}) + "\n")
     assert plot.read_weights(one_line, index=1).weights == WEIGHTS
+
+
+def test_read_weights_drops_a_byte_order_mark_and_names_a_file_that_is_not_utf8(tmp_path):
+    # PowerShell's `Out-File -Encoding utf8` and Notepad write a BOM; `>` in Windows
+    # PowerShell 5 writes UTF-16: the first was refused as invalid JSON, the second
+    # failed with the codec's message alone, naming no file.
+    path = tmp_path / "w.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"weights": WEIGHTS}).encode())
+    assert plot.read_weights(path).weights == WEIGHTS
+    lines = tmp_path / "att.jsonl"
+    lines.write_bytes(
+        b"\xef\xbb\xbf" + b"\n".join(json.dumps({"weights": WEIGHTS}).encode() for _ in range(2))
+    )
+    assert plot.read_weights(lines, index=1).weights == WEIGHTS
+    path.write_text(json.dumps({"weights": WEIGHTS}), encoding="utf-16")
+    with pytest.raises(ValueError, match=r"w\.json is not UTF-8 text .invalid byte at 0"):
+        plot.read_weights(path)

@@ -40,13 +40,14 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: invalid JSON, no ``weights`` key (or ``null`` weights: an empty
+        ValueError: text that is not UTF-8 (a leading byte order mark is dropped),
+            invalid JSON, no ``weights`` key (or ``null`` weights: an empty
             input line), ``index`` past the last line or given for a file that is
             one JSON document over several lines, or labels or a mask that are
             not lists.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     where = str(path)
     if index is not None:
         lines = [line for line in text.splitlines() if line.strip()]
@@ -79,6 +80,21 @@ def read_weights(path: str | os.PathLike, index: int | None = None) -> SavedWeig
     rows, cols, mask = (_list_or_none(path, data, k) for k in ("row_labels", "col_labels", "mask"))
     labels = [None if x is None else [str(v) for v in x] for x in (rows, cols)]
     return SavedWeights(data["weights"], *labels, mask)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, without the byte order mark some editors and shells write.
+
+    Raises:
+        ValueError: the bytes are not UTF-8 (the message names the file and the byte).
+    """
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path} is not UTF-8 text (invalid byte at {err.start}: {err.reason}); "
+            "save it as UTF-8"
+        ) from None
 
 
 def _one_document(text: str) -> bool:
