@@ -63,3 +63,12 @@ def test_table_has_a_row_per_width(result):
 def test_bad_settings_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
         saturation(**kwargs)
+
+
+def test_a_draw_too_large_for_memory_is_refused_with_the_settings_named():
+    # 10**9 trials at d_k 1024 need 82 TiB of float64: torch's allocator failed deep
+    # inside (RuntimeError: DefaultCPUAllocator), and 10**5 trials (8 GiB) could
+    # take a laptop's memory; the draw is now checked before it is made.
+    with pytest.raises(ValueError, match=r"trials=1000000000 with num_keys=10 at d_k=1024"):
+        saturation([4, 1024], trials=10**9)
+    saturation([4], trials=10**5, num_keys=2)  # 12 million numbers: fine

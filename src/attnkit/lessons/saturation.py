@@ -71,6 +71,7 @@ class SaturationResult:
 
 
 WIDTH_SEEDS = 1_000_003  # seeds per --seed: d_k below it never share a generator
+MAX_NUMBERS = 1 << 27  # numbers drawn at once for one width: 1 GiB of float64
 
 
 def saturation(
@@ -95,8 +96,9 @@ def saturation(
         a :class:`SaturationResult`.
 
     Raises:
-        ValueError: an empty ``dims``, a non-positive width, ``trials`` < 2 or
-            ``num_keys`` < 2.
+        ValueError: an empty ``dims``, a non-positive width, ``trials`` < 2,
+            ``num_keys`` < 2, or a width whose draw of ``trials * (num_keys + 1) * d_k``
+            numbers is over :data:`MAX_NUMBERS` (1 GiB of float64).
     """
     dims = [int(d) for d in dims]
     if not dims or any(d <= 0 for d in dims):
@@ -107,6 +109,7 @@ def saturation(
         raise ValueError(
             f"num_keys must be >= 2 (softmax over one key is always 1), got {num_keys}"
         )
+    _check_size(max(dims), trials, num_keys)
     import torch  # here, so that `attnkit explain` (this package) starts without it
 
     from ..attention.functional import masked_softmax
@@ -134,3 +137,19 @@ def saturation(
         max_weight_unscaled=series["unscaled"],
         max_weight_scaled=series["scaled"],
     )
+
+
+def _check_size(d: int, trials: int, num_keys: int) -> None:
+    """Refuse a draw of more than :data:`MAX_NUMBERS` numbers for width ``d`` (it is held
+    whole: a million trials at d_k 1024 would allocate 90 GB and fail deep in torch).
+
+    Raises:
+        ValueError: naming the settings and the memory they need.
+    """
+    numbers = trials * (num_keys + 1) * d
+    if numbers > MAX_NUMBERS:
+        raise ValueError(
+            f"trials={trials} with num_keys={num_keys} at d_k={d} draws {numbers:,} numbers "
+            f"({numbers * 8 / 2**30:.1f} GiB of float64), over the limit of {MAX_NUMBERS:,}: "
+            "use fewer trials or smaller widths"
+        )
