@@ -36,3 +36,14 @@ def test_large_mask_is_not_covered_by_its_cell_borders(tmp_path):
     allowed = rows / cells.shape[0] > cols / cells.shape[1] + 0.1  # below the diagonal
     dark = cells.sum(axis=2) < 1.5  # MAIN_COLOR, not white borders or BLOCKED_COLOR
     assert dark[allowed].mean() > 0.95
+
+
+def test_a_long_unlabelled_side_is_numbered_every_round_step_and_given_labels_all_kept():
+    ax = plot.mask_plot(causal_mask(300)).axes[0]
+    numbers = [t.get_text() for t in ax.get_xticklabels()]
+    assert numbers == ["1", *(str(k) for k in range(20, 301, 20))]  # 16, not 300 run together
+    assert [int(t) for t in ax.get_yticks()] == [0, *range(19, 300, 20)]  # at their cells
+    assert len(plot.mask_plot(causal_mask(40)).axes[0].get_xticklabels()) == 40
+    words = [f"w{i}" for i in range(60)]
+    labelled = plot.mask_plot(causal_mask(60), words, words).axes[0]
+    assert [t.get_text() for t in labelled.get_xticklabels()] == words

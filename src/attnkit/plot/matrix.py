@@ -26,24 +26,45 @@ def _matrix_axes(shape: tuple[int, int], title: str | None, xlabel: str, ylabel:
     return fig, ax
 
 
+NUMBERED_MAX = 40  # unlabelled sides longer than this number every k-th cell only
+
+
 def _label_axes(ax, shape: tuple[int, int], row_labels, col_labels) -> None:
-    rows = _labels("row_labels", row_labels, shape[0], "rows", shape)
-    cols = _labels("col_labels", col_labels, shape[1], "columns", shape)
-    ax.set_yticks(range(shape[0]), rows, fontsize=FONT_SIZE - 1)
-    rotate = 90 if max(len(c) for c in cols) * shape[1] > 40 else 0
-    ax.set_xticks(range(shape[1]), cols, fontsize=FONT_SIZE - 1, rotation=rotate)
+    row_ticks, rows = _labels("row_labels", row_labels, shape[0], "rows", shape)
+    col_ticks, cols = _labels("col_labels", col_labels, shape[1], "columns", shape)
+    ax.set_yticks(row_ticks, rows, fontsize=FONT_SIZE - 1)
+    rotate = 90 if max(len(c) for c in cols) * len(cols) > 40 else 0
+    ax.set_xticks(col_ticks, cols, fontsize=FONT_SIZE - 1, rotation=rotate)
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
 
 
-def _labels(arg: str, labels, n: int, side: str, shape: tuple[int, int]) -> list[str]:
+def _labels(
+    arg: str, labels, n: int, side: str, shape: tuple[int, int]
+) -> tuple[list[int], list[str]]:
+    """Tick positions and their labels: every given label, or the numbers 1..n; on a
+    side of more than :data:`NUMBERED_MAX` unlabelled cells, 1 and every multiple of a
+    round step (10, 20, 50, 100, ...), so that the numbers do not run together."""
     if labels is None:
-        return [str(i + 1) for i in range(n)]
+        step = _round_step(n)
+        ticks = [i for i in range(n) if i == 0 or (i + 1) % step == 0]
+        return ticks, [str(i + 1) for i in ticks]
     if len(labels) != n:
         raise ValueError(
             f"{arg} has {len(labels)} labels but the matrix has {n} {side} (shape {shape})"
         )
-    return [_escape_text(str(x)) for x in labels]
+    return list(range(n)), [_escape_text(str(x)) for x in labels]
+
+
+def _round_step(n: int) -> int:
+    """1 up to :data:`NUMBERED_MAX` cells, else the least of 10, 20, 50, 100, 200, ...
+    that leaves at most 20 numbers."""
+    if n <= NUMBERED_MAX:
+        return 1
+    step = 10
+    while n / step > 20:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return step
 
 
 def _as_matrix(arg: str, x: Any) -> np.ndarray:
