@@ -152,6 +152,22 @@ def test_resuming_a_folder_prepare_made_says_how_to_start_training_in_it(
     assert run(capsys, "train", "--resume", other)[2] == hint(other, "CONFIG.yaml", "mine")
 
 
+@pytest.mark.parametrize("command", [["translate", "ein Hund"], ["evaluate"], ["export"]])
+def test_using_a_folder_prepare_made_as_a_run_says_it_is_not_trained_yet(
+    capsys, tmp_path, monkeypatch, command
+):
+    monkeypatch.chdir(REPO)
+    out = str(tmp_path / "r")
+    assert run(capsys, "prepare", "configs/reverse.yaml", "--no-progress", "--out", out)[0] == 0
+    status, _, err = run(capsys, command[0], out, *command[1:])
+    assert status == 2
+    assert err == (
+        f"attnkit {command[0]}: error: {out} holds prepared data (attnkit prepare of config "
+        f"reverse) but no trained run; start training in it with: attnkit train "
+        f"configs/reverse.yaml --out {out}\n"
+    )
+
+
 def test_resuming_a_run_whose_config_was_deleted_names_the_file(capsys, tmp_path, monkeypatch):
     from attnkit.nmt.runs.checkpoint import save_checkpoint
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import UsageError
-from .run_dir import checkpoint_option
+from .run_dir import check_run_folder, checkpoint_option
 
 FORMATS = ("ctranslate2",)
 
@@ -54,6 +54,7 @@ def run_export(args: argparse.Namespace) -> int:
     if len(args.out) > 1:
         raise UsageError(f"give one output folder, got {len(args.out)}: {' '.join(args.out)}")
     out = args.out[0] if args.out else None
+    check_run_folder(args.run_dir)
     try:
         info = export_run(args.run_dir, out, args.quantization, checkpoint=args.checkpoint)
     except EngineUnavailable as err:

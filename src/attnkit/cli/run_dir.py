@@ -23,6 +23,7 @@ __all__ = [
     "load_batched_run",
     "load_run_folder",
     "pair_file_options",
+    "prepared_only",
     "preset_for",
     "run_options",
 ]
@@ -117,6 +118,24 @@ def preset_for(name: str) -> str | None:
     return str(checkout) if checkout.is_file() else None
 
 
+def prepared_only(folder: Path, lacking: str) -> str | None:
+    """What to say of a folder ``attnkit prepare`` made, where training has not begun
+    (``lacking``: what the command looked for), or None for any other folder."""
+    from ..nmt.runs.run_folder import RunFolder
+    from ..nmt.training.prepare import prepared_config_name
+
+    run = RunFolder(folder)
+    if run.config.is_file() or not run.prepared.is_file():
+        return None
+    name = prepared_config_name(run)
+    config = (preset_for(name) if name else None) or "CONFIG.yaml"
+    of = f" of config {name}" if name else ""
+    return (
+        f"{folder} holds prepared data (attnkit prepare{of}) but {lacking}; "
+        f"start training in it with: attnkit train {config} --out {folder}"
+    )
+
+
 def check_run_folder(run_dir: str) -> None:
     """Raise a :class:`UsageError` naming the way out when ``run_dir`` holds no trained run.
 
@@ -126,6 +145,9 @@ def check_run_folder(run_dir: str) -> None:
     folder = Path(run_dir)
     if (folder / "config.yaml").is_file():
         return
+    prepared = prepared_only(folder, "no trained run")
+    if prepared:
+        raise UsageError(prepared)
     what = (
         f"{run_dir} has no config.yaml (not a training run folder)"
         if folder.is_dir()

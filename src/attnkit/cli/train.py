@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from .errors import UsageError, stderr, warn
+from .run_dir import prepared_only
 
 OVERRIDE_PREFIX = "override:"
 
@@ -143,8 +144,9 @@ def _config_and_folder(args: argparse.Namespace):
                 f"it, or resume with the run's config: attnkit train CONFIG.yaml --out {source} "
                 "--resume"
             )
-        if not folder.config.is_file() and folder.prepared.is_file():
-            raise UsageError(_prepared_only(folder, source))
+        prepared = prepared_only(source, "no run to resume")
+        if prepared:
+            raise UsageError(prepared)
         if not folder.config.is_file():
             raise UsageError(f"{folder.config} not found; is {source} a training run folder?")
         return _load_config(folder.config, args), folder
@@ -201,20 +203,6 @@ def run_train(args: argparse.Namespace) -> int:
     p = summary.progress
     print(f"run folder: {folder.path}  best valid BLEU {p.best_bleu:.2f} (step {p.best_step})")
     return 0
-
-
-def _prepared_only(folder, source: Path) -> str:
-    """What to say of a folder ``attnkit prepare`` made, where training has not begun."""
-    from ..nmt.training.prepare import prepared_config_name
-    from .run_dir import preset_for
-
-    name = prepared_config_name(folder)
-    config = (preset_for(name) if name else None) or "CONFIG.yaml"
-    of = f" of config {name}" if name else ""
-    return (
-        f"{source} holds prepared data (attnkit prepare{of}) but no run to resume; "
-        f"start training in it with: attnkit train {config} --out {source}"
-    )
 
 
 def _warn_threads_over_cores(threads) -> None:
