@@ -111,6 +111,7 @@ def open_engine(
             f"{run.folder} is an {arch.upper()} run (model.arch: {arch}); CTranslate2 runs "
             "only Transformer runs: use attnkit's own search (--engine attnkit)"
         )
+    import_ctranslate2()  # not installed: say how to install before asking for an export
     folder = Path(export_dir) if export_dir is not None else default_export_dir(run.folder)
     manifest = read_manifest(folder)
     checkpoint = RunFolder(run.folder).resolve_checkpoint(checkpoint)
