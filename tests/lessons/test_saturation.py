@@ -58,6 +58,8 @@ def test_table_has_a_row_per_width(result):
         ({"dims": [4, 0]}, "positive widths"),
         ({"trials": 1}, "trials must be >= 2"),
         ({"num_keys": 1}, "num_keys must be >= 2"),
+        ({"seed": 10**17}, "seed must be between -9,223,344,366,821 and 9,223,344,366,"),
+        ({"seed": -(10**17)}, "seed must be between"),
     ],
 )
 def test_bad_settings_raise(kwargs, message):

@@ -97,8 +97,9 @@ def saturation(
 
     Raises:
         ValueError: an empty ``dims``, a non-positive width, ``trials`` < 2,
-            ``num_keys`` < 2, or a width whose draw of ``trials * (num_keys + 1) * d_k``
-            numbers is over :data:`MAX_NUMBERS` (1 GiB of float64).
+            ``num_keys`` < 2, a width whose draw of ``trials * (num_keys + 1) * d_k``
+            numbers is over :data:`MAX_NUMBERS` (1 GiB of float64), or a ``seed``
+            whose generators' seeds would not fit in 64 bits.
     """
     dims = [int(d) for d in dims]
     if not dims or any(d <= 0 for d in dims):
@@ -110,6 +111,7 @@ def saturation(
             f"num_keys must be >= 2 (softmax over one key is always 1), got {num_keys}"
         )
     _check_size(max(dims), trials, num_keys)
+    _check_seed(seed, max(dims))
     import torch  # here, so that `attnkit explain` (this package) starts without it
 
     from ..attention.functional import masked_softmax
@@ -153,3 +155,10 @@ def _check_size(d: int, trials: int, num_keys: int) -> None:
             f"({numbers * 8 / 2**30:.1f} GiB of float64), over the limit of {MAX_NUMBERS:,}: "
             "use fewer trials or smaller widths"
         )
+
+
+def _check_seed(seed: int, widest: int) -> None:
+    """Refuse a seed whose per-width seeds ``seed * WIDTH_SEEDS + d_k`` leave int64."""
+    low, high = -(2**63) // WIDTH_SEEDS + 1, (2**63 - 1 - widest) // WIDTH_SEEDS
+    if not low <= seed <= high:
+        raise ValueError(f"seed must be between {low:,} and {high:,}, got {seed:,}")
