@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -212,6 +213,27 @@ def test_the_manifests_decode_rules_give_attnkits_greedy_translations_in_ctransl
             suppress_sequences=[["<pad>"], ["<s>"]],
         )
         assert " ".join(out[0].hypotheses[0]) == translation.text
+
+
+def test_the_cards_length_limit_stops_at_the_position_table(post_ln, tmp_path):
+    """The card's snippet, for the longest source it lets through (31 pieces at
+    max_positions 32), gives CTranslate2 a decoding limit it can reach: 1.5 * 32 + 2 = 50
+    steps stopped it with 'No position encodings are defined for positions >= 32'."""
+    import ctranslate2
+
+    from attnkit.nmt.export.model_card import _usage  # a sentencepiece run's card shows it
+
+    export_run(post_ln, tmp_path / "ct2")
+    snippet = _usage(json.loads((tmp_path / "ct2" / MANIFEST).read_text()))
+    expression = re.search(r"max_decoding_length=(.+?), suppress", snippet).group(1)
+    pieces = (SYMBOLS * 8)[:31]
+    limit = eval(expression, {"pieces": pieces})  # noqa: S307 (our own card's arithmetic)
+    assert limit == 32
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    out = translator.translate_batch(
+        [pieces], beam_size=1, max_decoding_length=limit, min_decoding_length=limit
+    )
+    assert len(out[0].hypotheses[0]) == limit
 
 
 def test_an_rnn_run_is_refused_with_the_reason(tmp_path):

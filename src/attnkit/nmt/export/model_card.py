@@ -176,6 +176,14 @@ def _export_dir_option(export_dir: Path | None) -> str:
     return "" if export_dir is None else f" --export-dir {export_dir.resolve()}"
 
 
+def _length_limit(decode: dict, positions: int | None) -> str:
+    """The output's length limit as Python: attnkit's ``int(a * (source + 1) + b)``, never
+    past the position table (CTranslate2 stops with 'No position encodings are defined
+    for positions >= N' there)."""
+    limit = f"int({decode['max_len_a']} * (len(pieces) + 1) + {decode['max_len_b']})"
+    return limit if positions is None else f"min({limit}, {positions})"
+
+
 def _usage(m: dict) -> str:
     """The card's Python example: one sentence, translated with the run's search rules."""
     d = m["decode"]
@@ -189,7 +197,7 @@ def _usage(m: dict) -> str:
         f"out = translator.translate_batch([pieces], beam_size={d['beam_size']}, "
         f"length_penalty={d['length_penalty']}, no_repeat_ngram_size={d['no_repeat_ngram']}, "
         "min_decoding_length=0, "
-        f"max_decoding_length=int({d['max_len_a']} * (len(pieces) + 1) + {d['max_len_b']}), "
+        f"max_decoding_length={_length_limit(d, m['model'].get('max_positions'))}, "
         'suppress_sequences=[["<pad>"], ["<s>"]])\n'
         "print(sp_tgt.decode(out[0].hypotheses[0]))\n"
         "```\n"
