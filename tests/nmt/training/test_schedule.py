@@ -73,6 +73,13 @@ def test_linear_decay_factor_warms_up_then_falls_in_a_line_to_its_floor(step, fa
     assert linear_decay_factor(step, warmup=4, total=12, floor=0.2) == pytest.approx(factor)
 
 
+def test_linear_decay_factor_with_its_total_at_the_warm_up_s_end_is_the_floor():
+    # max_steps auto chooses total = warmup when the warm-up took the time cap
+    assert linear_decay_factor(3, warmup=4, total=4, floor=0.2) == pytest.approx(1.0)
+    assert linear_decay_factor(4, warmup=4, total=4, floor=0.2) == pytest.approx(0.2)
+    assert linear_decay_factor(9, warmup=4, total=4, floor=0.2) == pytest.approx(0.2)
+
+
 def test_linear_schedule_reaches_min_lr_exactly_at_max_steps():
     sched, optimizer = schedule(
         lr=2e-3, lr_schedule="linear", warmup_steps=2, max_steps=10, min_lr=1e-4

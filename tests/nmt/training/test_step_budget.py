@@ -149,3 +149,12 @@ def test_auto_past_the_warm_up_of_a_numbered_run_is_refused(tmp_path):
     train(numbered, tmp_path, progress_bar=False, echo=lambda _: None)
     with pytest.raises(ValueError, match="past it \\(step 25, warmup_steps 20\\)"):
         auto_run(tmp_path, resume=True)
+
+
+def test_an_auto_budget_of_no_step_past_the_warm_up_ends_the_run(tmp_path, monkeypatch):
+    # the warm-up took the time cap: fit_steps gives one more step, T = warmup_steps
+    monkeypatch.setattr(step_budget, "fit_steps", lambda step, *_args: step + 1)
+    summary, lines = auto_run(tmp_path, "train.max_minutes=5")
+    assert summary.progress.step_budget == 20
+    assert summary.progress.step == 20
+    assert summary.progress.stop_reason == "max_steps=20 reached"

@@ -39,6 +39,11 @@ def inverse_sqrt_factor(step: int, warmup: int) -> float:
 def linear_decay_factor(step: int, warmup: int, total: int | None, floor: float) -> float:
     """``t / warmup`` up to the peak, then linear from 1 at ``warmup`` to ``floor`` at ``total``.
 
+    From ``total`` on the factor is ``floor``; that covers a ``total`` of
+    ``warmup`` itself, which ``max_steps: auto`` chooses when the warm-up took
+    the time cap (:func:`.step_budget.fit_steps`: one more step), and which has
+    no line to draw.
+
     Raises:
         RuntimeError: ``total`` is None (not chosen yet) past the warm-up.
     """
@@ -47,6 +52,8 @@ def linear_decay_factor(step: int, warmup: int, total: int | None, floor: float)
         return t / warmup
     if total is None:
         raise RuntimeError(f"linear schedule: step {t} is past warm-up and max_steps is unknown")
+    if t >= total:
+        return floor
     return max(floor, floor + (1.0 - floor) * (total - t) / (total - warmup))
 
 
