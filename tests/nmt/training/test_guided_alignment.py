@@ -192,6 +192,24 @@ def test_full_context_is_refused_for_an_rnn():
         config(guided)  # the tiny config's model is an RNN
 
 
+@pytest.mark.parametrize(
+    ("options", "model", "message"),
+    [
+        ("heads: [1]", (), r"heads=\[1\] names a head outside 0..0"),  # the RNN: one attention
+        ("layer: 1", (), "layer=1 is not a decoder layer"),
+        ("heads: [4]", (TRANSFORMER,), r"heads=\[4\] names a head outside 0..3"),
+        ("heads: [-1]", (TRANSFORMER,), "names a head outside 0..3"),
+        ("layer: -3", (TRANSFORMER,), "layer=-3 is not a decoder layer"),
+    ],
+)
+def test_a_supervised_layer_or_head_the_model_lacks_is_a_config_error(options, model, message):
+    # refused with the config, before the tokenizers and the token store are made
+    guided = f"train.guided_alignment={{file: x.align, {options}}}"
+    with pytest.raises(ValueError, match=message):
+        config(*model, guided)
+    assert config(TRANSFORMER, "train.guided_alignment={file: x.align, heads: [3], layer: -2}")
+
+
 def _guided_align_command(tmp_path, options: str) -> list[str]:
     """Train a 2-step guided run with ``options`` (inside the section's braces) and return
     the ``attnkit align`` command line that scores it on one hand-made pair."""

@@ -56,6 +56,22 @@ class RunConfig(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _guided_alignment_fits_the_model(self) -> RunConfig:
+        """The supervised layer and heads exist in the model: a typo is a config error at
+        once, not after the tokenizers and the token store are made."""
+        guided = self.train.guided_alignment
+        if guided is None:
+            return self
+        layers, heads = _cross_attention_layout(self.model)
+        guided.decoder_layer(layers)  # names the layer and the model's count
+        if guided.heads != "all" and any(not 0 <= h < heads for h in guided.heads):
+            raise ValueError(
+                f"train.guided_alignment.heads={guided.heads} names a head outside "
+                f"0..{heads - 1} (the model has {heads} per layer)"
+            )
+        return self
+
     @classmethod
     def from_dict(
         cls,
@@ -151,6 +167,14 @@ class RunConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _cross_attention_layout(model: ModelConfig) -> tuple[int, int]:
+    """The decoder's attention layers and heads per layer, as ``model.attention_layout`` gives
+    them once built: a Transformer's ``decoder_layers`` x ``heads``; the RNN's one attention."""
+    if model.arch == "transformer":
+        return model.decoder_layers, model.heads
+    return 1, 1
 
 
 def _absolute(base: Path, value: str) -> str:
