@@ -376,3 +376,24 @@ def test_a_resume_on_changed_training_data_says_it_no_longer_repeats_the_run(tmp
         "then; 80 pairs, 240 + 240 now): the run goes on with the new data, so it no longer "
         "repeats the run it resumes"
     ) in heard
+
+
+def test_max_minutes_counts_training_not_the_data_preparation(tmp_path, monkeypatch):
+    # a slow tokenizer training or store build (a large corpus) is not training time
+    import time
+
+    from attnkit.nmt.training import loop
+
+    prepare = loop.prepare_data
+
+    def slow_prepare(*args, **kwargs):
+        data = prepare(*args, **kwargs)
+        time.sleep(3.5)  # more than max_minutes=0.05 (3 s)
+        return data
+
+    monkeypatch.setattr(loop, "prepare_data", slow_prepare)
+    cfg = config("train.max_minutes=0.05", "train.max_steps=2", "train.valid_every=null")
+    summary = train(cfg, tmp_path / "run", progress_bar=False, echo=quiet)
+    assert summary.progress.step == 2
+    assert summary.progress.stop_reason == "max_steps=2 reached"
+    assert summary.progress.elapsed_s < 3

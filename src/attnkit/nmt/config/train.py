@@ -66,7 +66,8 @@ class TrainConfig(_Section):
     ``threads``, ``device`` and ``precision`` (the machine's, not the model's:
     the run goes on, but no longer repeats bit for bit); a finished run
     whose budget is raised trains on. ``max_minutes`` counts the whole run's
-    training time, earlier sessions included.
+    training time, earlier sessions included (not the tokenizers' training or
+    the token store's build before the first step).
     """
 
     batch_size: int = Field(64, gt=0)

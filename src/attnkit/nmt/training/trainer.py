@@ -90,6 +90,7 @@ class Trainer:
         seed_dropout(cfg.seed, self.group)
         self.optimizer = adam(self.model.parameters(), cfg)
         self.scheduler = Schedule(self.optimizer, cfg)
+        self.started = time.monotonic()  # training time (max_minutes): not the data's preparation
 
     def resume(self, ckpt: Checkpoint) -> None:
         """Restore everything ``save("last")`` wrote; metrics after that step are dropped."""
