@@ -101,6 +101,27 @@ def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+def test_a_step_budget_inside_the_inverse_sqrt_warm_up_warns_once(capsys):
+    from attnkit.cli import train
+    from attnkit.nmt.config import TrainConfig
+
+    train._warn_budget_inside_warmup(
+        TrainConfig(lr_schedule="inverse_sqrt", max_steps=300, warmup_steps=4000)
+    )
+    assert capsys.readouterr().err == (
+        "attnkit: warning: train.max_steps 300 ends inside the warm-up of train.warmup_steps "
+        "4000: the learning rate climbs to 8% of train.lr and no further (lower "
+        "warmup_steps, e.g. --train.warmup_steps 30)\n"
+    )
+    for fine in (
+        TrainConfig(lr_schedule="inverse_sqrt", max_steps=300, warmup_steps=200),
+        TrainConfig(lr_schedule="inverse_sqrt", max_steps=None),
+        TrainConfig(max_steps=300, warmup_steps=4000),  # plateau: no warm-up
+    ):
+        train._warn_budget_inside_warmup(fine)
+    assert capsys.readouterr().err == ""
+
+
 def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
     capsys, monkeypatch, tmp_path
 ):

@@ -184,6 +184,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     config, folder = _config_and_folder(args)
     _warn_threads_over_cores(config.train.threads)
+    _warn_budget_inside_warmup(config.train)
     try:
         summary = train(
             config,
@@ -215,6 +216,18 @@ def _warn_threads_over_cores(threads) -> None:
             f"train.threads {threads} is more than the {cores} CPU core(s) this process may use; "
             "threads beyond the cores wait for each other and slow training down "
             f"(use {cores}, or 'auto')"
+        )
+
+
+def _warn_budget_inside_warmup(train) -> None:
+    """One warning when an inverse-square-root schedule's step budget ends before its
+    warm-up does, so the rate never reaches ``train.lr`` (the linear schedule refuses it)."""
+    steps, warmup = train.max_steps, train.warmup_steps
+    if train.lr_schedule == "inverse_sqrt" and isinstance(steps, int) and steps < warmup:
+        warn(
+            f"train.max_steps {steps} ends inside the warm-up of train.warmup_steps {warmup}: "
+            f"the learning rate climbs to {steps / warmup:.0%} of train.lr and no further "
+            f"(lower warmup_steps, e.g. --train.warmup_steps {max(1, steps // 10)})"
         )
 
 
