@@ -234,6 +234,23 @@ def test_inspect_prints_and_writes_the_figures_with_zero_padding_mass(run_dir, t
     assert picture.stat().st_size > 0
 
 
+def test_inspect_json_is_strict_json_when_monotonicity_is_undefined(run_dir, tmp_path, capsys):
+    # one-word sources: every sentence's monotonicity is undefined (NaN), which the JSON
+    # file gives as null (JSON has no NaN: json.loads in other languages, jq, refuse it)
+    (tmp_path / "src").write_text("s1\ns2\n")
+    json_file = tmp_path / "figures.json"
+    status, out, _ = run(capsys, "inspect", str(run_dir), "--src", str(tmp_path / "src"),
+                         "--tgt", str(tmp_path / "src"), "--json", str(json_file))  # fmt: skip
+    assert status == 0 and "monotonicity: nan" in out
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    figures = json.loads(json_file.read_text(), parse_constant=refuse)
+    assert figures["monotonicity"] is None and figures["monotonicity_sentences"] == 0
+    assert figures["padding_mass"] == 0.0
+
+
 def test_inspect_on_files_and_bad_arguments(run_dir, files, capsys):
     status, out, _ = run(capsys, "inspect", str(run_dir), "--src", str(files / "src"),
                          "--tgt", str(files / "tgt"))  # fmt: skip

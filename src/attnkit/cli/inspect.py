@@ -50,6 +50,13 @@ def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
     return corpus.src, corpus.tgt, args.split or "test"
 
 
+def _json_number(value):
+    """``value``, or None where it is a float JSON cannot write (NaN, an infinity)."""
+    import math
+
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def run_inspect(args: argparse.Namespace) -> int:
     import json
 
@@ -78,8 +85,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     figures.update(bleu=found.bleu.score, chrf=found.chrf.score)
     for key, value in figures.items():
         print(f"{key:>24}: {value:.4f}" if isinstance(value, float) else f"{key:>24}: {value}")
-    if args.json:
-        text = json.dumps(figures, indent=2) + "\n"
+    if args.json:  # JSON has no NaN: an undefined figure (monotonicity of no sentence) is null
+        strict = {k: _json_number(v) for k, v in figures.items()}
+        text = json.dumps(strict, indent=2, allow_nan=False) + "\n"
         atomic_write_bytes(Path(args.json), text.encode("utf-8"))
     if args.plot:
         from ..plot import coverage_histogram
