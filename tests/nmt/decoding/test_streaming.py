@@ -238,6 +238,14 @@ def test_stream_option_errors_are_one_line(word_run, capsys, argv, message):
     assert_one_line_error(err, "translate", message)
 
 
+def test_a_closed_stdin_is_a_one_line_error(word_run, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", None)  # what Python gives `attnkit translate RUN <&-`
+    status, out, err = run(capsys, "translate", str(word_run))
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "translate", "no sentences given and stdin is closed")
+    assert run(capsys, "translate", str(word_run), "ein Mann")[0] == 0  # arguments need none
+
+
 def test_stdin_from_a_file_shows_progress_and_reads_the_descriptor(word_run, capsys, tmp_path):
     source = tmp_path / "in.de"
     source.write_bytes(b"\xef\xbb\xbfein Mann\n\xff zwei\n\neine Frau\n")

@@ -134,7 +134,7 @@ def read_buffers(
 
 def input_buffers(
     sentences: Sequence[str],
-    stdin: TextIO,
+    stdin: TextIO | None,
     buffer_size: int,
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[Sequence[str]]:
@@ -144,7 +144,15 @@ def input_buffers(
     A sentence from the command line holding bytes that are not UTF-8 (Python keeps
     them as lone surrogates) is decoded as such a stdin line is: one U+FFFD per
     undecodable byte, and ``warn`` hears of it.
+
+    Raises:
+        ValueError: no ``sentences`` and no ``stdin`` (None: Python's ``sys.stdin`` when
+            the process was started with its standard input closed, ``<&-``).
     """
+    if not sentences and stdin is None:
+        raise ValueError(
+            "no sentences given and stdin is closed: give sentences as arguments or pipe them in"
+        )
     if sentences:
         splitter = LineSplitter(warn)
         sentences = [splitter.decode(_argument_bytes(s)) for s in sentences]
