@@ -62,7 +62,7 @@ class LineSplitter:
     def __init__(self, warn: Callable[[str], None] | None = None) -> None:
         self.warn = warn
         self.lines_done = 0
-        self._pending = b""
+        self._pending = bytearray()  # grows in place: a long line is not copied per chunk
         self._started = False
 
     def feed(self, data: bytes) -> list[str]:
@@ -73,13 +73,16 @@ class LineSplitter:
                 return []  # maybe the start of a byte order mark: wait for more
             self._pending = self._pending.removeprefix(_BOM)
             self._started = True
-        *rows, self._pending = self._pending.split(b"\n")
-        return [self.decode(raw) for raw in rows]
+        if b"\n" not in data:  # nothing completed: the held bytes are not searched again
+            return []
+        *rows, rest = self._pending.split(b"\n")
+        self._pending = bytearray(rest)
+        return [self.decode(bytes(raw)) for raw in rows]
 
     def close(self) -> list[str]:
         """The last line when the stream did not end with ``\\n`` (else nothing)."""
-        rest = self._pending if self._started else self._pending.removeprefix(_BOM)
-        self._pending, self._started = b"", True
+        rest = bytes(self._pending if self._started else self._pending.removeprefix(_BOM))
+        self._pending, self._started = bytearray(), True
         return [self.decode(rest)] if rest else []
 
     def decode(self, raw: bytes) -> str:
