@@ -2,8 +2,8 @@
 
 An aligner run source->target links each target word to source words, and
 one run target->source the other way round; neither alone is symmetric. The
-heuristics of Och & Ney 2003 (sec. 4.1) and Koehn et al. 2003 (sec. 3.2, as
-implemented in Moses' ``symal`` and ``train-model.perl``) combine them:
+heuristics of Och & Ney 2003 (sec. 4.1) and Koehn et al. 2003 (sec. 3.2; Moses
+implements them in ``symal`` and ``train-model.perl``) combine them:
 
 * ``intersection``: links both directions have (high precision);
 * ``union``: links either has (high recall);
@@ -14,6 +14,11 @@ implemented in Moses' ``symal`` and ``train-model.perl``) combine them:
 * ``grow-diag-final-and``: then add a link of either direction only when
   *both* its words are unaligned (the usual default for phrase tables and for
   aligner evaluations, e.g. eflomal's and awesome-align's).
+
+Each pass visits the candidate links in (source, target) order as they stood
+when the pass began; ``symal`` visits them target first and sees the links a
+pass adds at once. Both results satisfy the definitions, but where the order
+decides (a word two candidates compete for) they can differ by a link.
 
 Links are ``(i, j)`` = (source word, target word), 0-based; pass the
 target->source run's links already turned round to (source, target).
