@@ -75,6 +75,20 @@ class GuidedAlignmentConfig(_Section):
             )
         return self.layer % layers
 
+    def head_indices(self, heads: int) -> list[int]:
+        """The supervised heads, 0-based, of a layer of ``heads`` heads (``all``: every one).
+
+        Raises:
+            ValueError: a configured head is not one of them.
+        """
+        picked = list(range(heads)) if self.heads == "all" else list(self.heads)
+        if any(not 0 <= h < heads for h in picked):
+            raise ValueError(
+                f"train.guided_alignment.heads={self.heads} names a head outside "
+                f"0..{heads - 1} (the model has {heads} per layer)"
+            )
+        return picked
+
     def read_head(self) -> int | str:
         """The head alignments are read from: the supervised one, or ``"mean"`` when
         several are supervised (their mean is what was trained; with a subset of the

@@ -64,12 +64,8 @@ class RunConfig(_Section):
         if guided is None:
             return self
         layers, heads = _cross_attention_layout(self.model)
-        guided.decoder_layer(layers)  # names the layer and the model's count
-        if guided.heads != "all" and any(not 0 <= h < heads for h in guided.heads):
-            raise ValueError(
-                f"train.guided_alignment.heads={guided.heads} names a head outside "
-                f"0..{heads - 1} (the model has {heads} per layer)"
-            )
+        guided.decoder_layer(layers)  # each names the setting and the model's count
+        guided.head_indices(heads)
         return self
 
     @classmethod

@@ -150,11 +150,7 @@ def guided_terms(
         ValueError: a configured head outside ``range(heads)``.
     """
     layer = supervised_layer(config, layers)
-    picked = list(range(heads)) if config.heads == "all" else list(config.heads)
-    if any(not 0 <= h < heads for h in picked):
-        raise ValueError(
-            f"train.guided_alignment.heads={config.heads} names a head outside 0..{heads - 1}"
-        )
+    picked = config.head_indices(heads)
     vectors, weights = model(
         batch.src,
         batch.src_lengths,
