@@ -268,7 +268,7 @@ def _run_alignments(args, run, options, src_words, tgt_words, dev):
             options = _choose_layer(args, run, options, dev)
         found = align_words(
             run.model, run.src_tok, run.tgt_tok, src_words, tgt_words, options,
-            batch_size=args.batch_size, device=run.device,
+            batch_size=args.batch_size, device=run.device, warn=warn,
         )  # fmt: skip
     return found, options
 

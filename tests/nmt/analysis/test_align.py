@@ -140,9 +140,24 @@ def test_empty_pairs_get_no_links_and_keep_their_place():
     assert [r.links for r in results] == [{(0, 0)}, set(), set()]
 
 
-def test_a_pair_longer_than_the_position_table_is_named():
+def test_a_pair_longer_than_the_position_table_is_left_unaligned_and_named():
     model = tiny_transformer(max_positions=5)  # 4 pieces a side, with </s> or <s>
     fits = align_words(model, WORDS, WORDS, [list("abcd")], [list("efgh")])
     assert fits[0].weights.shape == (4, 4)
-    with pytest.raises(ValueError, match=r"pair 2 has 5 source and 1 target pieces; .* at most 4"):
+    said = []
+    found = align_words(
+        model, WORDS, WORDS, [["a"], list("abcde"), ["c"]], [["b"], ["c"], list("abcde")],
+        warn=said.append,
+    )  # fmt: skip
+    alone = align_words(model, WORDS, WORDS, [["a"]], [["b"]])
+    assert found[0].links == alone[0].links and torch.equal(found[0].weights, alone[0].weights)
+    assert [a.links for a in found[1:]] == [set(), set()]
+    assert [tuple(a.weights.shape) for a in found[1:]] == [(1, 5), (5, 1)]
+    assert said == [
+        "2 pair(s) have a side of more than 4 pieces, the most this model aligns "
+        "(model.max_positions 5); left unaligned (empty lines): pair 2, 3"
+    ]
+    with pytest.warns(UserWarning, match=r"left unaligned \(empty lines\): pair 2$"):
         align_words(model, WORDS, WORDS, [["a"], list("abcde")], [["b"], ["c"]])
+
+

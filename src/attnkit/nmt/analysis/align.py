@@ -35,8 +35,10 @@ Notation: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` target pieces (+1 for
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Literal
 
@@ -281,18 +283,16 @@ def extract_links(weights: Tensor, method: Method = "argmax", threshold: float =
 # ---------------------------------------------------------------- a corpus
 
 
-def _check_fits(model: Translator, pairs: Sequence[int], examples: Examples) -> None:
-    """Refuse the first pair whose side needs more positions than the model has
-    (``</s>`` after the source, ``<s>`` before the target take one each)."""
-    limit = model.max_target_len
-    if limit is None:
-        return
-    for i, s, t in zip(pairs, examples.src, examples.tgt, strict=True):
-        if max(len(s), len(t)) + 1 > limit:
-            raise ValueError(
-                f"pair {i + 1} has {len(s)} source and {len(t)} target pieces; this model "
-                f"aligns at most {limit - 1} a side (model.max_positions {limit})"
-            )
+def _python_warning(message: str) -> None:
+    warnings.warn(message, stacklevel=4)  # points at the caller of align_words
+
+
+def _warn_too_long(pairs: Sequence[int], limit: int, warn: Callable[[str], None]) -> None:
+    named = ", ".join(str(i + 1) for i in pairs[:5]) + (", ..." if len(pairs) > 5 else "")
+    warn(
+        f"{len(pairs)} pair(s) have a side of more than {limit - 1} pieces, the most this "
+        f"model aligns (model.max_positions {limit}); left unaligned (empty lines): pair {named}"
+    )
 
 
 def align_words(
@@ -305,6 +305,7 @@ def align_words(
     *,
     batch_size: int = 32,
     device: torch.device | str = "cpu",
+    warn: Callable[[str], None] | None = None,
 ) -> list[WordAlignment]:
     """Force-decode each target and turn its attention into word links.
 
@@ -317,14 +318,18 @@ def align_words(
         options: heads, timing, merging and link rule.
         batch_size: sentences per forced-decoding batch.
         device: the model's device.
+        warn: told once, naming the first pairs, when pairs have a side longer
+            than the model's position table (a Transformer's ``max_positions``);
+            such pairs are left unaligned, so one long line does not stop a
+            corpus. None: a Python ``UserWarning``.
 
     Returns:
         one :class:`WordAlignment` per pair, in input order; a pair with an
-        empty side gets an empty ``(Tw, Sw)`` matrix and no links.
+        empty side, or too long for the model, gets a zero ``(Tw, Sw)`` matrix
+        and no links.
 
     Raises:
-        ValueError: the two sides differ in length, a pair is longer than the
-            model's position table (it names the pair), or a bad option.
+        ValueError: the two sides differ in length, or a bad option.
     """
     if len(src_words) != len(tgt_words):
         raise ValueError(
@@ -337,8 +342,16 @@ def align_words(
     wanted = [i for i, (s, t) in enumerate(zip(src_words, tgt_words, strict=True)) if s and t]
     src = [encode_words(src_tok, src_words[i]) for i in wanted]
     tgt = [encode_words(tgt_tok, tgt_words[i]) for i in wanted]
+    limit = model.max_target_len  # </s> after the source and <s> before the target take one
+    fits = [
+        limit is None or max(len(s), len(t)) < limit
+        for (s, _), (t, _) in zip(src, tgt, strict=True)
+    ]
+    if not all(fits):
+        too_long = [i for i, ok in zip(wanted, fits, strict=True) if not ok]
+        _warn_too_long(too_long, limit, warn or _python_warning)
+    wanted, src, tgt = (list(compress(x, fits)) for x in (wanted, src, tgt))
     examples = Examples([ids for ids, _ in src], [ids for ids, _ in tgt])
-    _check_fits(model, wanted, examples)
     heads = HeadSelection(options.layer, options.head)
     heads.check(model.attention_layout, encoder=False)
     default = model.attention_layout.alignment_layer
