@@ -18,3 +18,5 @@ def test_check_path_accepts_new_folders_and_rejects_what_cannot_be_written(tmp_p
     (tmp_path / "dir.png").mkdir()
     with pytest.raises(ValueError, match="it is a folder"):
         plot.check_path(tmp_path / "dir.png")
+    with pytest.raises(ValueError, match=r"'new.png/': it names a folder"):
+        plot.check_path("new.png/")  # Path() would drop the '/' and write a file new.png

@@ -24,10 +24,13 @@ def check_path(path: str | os.PathLike) -> Path:
 
     Raises:
         ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``; a
-            path that is a folder; or a folder that cannot be created or written
+            path that is a folder or ends with ``/``; or a folder that cannot be created or written
             (the nearest existing one is named).
     """
-    path = Path(path)
+    named = os.fspath(path)
+    path = Path(path)  # drops a trailing '/': "out.png/" would become the file out.png
+    if named.endswith(("/", os.sep)):
+        raise ValueError(f"cannot save a picture as {named!r}: it names a folder (ends with '/')")
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"cannot save a picture as {path.name!r}: use a {', '.join(FORMATS)} file")
     if path.is_dir():
