@@ -188,6 +188,14 @@ def test_markdown_has_a_table_row_per_key():
     assert "Context c = Σ_j w_j v_j = [0.533, 0.168, 0.299]." in md
 
 
+def test_markdown_shows_inf_only_for_the_exponentials_that_overflow():
+    # exp(1414.2) overflows, exp(0) = 1 and a masked key's exp(-inf) = 0 do not
+    md = explain([2000.0, 0.0], [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], mask=[1, 1, 0]).to_markdown()
+    assert "| k1 | [1, 0] | [1, 0] | 2000 | 1414.214 | inf | 1.000 | 1.000 |" in md
+    assert "| k2 | [0, 1] | [0, 1] | 0 | 0.000 | 1.000 | 0.000 | 0.000 |" in md
+    assert "| k3 | [1, 1] | [1, 1] | 2000 | masked | 0.000 | 0.000 | 0.000 |" in md
+
+
 def test_very_wide_vectors_are_not_written_term_by_term_and_say_so():
     t = explain([1.0] * 65, [[1.0] * 65, [0.0] * 65])
     text = t.to_text()

@@ -354,7 +354,7 @@ def _markdown_table(trace: AttentionTrace, i: int, p: int) -> list[str]:
     for j, (k, v) in enumerate(zip(trace.keys, trace.values, strict=True)):
         allowed = trace.mask is None or trace.mask[i][j]
         scaled = fmt(trace.scaled_scores[i][j], p) if allowed else "masked"
-        e = "inf" if hand is None else fmt(hand[0][j], p)
+        e = fmt(trace.exponentials[i][j] if hand is None else hand[0][j], p)  # inf: overflow
         cells = [
             f"k{j + 1}",
             fmt_vec(k, p),
