@@ -47,6 +47,23 @@ def test_mismatched_lengths_raise():
         sacre_bleu(["a", "b"], ["a"])
 
 
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_a_single_string_is_refused_not_scored_character_by_character(scorer):
+    # before, "the cat sat" was read as 11 one-character sentences and given a score
+    with pytest.raises(TypeError, match="hypotheses must be a list of sentences, got one string"):
+        scorer("the cat sat", "the cat sit")
+    with pytest.raises(TypeError, match="references must be a list of sentences"):
+        scorer(["the cat sat"], "the cat sat")
+
+
+@pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])
+def test_sacrebleu_style_nested_references_are_refused_naming_the_argument(scorer):
+    with pytest.raises(TypeError, match=r"references\[0\] is a list, not a string"):
+        scorer(["a b c d", "x y"], [["a b c d", "x y"]])
+    with pytest.raises(TypeError, match=r"hypotheses\[1\] is a NoneType"):
+        scorer(["a b", None], ["a b", "c"])
+
+
 def test_perplexity():
     assert perplexity(math.log(7.0)) == pytest.approx(7.0)
     assert perplexity(1e6) == math.inf

@@ -52,6 +52,8 @@ class Score:
 
 
 def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    for arg, lines in (("hypotheses", hypotheses), ("references", references)):
+        _check_lines(arg, lines)
     if len(hypotheses) != len(references):
         raise ValueError(
             f"hypotheses has {len(hypotheses)} lines but references has {len(references)}"
@@ -60,11 +62,28 @@ def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
         raise ValueError("no sentences to score: hypotheses and references are empty")
 
 
+def _check_lines(arg: str, lines: Sequence[str]) -> None:
+    """``lines`` must be a sequence of strings, one sentence each (not one string)."""
+    if isinstance(lines, str):
+        raise TypeError(
+            f"{arg} must be a list of sentences, got one string ({len(lines)} characters); "
+            f"pass [{arg}] to score a single sentence"
+        )
+    for n, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(
+                f"{arg}[{n}] is a {type(line).__name__}, not a string: pass one sentence a "
+                "line (one reference per hypothesis, not sacreBLEU's list of reference lists)"
+            )
+
+
 def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
     """Corpus BLEU of detokenized hypotheses against one reference each (sacreBLEU defaults).
 
     Raises:
         ValueError: the lists differ in length or are empty (true of every scorer here).
+        TypeError: either argument is a single string or holds a non-string
+            (true of every scorer here).
     """
     from sacrebleu.metrics import BLEU
 
