@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from attnkit.nmt.analysis.metrics import (
@@ -104,6 +105,26 @@ def test_aer_sums_counts_over_the_corpus_not_sentence_rates():
     # sentence 1: A = S (2 links); sentence 2: A = {0-1}, S = {0-0}, nothing shared
     result = alignment_error_rate([SURE[0], {(0, 1)}], [SURE[0], {(0, 0)}])
     assert result.aer == pytest.approx(1 - (2 + 2) / (3 + 3))
+
+
+def test_pharaoh_strings_are_refused_not_scored_as_characters():
+    # before, set("0-1 1-0") == set("0-0 1-1") (the same characters): AER 0 for a wrong alignment
+    with pytest.raises(TypeError, match=r"predicted\[0\] is a string \('0-1 1-0'\)"):
+        alignment_error_rate(["0-1 1-0"], ["0-0 1-1"])
+
+
+@pytest.mark.parametrize("bad", [(0, 1, 2), (0, -1), (0.0, 1), ("0", "1"), (True, 1), {0, 1}, 3])
+def test_a_link_that_is_not_a_pair_of_word_indices_is_refused(bad):
+    with pytest.raises(TypeError, match=r"sure\[1\] holds .*: a link is a pair"):
+        alignment_error_rate([SURE[0], {(0, 0)}], [SURE[0], [bad]])
+
+
+def test_links_read_from_json_as_lists_are_scored_like_tuples():
+    # [[0, 0], [2, 1], [2, 2]] is how JSON stores links; before, set() of lists was a TypeError
+    predicted = [[[0, 0], np.array([2, 1]), (np.int64(2), 2)]]
+    result = alignment_error_rate(predicted, [[[0, 0], [1, 1]]], [[[2, 1]]])
+    assert result.aer == pytest.approx(0.4)
+    assert (result.predicted, result.sure, result.possible) == (3, 2, 3)
 
 
 def test_sure_links_count_as_possible_even_when_not_listed():

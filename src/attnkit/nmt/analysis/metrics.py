@@ -22,6 +22,7 @@ never scores (a torchrun rank other than 0, which leaves validation to rank
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -172,6 +173,9 @@ def alignment_error_rate(
     Raises:
         ValueError: the three sequences have different numbers of sentences, or
             there are no predicted and no sure links at all (AER is undefined).
+        TypeError: a sentence that is a string (a Pharaoh line ``"0-0 1-2"``:
+            parse it into pairs first) or a link that is not a pair of
+            non-negative ints (lists such as ``[0, 1]`` from JSON are accepted).
 
     Source: Och & Ney 2003, "A Systematic Comparison of Various Statistical
     Alignment Models", Computational Linguistics 29(1), the AER definition
@@ -184,9 +188,9 @@ def alignment_error_rate(
             f"{len(possible)}; they must match"
         )
     n_a = n_s = n_p = a_s = a_p = 0
-    for a, s, p in zip(predicted, sure, possible, strict=True):
-        a, s = set(a), set(s)
-        p = set(p) | s
+    for n, (a, s, p) in enumerate(zip(predicted, sure, possible, strict=True)):
+        a, s = _links("predicted", n, a), _links("sure", n, s)
+        p = _links("possible", n, p) | s
         n_a, n_s, n_p = n_a + len(a), n_s + len(s), n_p + len(p)
         a_s, a_p = a_s + len(a & s), a_p + len(a & p)
     if n_a + n_s == 0:
@@ -199,3 +203,32 @@ def alignment_error_rate(
         sure=n_s,
         possible=n_p,
     )
+
+
+def _links(arg: str, n: int, links: Collection[Link]) -> set[Link]:
+    """One sentence's links as a set of ``(int, int)``, each index >= 0."""
+    if isinstance(links, str | bytes):
+        raise TypeError(
+            f"{arg}[{n}] is a string ({links[:20]!r}), not a collection of (source, target) "
+            "links: parse Pharaoh 'i-j' lines into pairs of ints first"
+        )
+    out = set()
+    for link in links:
+        pair = _pair(link)
+        if pair is None:
+            raise TypeError(
+                f"{arg}[{n}] holds {link!r}: a link is a pair (source, target) of word indices >= 0"
+            )
+        out.add(pair)
+    return out
+
+
+def _pair(link: object) -> Link | None:
+    """``link`` as ``(i, j)`` when it is a pair of non-negative ints (not bools), else None."""
+    if isinstance(link, str | bytes) or not (isinstance(link, Sequence) or hasattr(link, "shape")):
+        return None  # a set {i, j} has no order: refused too
+    try:
+        i, j = (operator.index(x) for x in link if not isinstance(x, bool))
+    except (TypeError, ValueError):  # a non-integer, or a bool left out of the pair
+        return None
+    return (i, j) if min(i, j) >= 0 else None
