@@ -385,6 +385,27 @@ def test_float_mask_with_nan_or_plus_inf_is_refused_naming_the_entry(return_weig
         scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
 
 
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_a_float_mask_of_zeros_and_ones_is_refused_not_added_to_the_scores(return_weights):
+    # torch.tril(torch.ones(T, T)), a tutorial's causal mask (1 = may attend), used to be
+    # added to the scores as a bias of +1: every query attended to future keys
+    q, k, v = random_qkv(2, tq=4, tk=4)
+    ones = torch.tril(torch.ones(4, 4))
+    with pytest.raises(ValueError, match=r"mask holds only 0.0 and 1.0.*pass mask.bool\(\)"):
+        scaled_dot_product_attention(q, k, v, ones, return_weights=return_weights)
+    out = scaled_dot_product_attention(q, k, v, ones.bool(), return_weights=return_weights)
+    causal = scaled_dot_product_attention(q, k, v, is_causal=True, return_weights=return_weights)
+    torch.testing.assert_close(out, causal)
+
+
+def test_float_masks_of_other_numbers_are_still_additive_biases():
+    q, k, v = random_qkv(1, tq=2, tk=3)
+    for bias in (torch.ones(2, 3), torch.zeros(2, 3), torch.tensor([[0.0, 1.0, 0.5]] * 2)):
+        _, weights = scaled_dot_product_attention(q, k, v, bias, return_weights=True)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias
+        torch.testing.assert_close(weights, torch.softmax(scores, dim=-1))
+
+
 # --- mask builders ---------------------------------------------------------------------
 
 

@@ -88,6 +88,15 @@ def test_float_mask_minus_inf_row_gives_zero(need_weights):
 
 
 @PATHS
+def test_a_float_attn_mask_of_zeros_and_ones_is_refused_by_name(need_weights):
+    # torch.tril(torch.ones(T, T)) meant "1 = may attend" but was added to the scores
+    with pytest.raises(ValueError, match=r"attn_mask holds only 0.0 and 1.0"):
+        make()(
+            torch.randn(1, T, E), attn_mask=torch.tril(torch.ones(T, T)), need_weights=need_weights
+        )
+
+
+@PATHS
 def test_causal_with_fewer_queries_is_aligned_bottom_right(need_weights):
     mha = make()
     query, memory = torch.randn(B, 2, E), torch.randn(B, 5, E)

@@ -236,7 +236,8 @@ def scaled_dot_product_attention(
     Raises:
         ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
             mask that does not broadcast, a float mask holding NaN or ``+inf``
-            (checked on CPU: :func:`~attnkit.attention.masks.check_float_mask`),
+            or only 0.0 and 1.0 (pass a bool mask for 1 = may attend; checked on
+            CPU: :func:`~attnkit.attention.masks.check_float_mask`),
             a ``scale`` that is NaN or infinite, or ``dropout_p`` outside [0, 1).
         TypeError: non-floating inputs, mixed dtypes, a mask that is neither
             bool nor floating, or a ``scale`` that is not a number.

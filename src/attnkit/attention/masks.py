@@ -162,15 +162,18 @@ def invert_mask(mask: Tensor | None) -> Tensor | None:
 
 
 def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
-    """Refuse a float mask holding NaN, ``+inf`` or a number beyond ``dtype``'s range.
+    """Refuse a float mask holding NaN, ``+inf``, a number beyond ``dtype``'s range, or
+    nothing but 0s and 1s.
 
     A float mask is added to the scores: finite numbers shift them and ``-inf``
     blocks a key, but NaN (e.g. ``(~keep).float() * -inf``, where ``0 * -inf``
-    is NaN at every allowed key) or ``+inf`` would make whole rows NaN. Checked
-    with one reduction (``mask.max()``), for CPU tensors outside
-    ``torch.compile`` only: reading the answer is a host synchronisation, which
-    would stall a GPU and break a compiled graph; there such rows stay NaN, as
-    in PyTorch.
+    is NaN at every allowed key) or ``+inf`` would make whole rows NaN. A mask
+    of 0.0 and 1.0 only (``torch.tril(torch.ones(T, T))``, the causal mask of
+    many tutorials, meant as 1 = may attend) would add 1 to the allowed scores
+    and mask nothing. Checked with one reduction (``aminmax``), for CPU tensors
+    outside ``torch.compile`` only: reading the answer is a host
+    synchronisation, which would stall a GPU and break a compiled graph; there
+    such masks act as PyTorch's do (NaN rows, a bias of +1).
 
     Args:
         name: the argument's name, for the message.
@@ -178,12 +181,22 @@ def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
         dtype: the dtype the mask is cast to (the queries').
 
     Raises:
-        ValueError: naming the first offending entry and its index.
+        ValueError: naming the first offending entry and its index, or saying
+            that a 0/1 mask should be a bool one.
     """
     if not mask.is_floating_point() or mask.device.type != "cpu" or mask.numel() == 0:
         return
-    if torch.compiler.is_compiling() or mask.max() <= torch.finfo(dtype).max:
-        return  # the max is NaN when any entry is: the comparison is False
+    if torch.compiler.is_compiling():
+        return
+    low, high = torch.aminmax(mask)  # NaN when any entry is
+    if high <= torch.finfo(dtype).max:  # False for NaN
+        if low == 0 and high == 1 and bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError(
+                f"{name} holds only 0.0 and 1.0: a float mask is added to the scores, so it "
+                f"would mask nothing; for 1 = may attend pass {name}.bool(), or put -inf "
+                "where attention is not allowed"
+            )
+        return
     bad = mask.isnan() | (mask > torch.finfo(dtype).max)
     index = tuple(bad.nonzero()[0].tolist())
     raise ValueError(

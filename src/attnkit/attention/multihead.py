@@ -180,8 +180,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
 
         Raises:
             ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
-                wrong shape; a float ``attn_mask`` holding NaN or ``+inf`` (checked
-                on CPU: :func:`~attnkit.attention.masks.check_float_mask`); a cache
+                wrong shape; a float ``attn_mask`` holding NaN or ``+inf``, or only
+                0.0 and 1.0 (checked on CPU:
+                :func:`~attnkit.attention.masks.check_float_mask`); a cache
                 of another batch size, kind or key/value head layout; masks that
                 allow a key a cross-attention cache has zeroed
                 (:attr:`KVCache.zeroed`, checked on CPU).
