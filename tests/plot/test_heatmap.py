@@ -107,6 +107,14 @@ def test_heatmap_mask_broadcasts_a_row_and_rejects_bad_masks():
         plot.heatmap(WEIGHTS, mask=[[0.5, 1, 1]])
 
 
+def test_heatmap_takes_a_key_mask_vector_as_documented():
+    # "broadcastable to (T, S)": a (S,) key mask, as explain() takes, was refused as not 2-D
+    fig = plot.heatmap(WEIGHTS, mask=[True, True, False])
+    assert fig.axes[0].images[0].get_array().mask.tolist() == [[False, False, True]] * 2
+    grid = plot.heatmap_grid([WEIGHTS, WEIGHTS], mask=torch.tensor([1, 0, 1]))
+    assert grid.axes[1].images[0].get_array().mask.tolist() == [[False, True, False]] * 2
+
+
 def test_heatmap_grid_draws_one_panel_per_matrix_with_shared_masking():
     weights = torch.softmax(torch.randn(3, 2, 4, generator=torch.Generator().manual_seed(0)), -1)
     fig = plot.heatmap_grid(weights, ["a", "b"], list("wxyz"), mask=[[1, 1, 1, 0]], title="layer 0")

@@ -67,13 +67,16 @@ def _round_step(n: int) -> int:
     return step
 
 
-def _as_matrix(arg: str, x: Any) -> np.ndarray:
+def _as_matrix(arg: str, x: Any, row_ok: bool = False) -> np.ndarray:
+    """``x`` as a finite 2-D float array; a vector is one row when ``row_ok``."""
     if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().float().numpy()
     try:
         values = np.asarray(x, dtype=float)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{arg} must be a rectangular matrix of numbers: {err}") from None
+    if row_ok and values.ndim == 1:
+        values = values[None]  # (S,) -> (1, S): a key mask for every query
     if values.ndim != 2:
         raise ValueError(f"{arg} must be a 2-D matrix (rows x columns), got shape {values.shape}")
     if values.size == 0:
@@ -88,8 +91,8 @@ def _as_matrix(arg: str, x: Any) -> np.ndarray:
     return values
 
 
-def _as_zero_one(arg: str, x: Any) -> np.ndarray:
-    values = _as_matrix(arg, x)
+def _as_zero_one(arg: str, x: Any, row_ok: bool = False) -> np.ndarray:
+    values = _as_matrix(arg, x, row_ok)
     if not np.isin(values, (0.0, 1.0)).all():
         raise ValueError(f"{arg} must hold booleans or 0/1 (1 = may attend)")
     return values
@@ -99,7 +102,7 @@ def _as_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray:
     """The heatmap's mask as booleans of ``shape``, True = may attend; all True for None."""
     if mask is None:
         return np.ones(shape, dtype=bool)
-    values = _as_zero_one("mask", mask)
+    values = _as_zero_one("mask", mask, row_ok=True)
     try:
         return np.broadcast_to(values.astype(bool), shape)
     except ValueError:
