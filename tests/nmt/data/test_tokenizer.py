@@ -160,3 +160,19 @@ def test_ctrl_c_stops_sentencepiece_training_at_once():
     with pytest.raises(KeyboardInterrupt):
         SentencePieceTokenizer.train(sentences, vocab_size=8000)
     assert time.monotonic() - began < 2.0
+
+
+def test_character_coverage_the_config_accepts_is_one_sentencepiece_trains(sample):
+    # sentencepiece refuses a coverage below 0.98 with an INTERNAL check failure, after
+    # the corpus was read; the config refuses it at once, naming the key
+    from attnkit.nmt.config import RunConfig
+
+    base = {"data": {"toy": {"task": "copy"}}}
+    with pytest.raises(
+        ValueError, match=r"tokenizer\.character_coverage: must be >= 0\.98, got 0\.5"
+    ):
+        RunConfig.from_dict(base, ["tokenizer.character_coverage=0.5"])
+    lowest = RunConfig.from_dict(base, ["tokenizer.character_coverage=0.98"])
+    coverage = lowest.tokenizer.character_coverage
+    tok = SentencePieceTokenizer.train(sample[0], vocab_size=200, character_coverage=coverage)
+    assert tok.vocab_size == 200

@@ -9,6 +9,10 @@ from pydantic import Field, model_validator
 
 from .section import _Section
 
+# sentencepiece's trainer refuses a lower character_coverage (trainer_interface.cc's
+# spec check: 0.98 <= character_coverage <= 1.0)
+MIN_CHARACTER_COVERAGE = 0.98
+
 
 class SplitFiles(_Section):
     """One split of a user corpus: two line-aligned files, or one TSV.
@@ -115,6 +119,10 @@ class TokenizerConfig(_Section):
     """Subword (sentencepiece) or word-level tokenization, trained on the training split.
 
     ``joint: true`` trains one model on source + target text; ``false`` one per side.
+    ``character_coverage`` is the share of the text's characters that get a piece of
+    their own (the rarest others read as ``<unk>``); sentencepiece accepts 0.98 to 1
+    (:data:`MIN_CHARACTER_COVERAGE`), the range its authors suggest for alphabetic and
+    CJK text alike (0.9995 for Chinese or Japanese).
     It trains on at most ``sample_sentences`` training pairs, drawn uniformly at
     random (seeded by ``train.seed``) in one pass over the corpus; on all of them,
     in order, when the corpus is smaller.
@@ -124,5 +132,5 @@ class TokenizerConfig(_Section):
     vocab_size: int = Field(8000, ge=8)
     joint: bool = True
     model_type: Literal["unigram", "bpe"] = "unigram"
-    character_coverage: float = Field(1.0, gt=0, le=1)
+    character_coverage: float = Field(1.0, ge=MIN_CHARACTER_COVERAGE, le=1)
     sample_sentences: int = Field(1_000_000, gt=0)
