@@ -54,3 +54,23 @@ def test_no_switch_no_note():
     notes: list[str] = []
     RunConfig.load(CONFIGS / "reverse.yaml", ["model.arch=rnn", "train.lr=0.01"], notes=notes)
     assert notes == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model.heads=4"], "model.heads: unknown key for model.arch rnn, a key of model.arch "),
+        (
+            ["model.arch=transformer", "model.embed_dim=8"],
+            "model.embed_dim: unknown key for model.arch transformer, a key of model.arch rnn (",
+        ),
+    ],
+)
+def test_a_key_of_the_other_architecture_is_named_as_one(overrides, expected):
+    # "unknown key" alone reads as a misspelling; the key is right, the architecture is not
+    with pytest.raises(ValueError) as err:
+        RunConfig.load(CONFIGS / "reverse.yaml", overrides)
+    assert expected in str(err.value)
+    with pytest.raises(ValueError) as err:
+        RunConfig.load(CONFIGS / "reverse.yaml", ["model.hiden_size=8"])
+    assert "model.hiden_size: unknown key (allowed here: arch," in str(err.value)

@@ -28,7 +28,8 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
     """One indented line per error of validating ``root``: ``key.path: what is allowed, got VALUE``.
 
     An unknown key's line lists the keys allowed in its section (looked up
-    from ``root``); ``model.<arch>.x`` is shown as ``model.x``, as the user wrote it.
+    from ``root``), and a model key of another architecture names that one;
+    ``model.<arch>.x`` is shown as ``model.x``, as the user wrote it.
     """
     lines = []
     for item in _merged_unions(err.errors(), root):
@@ -41,7 +42,10 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
         elif kind == "extra_forbidden":
             parent = _model_at(item["loc"][:-1], root)
             allowed = ", ".join(parent.model_fields) if parent else "?"
-            lines.append(f"{loc}: unknown key (allowed here: {allowed}), got {item.get('input')!r}")
+            hint = _other_architecture(item["loc"])
+            lines.append(
+                f"{loc}: unknown key{hint} (allowed here: {allowed}), got {item.get('input')!r}"
+            )
         elif kind == "missing":
             lines.append(f"{loc}: required key is missing")
         elif kind == "value_error":
@@ -52,6 +56,17 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
                 message = message.replace(words, sign)
             lines.append(f"{loc}: {message}, got {item.get('input')!r}")
     return "\n".join(f"  {line}" for line in lines)
+
+
+def _other_architecture(loc: tuple) -> str:
+    """For a key of another architecture's model section (``model.heads`` under
+    ``model.arch: rnn``), the words that say which architecture has it; else ``""``."""
+    if len(loc) != 3 or loc[0] != "model" or loc[1] not in ARCHITECTURES:
+        return ""
+    owners = [arch for arch, config in ARCHITECTURES.items() if loc[2] in config.model_fields]
+    if not owners:
+        return ""
+    return f" for model.arch {loc[1]}, a key of model.arch {' and '.join(owners)}"
 
 
 def _merged_unions(items: list[dict], root: type[BaseModel]) -> list[dict]:
