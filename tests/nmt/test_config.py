@@ -119,6 +119,25 @@ def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch
     assert config.train.lr == 0.5
 
 
+def test_an_override_of_a_text_key_is_the_text_typed(tmp_path, monkeypatch):
+    # read as YAML, "no" (Norwegian) was False, 2024 a number and " #2.de" a comment, and
+    # the shell's quotes are gone before attnkit sees the value, so it could not be quoted
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        yaml.safe_dump({"data": {"train": {"tsv": "t.tsv"}, "valid": {"tsv": "v.tsv"}}})
+    )
+    monkeypatch.chdir(tmp_path)
+    overrides = ["data.src_lang=no", "data.tgt_lang=on", "name=2024", "data.valid.tsv=va #2.tsv"]
+    config = RunConfig.load(path, overrides)
+    assert (config.data.src_lang, config.data.tgt_lang, config.name) == ("no", "on", "2024")
+    assert config.data.valid.tsv == str(tmp_path / "va #2.tsv")
+    # YAML still speaks where asked: a quoted value, a null, and every key that is no text
+    overrides = ["data.src_lang='x: y'", "name=~", "train.lr=1e-3", "tokenizer.joint=no"]
+    config = RunConfig.load(path, overrides)
+    assert config.data.src_lang == "x: y" and config.name == "mine"  # null: the file's name
+    assert config.train.lr == 1e-3 and config.tokenizer.joint is False
+
+
 @pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="no /dev/fd")
 def test_a_process_substitution_path_stays_the_pipe_it_names(tmp_path):
     # <(zcat train.de.gz) is /dev/fd/N; resolving it gives /proc/PID/fd/pipe:[INODE], a name

@@ -154,13 +154,16 @@ def test_nan_and_infinity_are_rejected_everywhere_floats_are():
 def test_a_yaml_boolean_is_refused_wherever_a_boolean_is_not_the_key_s_type():
     # pydantic alone reads true as 1: max_steps=yes trained one step, hidden_size=on one unit
     overrides = ["train.max_steps=yes", "model.hidden_size=on", "train.lr=true"]
-    overrides += ["data.src_lang=no", "train.threads=off", "decode.beam_size=false"]
+    overrides += ["train.threads=off", "decode.beam_size=false"]
     for override in overrides:
         key = override.split("=")[0]
         with pytest.raises(ValueError, match=rf"{key}: must not be a boolean, got (True|False)"):
             RunConfig.from_dict(BASE, [override])
     config = RunConfig.from_dict(BASE, ["model.input_feeding=yes", "model.query_timing=current"])
     assert config.model.input_feeding is True
+    # in a file, src_lang: no is YAML's False (an override of a text key is its text)
+    with pytest.raises(ValueError, match=r"data.src_lang: must not be a boolean, got False"):
+        RunConfig.from_dict({**BASE, "data": {**BASE["data"], "src_lang": False}})
     quoted = RunConfig.from_dict(BASE, ["data.src_lang='no'"]).data.src_lang
     assert quoted == "no"
 

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import types
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..models.registry import ARCHITECTURES, DEFAULT_ARCH
-from .section import _shown_loc
+from .section import _model_at, _shown_loc
 
 
-def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
-    """Return a copy of ``raw`` with each ``a.b.c=value`` set (value parsed as YAML).
+def apply_overrides(
+    raw: dict, overrides: Sequence[str], root: type[BaseModel] | None = None
+) -> dict:
+    """Return a copy of ``raw`` with each ``a.b.c=value`` set (value: :func:`override_value`).
 
     Raises:
         ValueError: an override lacks ``=`` or walks through a non-section value.
@@ -25,10 +29,7 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"override must look like section.key=value, got {item!r}")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
+        value = override_value(key, text, root)
         node = result
         parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
@@ -43,6 +44,46 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
     return result
 
 
+_YAML_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+
+
+def override_value(key: str, text: str, root: type[BaseModel] | None = None) -> Any:
+    """The value that an override's ``text`` gives ``key``: ``text`` read as YAML, or, for
+    a key of ``root`` that holds text (a file name, a language code, the run's name), the
+    text itself unless it is quoted or a YAML null.
+
+    A command line has no YAML around the value, and its quotes are the shell's: read
+    as YAML, ``--data.src_lang no`` (Norwegian) was the boolean False, ``--name 2024``
+    a number and ``--data.train.src "corpus #2.de"`` the file ``corpus`` (the rest a
+    comment). Text that YAML cannot read is kept as it is.
+    """
+    stripped = text.strip()
+    if (
+        root is not None
+        and stripped not in _YAML_NULLS
+        and stripped[:1] not in ("'", '"')
+        and _holds_text(key, root)
+    ):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _holds_text(key: str, root: type[BaseModel]) -> bool:
+    """Whether the dotted ``key`` of ``root`` is a ``str`` (or ``str | None``) field."""
+    parts = key.split(".")
+    section = _model_at(parts[:-1], root)
+    field = section.model_fields.get(parts[-1]) if section is not None else None
+    if field is None:
+        return False
+    annotation = field.annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [arg for arg in typing.get_args(annotation) if arg is not type(None)] == [str]
+    return annotation is str
+
+
 # The overrides that name a user file: a relative one means the current folder, as in
 # any command line, while a config file's own relative paths mean the config's folder.
 PATH_KEYS = frozenset(
@@ -51,16 +92,16 @@ PATH_KEYS = frozenset(
 )
 
 
-def anchor_paths(overrides: Sequence[str], base: Path) -> list[str]:
+def anchor_paths(
+    overrides: Sequence[str], base: Path, root: type[BaseModel] | None = None
+) -> list[str]:
     """``overrides`` with each relative path in a :data:`PATH_KEYS` key made absolute against
-    ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``); the rest as given."""
+    ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``); the rest as given.
+    Values are read as :func:`apply_overrides` reads them (``root``: :func:`override_value`)."""
     anchored = []
     for item in overrides:
         key, sep, text = item.partition("=")
-        try:
-            value = yaml.safe_load(text) if sep and key in PATH_KEYS else None
-        except yaml.YAMLError:
-            value = None
+        value = override_value(key, text, root) if sep and key in PATH_KEYS else None
         if isinstance(value, str):
             item = f"{key}={json.dumps(str(base / Path(value).expanduser()))}"
         anchored.append(item)

@@ -88,7 +88,7 @@ class RunConfig(_Section):
         if not isinstance(raw, dict):
             raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
         try:
-            result = apply_overrides(raw, overrides)
+            result = apply_overrides(raw, overrides, cls)
             switched = switch_architecture(raw, result, overrides)
             config = cls.model_validate(result)
             if notes is not None:
@@ -126,7 +126,7 @@ class RunConfig(_Section):
             raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
-        overrides = anchor_paths(overrides, Path.cwd())
+        overrides = anchor_paths(overrides, Path.cwd(), cls)
         config = cls.from_dict(raw or {}, overrides, source=str(path), notes=notes)
         if config.name is None:
             config.name = path.stem
