@@ -103,6 +103,24 @@ def test_load_resolves_relative_paths_and_reports_yaml_errors(tmp_path):
         RunConfig.load(tmp_path / "missing.yaml")
 
 
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
+    # PyYAML keeps the last of two train: sections: lr 0.5 was dropped without a word
+    path = tmp_path / "twice.yaml"
+    path.write_text("data:\n  toy: {task: copy}\ntrain:\n  lr: 0.5\ntrain:\n  epochs: 2\n")
+    with pytest.raises(ValueError, match=r"twice.yaml: .*'train' is given twice .* lines 3 and 5"):
+        RunConfig.load(path)
+    path.write_text("data:\n  toy: {task: copy, seed: 1, seed: 2}\n")
+    with pytest.raises(ValueError, match=r"'seed' is given twice .* lines 2 and 2"):
+        RunConfig.load(path)
+    # a key merged in from an anchor may be set again beside the merge
+    path.write_text(
+        "data:\n  train: &files {src: a.de, tgt: a.en}\n  valid: {<<: *files, src: b.de}\n"
+    )
+    config = RunConfig.load(path)
+    assert config.data.valid.src == str(tmp_path / "b.de")
+    assert config.data.valid.tgt == str(tmp_path / "a.en")
+
+
 def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch):
     # the file's own paths mean the config's folder; paths typed on the command line, cwd
     (tmp_path / "configs").mkdir()
