@@ -121,6 +121,19 @@ def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
     assert config.data.valid.tgt == str(tmp_path / "a.en")
 
 
+def test_exponent_notation_is_a_number_in_files_and_overrides(tmp_path):
+    # PyYAML (YAML 1.1) reads 1e4 as the text '1e4': max_steps: 1e4 was "unable to parse
+    # string as an integer"
+    path = tmp_path / "exp.yaml"
+    path.write_text("data:\n  toy: {task: copy}\ntrain:\n  max_steps: 1e4\n  lr: 3e-4\n")
+    config = RunConfig.load(path, ["train.warmup_steps=4E3", "tokenizer.sample_sentences=1.0e6"])
+    assert config.train.max_steps == 10_000 and config.train.lr == 3e-4
+    assert config.train.warmup_steps == 4000 and config.tokenizer.sample_sentences == 10**6
+    with pytest.raises(ValueError, match=r"train.max_steps: must be a valid integer"):
+        RunConfig.load(path, ["train.max_steps=1e-3"])  # a fraction is still refused
+    assert RunConfig.load(path, ["name=1e4"]).name == "1e4"  # a text key keeps the text
+
+
 def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch):
     # the file's own paths mean the config's folder; paths typed on the command line, cwd
     (tmp_path / "configs").mkdir()

@@ -9,7 +9,8 @@ turns any validation failure into one ``ValueError`` whose lines read
 
 Modules: ``section`` (the sections' base and walking them), ``data`` (the data
 and tokenizer sections), ``train``, ``decode``, ``run`` (:class:`RunConfig`,
-loading), ``overrides``, ``errors`` (the messages) and ``keys`` (dotted keys:
+loading), ``yaml_text`` (how YAML text is read: no repeated keys, ``1e4`` a
+number), ``overrides``, ``errors`` (the messages) and ``keys`` (dotted keys:
 listing and comparing them).
 """
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..models.registry import ARCHITECTURES, DEFAULT_ARCH
 from .section import _model_at, _shown_loc
+from .yaml_text import load_yaml
 
 
 def apply_overrides(
@@ -66,7 +67,7 @@ def override_value(key: str, text: str, root: type[BaseModel] | None = None) -> 
     ):
         return text
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         return text
 

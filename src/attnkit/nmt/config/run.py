@@ -16,6 +16,7 @@ from .errors import format_validation_error
 from .overrides import _blamed_overrides, anchor_paths, apply_overrides, switch_architecture
 from .section import _Section
 from .train import TrainConfig
+from .yaml_text import load_yaml
 
 
 class RunConfig(_Section):
@@ -122,7 +123,7 @@ class RunConfig(_Section):
         if not path.is_file():
             raise FileNotFoundError(missing_config_message(path))
         try:
-            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoRepeatedKeys)
+            raw = load_yaml(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as err:
             raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
@@ -164,34 +165,6 @@ class RunConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-
-
-class _RepeatedKey(yaml.YAMLError):
-    """A key given twice in one YAML mapping."""
-
-
-class _NoRepeatedKeys(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error.
-
-    PyYAML keeps the last value of a repeated key without a word, so a config with
-    two ``train:`` sections trained with the first one's settings silently gone.
-    Keys merged in with ``<<: *anchor`` may be set again beside the merge (that is
-    what a merge is for).
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        lines: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                continue
-            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
-            if key in lines:
-                raise _RepeatedKey(
-                    f"key {key!r} is given twice in one mapping, on lines {lines[key]} and "
-                    f"{line}; YAML would keep only the last, so remove or merge one"
-                )
-            lines[key] = line
-        return super().construct_mapping(node, deep)
 
 
 def _cross_attention_layout(model: ModelConfig) -> tuple[int, int]:
