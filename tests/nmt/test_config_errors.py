@@ -59,6 +59,16 @@ def test_adam_betas_outside_0_1_are_a_config_error(betas, expected):
     assert RunConfig.from_dict(BASE, ["train.adam_betas=[0, 0.98]"]).train.adam_betas == (0, 0.98)
 
 
+@pytest.mark.parametrize("betas", ["0.9,0.98", "[0.9]", "[0.9, 0.98, 0.5]", "0.9"])
+def test_adam_betas_that_are_not_two_numbers_say_how_to_write_them(betas):
+    # pydantic said "must be a valid tuple" or "train.adam_betas.1: required key is missing"
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(BASE, [f"train.adam_betas={betas}"])
+    problem = str(err.value).splitlines()[1]
+    assert problem.startswith("  train.adam_betas: must be two numbers [beta1, beta2] in [0, 1)")
+    assert problem.endswith(f"got {yaml.safe_load(betas)!r}")
+
+
 def test_unreadable_config_files_are_named(tmp_path, capsys):
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")

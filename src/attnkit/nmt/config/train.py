@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .guided_alignment import GuidedAlignmentConfig
 from .section import _Section
@@ -98,6 +98,19 @@ class TrainConfig(_Section):
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     guided_alignment: GuidedAlignmentConfig | None = None
     subword_sampling: SubwordSamplingConfig | None = None
+
+    @field_validator("adam_betas", mode="before")
+    @classmethod
+    def _two_betas(cls, value: object) -> object:
+        """Two numbers, said with the form to write them in: pydantic's own messages were
+        "must be a valid tuple" for ``0.9,0.98`` and "adam_betas.1: required key is
+        missing" for ``[0.9]``."""
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError(
+                "must be two numbers [beta1, beta2] in [0, 1), e.g. [0.9, 0.98] "
+                f"(--train.adam_betas '[0.9, 0.98]'), got {value!r}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _linear_needs_a_step_budget(self) -> TrainConfig:
