@@ -51,8 +51,18 @@ def write_run(folder, **changes):
             {"valid_en": gzip.compress(b"a house\n")[:15]},
             "{dir}/valid.en: cannot read after line 0",
         ),
+        (  # Windows Notepad's "Unicode": the bare UTF-8 message did not say what was wrong
+            {"train_en": "a house\na dog\nthe dog\n".encode("utf-16")},
+            "{dir}/train.en, line 1: invalid UTF-8 at byte 0 (invalid start byte); the file "
+            "starts with a UTF-16 byte order mark: save it as UTF-8",
+        ),
+        (
+            {"valid_de": b"\xfe\xff" + "ein Haus\n".encode("utf-16-be")},
+            "{dir}/valid.de, line 1: invalid UTF-8 at byte 0 (invalid start byte); the file "
+            "starts with a UTF-16 byte order mark",
+        ),
     ],
-    ids=["line-counts", "utf8", "missing", "all-empty", "bad-gzip"],
+    ids=["line-counts", "utf8", "missing", "all-empty", "bad-gzip", "utf16-le", "utf16-be"],
 )
 def test_bad_corpus_is_a_clear_error_naming_the_file(tmp_path, capsys, changes, expected):
     argv = write_run(tmp_path, **changes)

@@ -83,9 +83,19 @@ class _ClosingGzip(gzip.GzipFile):
             self.raw.close()
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little-, big-endian (UTF-32 LE starts the same)
+
+
 def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueError:
-    """The error for line ``number`` of ``path`` that is not UTF-8 (``err``: from its bytes)."""
-    return ValueError(f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason})")
+    """The error for line ``number`` of ``path`` that is not UTF-8 (``err``: from its bytes);
+    for a file that starts with a UTF-16 byte order mark (Windows Notepad's "Unicode"),
+    it says so and what to do."""
+    hint = ""
+    if number == 1 and err.start == 0 and bytes(err.object[:2]) in _UTF16_BOMS:
+        hint = "; the file starts with a UTF-16 byte order mark: save it as UTF-8"
+    return ValueError(
+        f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason}){hint}"
+    )
 
 
 def decode_line(raw: bytes, path: str | Path, number: int) -> str:
