@@ -91,6 +91,26 @@ def test_one_member_or_two_copies_decode_as_the_model_itself(search, build):
             torch.testing.assert_close(mine.weights, theirs.weights)
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_decoding_leaves_the_eval_mode_members_in_eval_mode(search):
+    # An Ensemble is built in train mode (nn.Module's default); the search used to
+    # "restore" that mode onto every member, switching their dropout on afterwards.
+    members = [tiny_model(dropout=0.5), tiny_transformer(dropout=0.5, attention_dropout=0.5)]
+    src, src_lengths = _sources()
+    ensemble = Ensemble(members)
+    if search == "greedy":
+        greedy_decode(ensemble, src, src_lengths)
+    else:
+        beam_search(ensemble, src, src_lengths, beam_size=3)
+    assert [m.training for m in members] == [False, False]
+    assert ensemble.training  # its own mode, as it was
+    tgt_in = torch.full((src.shape[0], 3), BOS)
+    for model in members:  # no dropout: the same logits twice
+        torch.testing.assert_close(
+            model(src, src_lengths, tgt_in)[0], model(src, src_lengths, tgt_in)[0]
+        )
+
+
 def test_beams_share_memory_only_when_every_member_can():
     rnn, transformer = tiny_model(), tiny_transformer()
     assert transformer.beams_share_memory and rnn.beams_share_memory

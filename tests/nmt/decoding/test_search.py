@@ -199,6 +199,16 @@ def test_search_restores_training_mode_and_builds_no_graph() -> None:
     assert not hyps[0].weights.requires_grad
 
 
+def test_search_restores_each_submodules_own_mode() -> None:
+    model = _model(VARIANTS[1]).train()
+    model.encoder.eval()  # e.g. a frozen encoder while the decoder trains
+    src, src_lengths = pad(_sources(2))
+    greedy_decode(model, src, src_lengths)
+    beam_search(model, src, src_lengths, beam_size=2)
+    assert model.training and model.decoder.training
+    assert not model.encoder.training and not model.encoder.dropout.training
+
+
 def test_bad_arguments_raise_value_errors() -> None:
     model = _model(VARIANTS[0])
     src, src_lengths = pad(_sources(2))
