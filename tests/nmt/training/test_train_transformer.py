@@ -3,16 +3,20 @@ identical translations, attention views of every layer and head, translate --plo
 
 from __future__ import annotations
 
+import math
 import signal
 
 import pytest
 import torch
 from test_train import TRANSFORMER, config, quiet
 
+from attnkit.nmt.data.batching import Examples
 from attnkit.nmt.decoding.translate import translate_lines
 from attnkit.nmt.decoding.views import attention_views, pick, write_heatmaps
 from attnkit.nmt.runs.loaded_run import load_run
+from attnkit.nmt.training import objective
 from attnkit.nmt.training.loop import train
+from attnkit.nmt.training.prepare import validation_data
 from cli_helpers import assert_one_line_error, run
 from resume_helpers import (
     REVERSE,
@@ -158,3 +162,24 @@ def test_translate_html_writes_one_self_contained_page(transformer_run, tmp_path
     )
     assert status == 2
     assert_one_line_error(err, "translate", "--html")
+
+
+def test_pairs_longer_than_the_position_table_are_left_out_not_a_crash(tmp_path):
+    """Toy pairs of 2-6 symbols, a table of 5 positions: training keeps the pairs of up to 4
+    (data.max_*_len null became 4); validation's loss skips the longer pairs and its BLEU
+    cuts their sources, where the first long batch ended the run before."""
+    cfg = config(TRANSFORMER, "model.max_positions=5", "train.max_steps=3")
+    assert (cfg.data.max_src_len, cfg.data.max_tgt_len) == (4, 4)
+    summary = train(cfg, tmp_path, progress_bar=False, echo=quiet)
+    run = load_run(tmp_path)
+    data = validation_data(cfg, run.src_tok, run.tgt_tok)
+    src, _ = data.valid.lengths()
+    assert 0 < (src <= 4).sum() < len(src)  # both kinds in the validation set
+    whole = objective.validate(run.model, data.valid, data.references, run.tgt_tok, cfg, "cpu")
+    fits = [i for i, n in enumerate(src) if n <= 4]
+    short = Examples([data.valid.src[i] for i in fits], [data.valid.tgt[i] for i in fits])
+    alone = objective.validate(
+        run.model, short, [data.references[i] for i in fits], run.tgt_tok, cfg, "cpu"
+    )
+    assert whole["valid_loss"] == pytest.approx(alone["valid_loss"], rel=1e-6)
+    assert math.isfinite(whole["valid_bleu"]) and summary.progress.step == 3

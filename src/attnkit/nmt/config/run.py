@@ -69,6 +69,26 @@ class RunConfig(_Section):
         guided.head_indices(heads)
         return self
 
+    @model_validator(mode="after")
+    def _lengths_fit_positions(self) -> RunConfig:
+        """Training pairs fit a position table (a Transformer's ``max_positions``, which
+        ``</s>`` or ``<s>`` shares): a longer limit is an error now, not at the first batch
+        holding such a pair; no limit (null) becomes the table's."""
+        positions = getattr(self.model, "max_positions", None)
+        if positions is None:
+            return self
+        for side in ("max_src_len", "max_tgt_len"):
+            limit = getattr(self.data, side)
+            if limit is None:
+                setattr(self.data, side, positions - 1)
+            elif limit >= positions:
+                raise ValueError(
+                    f"data.{side}: {limit} tokens and </s> need {limit + 1} positions, but "
+                    f"model.max_positions is {positions}; set data.{side} to at most "
+                    f"{positions - 1} or raise model.max_positions"
+                )
+        return self
+
     @classmethod
     def from_dict(
         cls,

@@ -127,16 +127,22 @@ def validate(
     all of ``examples``), ``valid_ppl`` (its exponential) and ``valid_bleu``
     (sacreBLEU of greedy translations of the first
     ``config.train.valid_bleu_sentences`` sources against ``references``).
+    With a position table (a Transformer's ``max_positions``), pairs with a
+    side too long for it are left out of the loss, and their sources are cut
+    to it for BLEU, as translation cuts them (fairseq's
+    ``--skip-invalid-size-inputs-valid-test``, for the loss).
     The model's train/eval mode is restored on return, also when this raises.
     """
     with inference(model):
         total, tokens = 0.0, 0
-        for indices in sorted_batches(examples, config.decode.batch_size):
-            batch = make_batch(examples, indices).to(device)
+        scored = _readable(model, examples)
+        for indices in sorted_batches(scored, config.decode.batch_size):
+            batch = make_batch(scored, indices).to(device)
             total += float(token_loss(model, batch, 0.0, 1.0, reduction="sum"))
             tokens += batch.num_target_tokens
         limit = config.train.valid_bleu_sentences or len(examples)
-        subset = Examples(examples.src[:limit], examples.tgt[:limit])
+        cut = slice(None if model.max_source_len is None else model.max_source_len - 1)
+        subset = Examples([s[cut] for s in examples.src[:limit]], examples.tgt[:limit])
         hyps = decode_examples(
             model,
             subset,
@@ -149,3 +155,19 @@ def validate(
     bleu = sacre_bleu([tgt_tok.decode(h.tokens) for h in hyps], references[:limit])
     loss = total / max(tokens, 1)
     return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}
+
+
+def _readable(model: Translator, examples: Examples) -> Examples:
+    """The pairs whose source (with ``</s>``) and target (with ``<s>`` or ``</s>``) fit the
+    model's position tables; all of them when it has none."""
+    if model.max_source_len is None and model.max_target_len is None:
+        return examples
+    src, tgt = examples.lengths()  # tokens without specials
+    keep = np.ones(len(examples), dtype=bool)
+    for lengths, limit in ((src, model.max_source_len), (tgt, model.max_target_len)):
+        if limit is not None:
+            keep &= lengths < limit
+    if keep.all():
+        return examples
+    chosen = np.flatnonzero(keep).tolist()
+    return Examples([examples.src[i] for i in chosen], [examples.tgt[i] for i in chosen])
