@@ -210,6 +210,7 @@ def test_very_wide_vectors_are_not_written_term_by_term_and_say_so():
         ({"query": QUERY, "keys": [[1.0, 2.0], [1.0]]}, "keys must be a rectangular array"),
         ({"query": QUERY, "keys": []}, "keys"),
         ({"query": [1.0, math.nan, 0.0], "keys": KEYS}, "query has a non-finite entry"),
+        ({"query": [10**400, 0, 0], "keys": KEYS}, "query has a number too large for float64"),
         (
             {"query": [1e308, 0.0], "keys": [[0.0, 1.0], [1e308, 0.0]]},
             "the score of query q1 and key k2 is inf: the product overflows float64",

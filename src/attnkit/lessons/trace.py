@@ -222,6 +222,8 @@ def _as_matrix(arg: str, x: Any, vector_ok: bool = False) -> tuple[np.ndarray, b
         t = np.array(x, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{arg} must be a rectangular array of real numbers: {err}") from None
+    except OverflowError:  # a Python int beyond float64, such as 10**400
+        raise ValueError(f"{arg} has a number too large for float64 (over 1.8e308)") from None
     single = t.ndim == 1 and vector_ok
     if single:
         t = t[None]  # (1, D)
