@@ -55,7 +55,8 @@ def test_table_has_a_row_per_width(result):
     ("kwargs", "message"),
     [
         ({"dims": []}, "dims must be a non-empty"),
-        ({"dims": [4, 0]}, "positive widths"),
+        ({"dims": [4, 0]}, "positive whole widths"),
+        ({"dims": [4.5]}, r"positive whole widths, got \[4.5\]"),
         ({"trials": 1}, "trials must be >= 2"),
         ({"num_keys": 1}, "num_keys must be >= 2"),
         ({"seed": 10**17}, "seed must be between -9,223,344,366,821 and 9,223,344,366,"),

@@ -96,14 +96,15 @@ def saturation(
         a :class:`SaturationResult`.
 
     Raises:
-        ValueError: an empty ``dims``, a non-positive width, ``trials`` < 2,
+        ValueError: an empty ``dims``, a non-positive or fractional width, ``trials`` < 2,
             ``num_keys`` < 2, a width whose draw of ``trials * (num_keys + 1) * d_k``
             numbers is over :data:`MAX_NUMBERS` (1 GiB of float64), or a ``seed``
             whose generators' seeds would not fit in 64 bits.
     """
+    dims = list(dims)
+    if not dims or any(int(d) != d or d <= 0 for d in dims):  # 4.5 is not truncated to 4
+        raise ValueError(f"dims must be a non-empty list of positive whole widths, got {dims}")
     dims = [int(d) for d in dims]
-    if not dims or any(d <= 0 for d in dims):
-        raise ValueError(f"dims must be a non-empty list of positive widths, got {dims}")
     if trials < 2:
         raise ValueError(f"trials must be >= 2 (a variance needs two draws), got {trials}")
     if num_keys < 2:
