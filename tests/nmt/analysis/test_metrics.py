@@ -68,6 +68,7 @@ def test_sacrebleu_style_nested_references_are_refused_naming_the_argument(score
 def test_perplexity():
     assert perplexity(math.log(7.0)) == pytest.approx(7.0)
     assert perplexity(1e6) == math.inf
+    assert math.isnan(perplexity(math.nan))  # not an overflow
 
 
 @pytest.mark.parametrize("scorer", [sacre_bleu, chrf, tokenized_bleu])

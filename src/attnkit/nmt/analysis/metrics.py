@@ -115,8 +115,9 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
 
 
 def perplexity(mean_nll: float) -> float:
-    """``exp(mean negative log-likelihood per token)``; ``inf`` if it would overflow."""
-    return math.exp(mean_nll) if mean_nll < 700 else math.inf
+    """``exp(mean negative log-likelihood per token)``; ``inf`` if it would overflow, NaN
+    for a NaN loss (a diverged model, not an overflow)."""
+    return math.exp(mean_nll) if mean_nll < 700 or math.isnan(mean_nll) else math.inf
 
 
 @dataclass(frozen=True)
