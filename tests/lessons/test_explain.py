@@ -4,6 +4,7 @@ import importlib
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -256,3 +257,12 @@ def test_check_and_context_say_when_the_rounded_weights_add_up_differently_by_ha
     # the lesson's own example adds up by hand: no note
     assert "by hand from the rounded" not in str(lesson())
     assert "add up to" not in str(lesson())
+
+
+def test_a_float_mask_of_ones_and_zeros_masks_as_the_lessons_write_it():
+    """torch.tril(torch.ones(T, T)) is the lessons' causal mask: 1.0 = may attend."""
+    as_float = explain(QUERY, KEYS, mask=np.array([1.0, 0.0, 1.0]))
+    as_bool = explain(QUERY, KEYS, mask=[True, False, True])
+    np.testing.assert_array_equal(as_float.weights, as_bool.weights)
+    with pytest.raises(ValueError, match=r"booleans or 0/1 \(1 = may attend\), got float64 values"):
+        explain(QUERY, KEYS, mask=np.array([0.0, -np.inf, 0.0]))  # an additive mask

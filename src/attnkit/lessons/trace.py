@@ -160,8 +160,10 @@ def explain(
         score: ``"scaled_dot"`` (scale ``1/sqrt(D)``), ``"dot"`` (scale 1), or an
             attnkit :class:`~attnkit.Score` module (e.g. a trained ``general``,
             ``concat`` or ``additive`` score), whose output is used unscaled.
-        mask: bool, broadcastable to ``(Tq, Tk)`` (a ``(Tk,)`` vector applies to
-            every query); True = may attend.
+        mask: bool, or 0/1 of any number type (``torch.tril(torch.ones(T, T))``),
+            broadcastable to ``(Tq, Tk)`` (a ``(Tk,)`` vector applies to every
+            query); True or 1 = may attend. Unlike the attention functions, a
+            float mask here is never an additive bias.
         causal: also apply :func:`~attnkit.causal_mask` (bottom-right aligned).
 
     Returns:
@@ -304,8 +306,11 @@ def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
     if mask is not None:
         user = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask)
         if user.dtype != np.bool_:
-            if user.dtype.kind not in "iub" or not bool(((user == 0) | (user == 1)).all()):
-                raise ValueError("mask must hold booleans or 0/1 (1 = may attend)")
+            if user.dtype.kind not in "iubf" or not bool(((user == 0) | (user == 1)).all()):
+                raise ValueError(
+                    f"mask must hold booleans or 0/1 (1 = may attend), got {user.dtype} "
+                    f"values {np.unique(user)[:4].tolist()}"
+                )
             user = user.astype(bool)
         try:
             allowed &= np.broadcast_to(user, (tq, tk))
