@@ -7,6 +7,7 @@ train one model; a dead peer is a clear error, not a hang. Tiny reverse-task
 models, one thread per process.
 """
 
+import datetime
 import json
 import os
 import signal
@@ -15,12 +16,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import yaml
+from test_train import TRANSFORMER, config, quiet
 
-from attnkit.nmt.data.batching import encode_examples
+from attnkit.nmt.data.batching import Examples, encode_examples, make_batch
 from attnkit.nmt.data.corpus import load_split
 from attnkit.nmt.runs.averaging import average_weights
 from attnkit.nmt.runs.checkpoint import load_checkpoint
@@ -28,7 +33,9 @@ from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.runs.run_folder import RunFolder
 from attnkit.nmt.runs.runlock import RunInUse, run_lock
 from attnkit.nmt.training.distributed import ENV_TIMEOUT, Group, join
-from attnkit.nmt.training.objective import validate
+from attnkit.nmt.training.objective import target_tokens, validate
+from attnkit.nmt.training.trainer import Trainer
+from conftest_nmt import TOY_VOCAB
 from resume_helpers import REVERSE, ROOT, assert_same_run, finish, wait_for_checkpoint
 
 RUN = [
@@ -310,3 +317,62 @@ def test_a_bad_collective_timeout_is_named(monkeypatch):
     message = f"{ENV_TIMEOUT} must be a number of seconds > 0, got 'soon'"
     with pytest.raises(ValueError, match=message), join(torch.device("cpu")):
         pass
+
+
+def _uneven_pairs() -> Examples:
+    """Six reversal pairs, shared out [0, 2, 4] / [1, 3, 5] by 2 ranks: rank 0 gets the
+    short ones with one link each, rank 1 the long ones with every piece linked."""
+    generator = torch.Generator().manual_seed(3)
+    src, tgt, links = [], [], []
+    for i, n in enumerate([2, 9, 3, 8, 4, 7]):
+        s = torch.randint(4, TOY_VOCAB, (n,), generator=generator).tolist()
+        src.append(s)
+        tgt.append(s[::-1])
+        pieces = range(n) if i % 2 else range(1)
+        links.append([x for t in pieces for x in (n - 1 - t, t)])  # [s, t, ...]
+    return Examples(src, tgt, links)
+
+
+def _guided_step(group: Group, folder: Path) -> tuple[float, dict[str, torch.Tensor]]:
+    """One real ``Trainer.train_step`` of a guided Transformer on this rank's share of
+    :func:`_uneven_pairs`: the global loss it returns and the gradients it leaves."""
+    cfg = config(
+        TRANSFORMER,
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+        "train.clip=null",
+        "train.precision=fp32",
+        "train.guided_alignment={file: x.align, weight: 1.0, heads: all}",
+    )
+    trainer = Trainer(cfg, RunFolder(folder), quiet, False, group)
+    vocab = SimpleNamespace(vocab_size=TOY_VOCAB)
+    trainer.setup(SimpleNamespace(src_tok=vocab, tgt_tok=vocab))
+    examples = _uneven_pairs()
+    everything = list(range(len(examples)))
+    batch = make_batch(examples, group.share(everything))
+    value = trainer.train_step(batch, target_tokens(examples, everything))
+    return value, {k: p.grad.clone() for k, p in trainer.model.named_parameters()}
+
+
+def _guided_rank(rank: int, port: int, folder: Path) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    timeout = datetime.timedelta(seconds=60)
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=timeout)
+    try:
+        value, grads = _guided_step(Group(rank, 2), folder)
+        if rank == 0:
+            torch.save({"value": torch.tensor(value), **grads}, folder / "rank0.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_guided_alignment_on_two_ranks_with_uneven_links_is_the_one_process_step(tmp_path):
+    value, one = _guided_step(Group(), tmp_path)
+    mp.spawn(_guided_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    two = torch.load(tmp_path / "rank0.pt", weights_only=True)
+    # L_a is a mean over the batch's linked rows: 3 on rank 0, 24 on rank 1
+    assert two.pop("value").item() == pytest.approx(value, abs=1e-5)
+    scale = max(g.abs().max().item() for g in one.values())
+    for name, grad in one.items():
+        assert (two[name] - grad).abs().max().item() < 1e-5 * scale, name

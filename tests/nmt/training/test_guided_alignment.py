@@ -149,8 +149,9 @@ def test_the_training_loss_is_ce_plus_weight_times_the_alignment_term_it_reports
     torch.manual_seed(0)
     loss, aligned = training_loss(model, model, batch, cfg)
     torch.manual_seed(0)
-    ce, loss_a = guided_terms(model, batch, guided, 0.1, layers=2, heads=4)
+    ce, loss_a, rows = guided_terms(model, batch, guided, 0.1, layers=2, heads=4)
     assert aligned.item() == loss_a.item() > 0
+    assert rows == batch.num_target_tokens - 8  # every piece linked, no </s>
     assert loss.item() == (ce + 0.25 * loss_a).item()
     batch.align = None  # a batch without labels: CE alone, no alignment term
     assert training_loss(model, model, batch, cfg)[1] is None

@@ -15,11 +15,13 @@ Distributed: Experiences on Accelerating Data Parallel Training", VLDB):
   sentences ``batch[r::W]`` (:meth:`Group.share`, which also balances
   lengths, as batches are sorted by length), so every rank takes the same
   number of steps and the data order does not depend on ``W``;
-* each rank scales its loss by ``W * local_tokens / global_tokens``, so DDP's
-  gradient average equals the gradient of the global batch's per-token mean
-  loss: a W-process run follows the 1-process run with the same batch size
-  and seed up to floating-point rounding (exactly, were floating-point
-  addition associative; dropout masks differ, each rank drawing its own);
+* each rank scales its loss by ``W * local_tokens / global_tokens`` (and a
+  guided-alignment term by ``W * local_rows / global_rows``, its linked target
+  rows: :func:`.guided_alignment.global_batch_loss`), so DDP's gradient average
+  equals the gradient of the global batch's loss: a W-process run follows the
+  1-process run with the same batch size and seed up to floating-point
+  rounding (exactly, were floating-point addition associative; dropout masks
+  differ, each rank drawing its own);
 * rank 0 (``is_main``) alone writes the run folder, logs and validates; the
   other ranks wait for its scores (:meth:`Group.broadcast`) and apply them, so
   the schedule and early stopping stay identical everywhere;

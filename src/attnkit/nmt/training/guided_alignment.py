@@ -41,6 +41,8 @@ carries them as ``align`` ``(B, T, S)``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -49,8 +51,18 @@ from ..config.guided_alignment import GuidedAlignmentConfig
 from ..data.batching import Batch
 from ..models.translator import Translator
 from . import objective
+from .distributed import Group
 
-__all__ = ["alignment_loss", "guided_loss", "guided_terms", "supervised_layer", "training_loss"]
+__all__ = [
+    "StepTerms",
+    "alignment_loss",
+    "global_batch_loss",
+    "guided_loss",
+    "guided_terms",
+    "supervised_layer",
+    "training_loss",
+    "training_terms",
+]
 
 EPS = 1e-9  # floor of a weight inside the log: a zero weight costs -p log(1e-9), never inf
 
@@ -111,7 +123,7 @@ def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
 
 def guided_loss(model: Translator, batch: Batch, config: GuidedAlignmentConfig, *args, **kw):
     """``CE + weight * L_a`` for a training batch: :func:`guided_terms` (same arguments) summed."""
-    ce, loss_a = guided_terms(model, batch, config, *args, **kw)
+    ce, loss_a, _ = guided_terms(model, batch, config, *args, **kw)
     return _total(ce, loss_a, config.weight)
 
 
@@ -129,9 +141,9 @@ def guided_terms(
     layers: int,
     heads: int,
     reduction: str = "mean",
-) -> tuple[Tensor, Tensor | None]:
-    """``(CE, L_a)`` for a training batch (teacher forced, one forward pass); ``L_a`` is
-    None for a batch without labels.
+) -> tuple[Tensor, Tensor | None, int]:
+    """``(CE, L_a, R)`` for a training batch (teacher forced, one forward pass); ``L_a`` is
+    None for a batch without labels, ``R`` its linked target rows (:func:`alignment_loss`).
 
     The cross-entropy is :func:`~attnkit.nmt.training.objective.token_loss`'s
     (label smoothed, PAD ignored, ``reduction`` as ``F.cross_entropy``'s); with
@@ -161,19 +173,39 @@ def guided_terms(
     )
     ce = objective.output_cross_entropy(model, vectors, batch, smoothing, reduction)
     if batch.align is None:
-        return ce, None
+        return ce, None, 0
     attention = weights[:, picked].mean(dim=1)  # (B, T, S)
-    loss_a, _ = alignment_loss(attention, batch.align, config.shift)
+    loss_a, rows = alignment_loss(attention, batch.align, config.shift)
     if reduction == "sum":
         loss_a = loss_a * batch.num_target_tokens
-    return ce, loss_a
+    return ce, loss_a, rows
 
 
-def training_loss(
-    forward, model: Translator, batch: Batch, train: TrainConfig
-) -> tuple[Tensor, Tensor | None]:
-    """The training step's loss and, with ``train.guided_alignment``, its alignment term
-    ``L_a`` (reported on its own; None without guidance or labels): ``CE + weight * L_a``
+@dataclass(frozen=True)
+class StepTerms:
+    """A training batch's loss terms, as :func:`training_terms` computes them on one rank.
+
+    Attributes:
+        ce: the label-smoothed cross-entropy, the mean over the batch's target tokens.
+        alignment: ``L_a``, the mean over the batch's ``rows`` linked target rows (None
+            without guidance or labels).
+        rows: ``R``, the linked target rows ``alignment`` averages (0 without).
+        weight: ``lambda``, the weight of ``L_a`` in the loss (0 without guidance).
+    """
+
+    ce: Tensor
+    alignment: Tensor | None = None
+    rows: int = 0
+    weight: float = 0.0
+
+    @property
+    def loss(self) -> Tensor:
+        """``CE + weight * L_a`` (``CE`` alone without an alignment term)."""
+        return _total(self.ce, self.alignment, self.weight)
+
+
+def training_terms(forward, model: Translator, batch: Batch, train: TrainConfig) -> StepTerms:
+    """The training step's loss terms: with ``train.guided_alignment``, ``CE`` and ``L_a``
     (:func:`guided_terms`), else :func:`~attnkit.nmt.training.objective.token_loss` alone.
 
     Args:
@@ -184,10 +216,56 @@ def training_loss(
     """
     guided = train.guided_alignment
     if guided is None:
-        ce = objective.token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
-        return ce, None
+        return StepTerms(
+            objective.token_loss(forward, batch, train.label_smoothing, train.teacher_forcing)
+        )
     layout = model.attention_layout
-    ce, loss_a = guided_terms(
+    ce, loss_a, rows = guided_terms(
         forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
     )
-    return _total(ce, loss_a, guided.weight), loss_a
+    return StepTerms(ce, loss_a, rows, guided.weight)
+
+
+def training_loss(
+    forward, model: Translator, batch: Batch, train: TrainConfig
+) -> tuple[Tensor, Tensor | None]:
+    """The training step's loss and, with ``train.guided_alignment``, its alignment term
+    ``L_a`` (reported on its own; None without guidance or labels): ``CE + weight * L_a``
+    (:func:`training_terms`, same arguments)."""
+    terms = training_terms(forward, model, batch, train)
+    return terms.loss, terms.alignment
+
+
+def global_batch_loss(
+    terms: StepTerms, tokens: int, total_tokens: int, group: Group
+) -> tuple[Tensor, float, float]:
+    """This rank's part of a global batch's loss, and the global batch's loss and ``L_a``.
+
+    A global batch of ``N = total_tokens`` target tokens and ``R`` linked target rows
+    is shared out among the ``W`` ranks of ``group``; rank ``r`` holds ``n_r =
+    tokens`` of the tokens and ``R_r = terms.rows`` of the rows. Its part is
+
+        W * (n_r / N) * CE_r + weight * W * (R_r / R) * L_a,r
+
+    so the mean of the ranks' gradients (DDP's all-reduce) is the gradient of the
+    global batch's ``CE + weight * L_a``, CE a mean over its N tokens and ``L_a`` one
+    over its R linked rows, as one process computes them on the whole batch (a mean
+    of the ranks' own ``L_a`` would weight a row by its rank's share of rows). ``R``
+    comes from one float64 all-reduce, which also gives the global values. A
+    stand-in share that counts nothing (``tokens = 0``) adds nothing.
+
+    Returns:
+        ``(part, loss, alignment)``: the tensor to backpropagate on this rank, and the
+        global batch's ``CE + weight * L_a`` and ``L_a`` (0 without alignment terms).
+    """
+    world = group.world_size
+    rows = terms.rows if tokens else 0
+    ce = terms.ce * (tokens * world / total_tokens)
+    aligned = 0.0 if terms.alignment is None else float(terms.alignment.detach()) * rows
+    ce_mean, aligned_mean, rows_mean = group.means(float(ce.detach()), aligned, rows)
+    all_rows = round(rows_mean * world)
+    alignment = aligned_mean * world / all_rows if all_rows else 0.0
+    loss = ce_mean + terms.weight * alignment
+    if terms.alignment is None or not rows:
+        return ce, loss, alignment
+    return ce + terms.weight * terms.alignment * (rows * world / all_rows), loss, alignment

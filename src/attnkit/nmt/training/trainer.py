@@ -220,23 +220,24 @@ class Trainer:
     def train_step(self, batch: Batch, total_tokens: int, counts: bool = True) -> float | None:
         """One optimizer step on this rank's share of a global batch of ``total_tokens``.
 
-        The share's mean loss is weighted by ``W * share_tokens / total_tokens``
-        (0 for a stand-in share that ``counts`` nothing), so the gradient DDP
-        averages over the W ranks is that of the global batch's mean loss; with
-        one process the weight is exactly 1. Returns the global batch's mean
-        loss, or None when the step was skipped for a non-finite loss or gradient.
-        The guided-alignment term, weighted alike, is counted on its own for the log.
+        The share's cross-entropy is weighted by ``W * share_tokens / total_tokens``
+        and its guided-alignment term by ``W * share_rows / total_rows``
+        (:func:`.guided_alignment.global_batch_loss`; 0 for a stand-in share that
+        ``counts`` nothing), so the gradient DDP averages over the W ranks is that
+        of the global batch's loss; with one process the weights are exactly 1.
+        Returns the global batch's loss, or None when the step was skipped for a
+        non-finite loss or gradient. The guided-alignment term is counted on its
+        own for the log.
         """
         cfg, p = self.config.train, self.progress
         with self.precision.autocast():  # the backward pass runs outside, as autocast wants
-            loss, aligned = guided_alignment.training_loss(self.forward, self.model, batch, cfg)
+            terms = guided_alignment.training_terms(self.forward, self.model, batch, cfg)
         share = batch.num_target_tokens if counts else 0
-        weight = share * self.group.world_size / total_tokens
-        loss = loss * weight
+        loss, value, alignment = guided_alignment.global_batch_loss(
+            terms, share, total_tokens, self.group
+        )
         self.optimizer.zero_grad(set_to_none=True)
         p.epoch_batches_done += 1
-        mine = 0.0 if aligned is None else float(aligned.detach()) * weight
-        value, alignment = self.group.means(loss.item(), mine)
         if not math.isfinite(value):
             return self._skip(f"loss is {value}")
         loss.backward()
