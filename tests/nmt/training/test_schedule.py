@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attnkit.nmt.config import TrainConfig
+from attnkit.nmt.training.progress import Progress
 from attnkit.nmt.training.schedule import Schedule, inverse_sqrt_factor, linear_decay_factor
 
 
@@ -51,6 +52,19 @@ def test_plateau_halves_after_patience_validations_without_gain_down_to_min_lr()
     assert seen == pytest.approx([1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 3e-4, 3e-4, 3e-4, 3e-4, 3e-4])
     sched.after_step()  # steps leave a plateau schedule alone
     assert lr(optimizer) == pytest.approx(3e-4)
+
+
+def test_plateau_counts_a_gain_as_the_best_checkpoint_and_early_stopping_do():
+    sched, optimizer = schedule(lr=1e-3, lr_schedule="plateau", lr_decay=0.5, lr_patience=1)
+    progress = Progress()
+    for bleu in (40.0, 39.0, 40.001, 39.5):  # 40.001: a new best, 0.0025% above 40.0
+        improved = progress.validated(bleu)
+        sched.after_validation(bleu)
+    assert improved is False and progress.best_bleu == 40.001 and progress.bad_validations == 1
+    # one validation without a gain since the new best: patience 1 keeps the rate
+    assert lr(optimizer) == pytest.approx(1e-3)
+    sched.after_validation(39.0)  # the second in a row: halved
+    assert lr(optimizer) == pytest.approx(5e-4)
 
 
 def test_a_schedule_resumes_from_its_state():

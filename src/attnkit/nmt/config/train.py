@@ -17,7 +17,8 @@ class TrainConfig(_Section):
     """Optimisation: Adam, clipping, label smoothing, lr schedule, early stopping, budgets.
 
     ``lr_schedule: plateau`` multiplies the learning rate by ``lr_decay`` when
-    validation BLEU has not improved for ``lr_patience`` validations;
+    validation BLEU has not improved for more than ``lr_patience`` validations
+    in a row (any new best counts, as for early stopping);
     ``inverse_sqrt`` (Vaswani et al. 2017, eq. 3, with the peak set by ``lr``)
     raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
     ``lr * sqrt(warmup_steps / step)``; ``linear`` has the same warm-up, then

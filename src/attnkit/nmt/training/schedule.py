@@ -1,8 +1,11 @@
 """Learning-rate schedules: plateau decay, inverse-square-root warm-up, linear decay to a budget.
 
 * ``plateau``: multiply the rate by ``lr_decay`` when validation BLEU has not
-  improved for ``lr_patience`` validations (``ReduceLROnPlateau``), down to
-  ``min_lr``.
+  improved for more than ``lr_patience`` validations in a row
+  (``ReduceLROnPlateau``: with ``lr_patience: 1``, at the second), down to
+  ``min_lr``. Any gain counts as an improvement, as for the ``best`` checkpoint
+  and early stopping (:meth:`.progress.Progress.validated`), not only one of
+  more than ReduceLROnPlateau's default 0.01% (its ``threshold``).
 * ``inverse_sqrt``: Vaswani et al. 2017, eq. 3,
   ``lr_t = d^-0.5 * min(t^-0.5, t * warmup^-1.5)``, written with its peak
   ``lr`` explicit: ``lr_t = lr * min(t / warmup, sqrt(warmup / t))`` at
@@ -82,6 +85,7 @@ class Schedule:
                 mode="max",
                 factor=config.lr_decay,
                 patience=config.lr_patience,
+                threshold=0.0,  # a new best BLEU is a gain here as it is for best/early stopping
                 min_lr=config.min_lr,
             )
 
