@@ -201,10 +201,8 @@ def test_leaf_keys_cover_nested_sections():
 
 def test_a_transformer_s_length_limits_fit_its_position_table():
     table = ["model.arch=transformer", "model.max_positions=16"]
-    config = RunConfig.from_dict(TOY, [*table, "data.max_src_len=null", "data.max_tgt_len=15"])
-    assert (config.data.max_src_len, config.data.max_tgt_len) == (15, 15)  # null: the table's
-    assert error_of(TOY, [*table, "data.max_src_len=15", "data.max_tgt_len=16"]).endswith(
-        "data.max_tgt_len: 16 tokens and </s> need 17 positions, but model.max_positions is "
-        "16; set data.max_tgt_len to at most 15 or raise model.max_positions"
-    )
+    config = RunConfig.from_dict(TOY, [*table, "data.max_src_len=null", "data.max_tgt_len=40"])
+    assert (config.data.max_src_len, config.data.max_tgt_len) == (15, 15)  # </s> takes one
+    config = RunConfig.from_dict(TOY, [*table, "data.max_src_len=9"])
+    assert (config.data.max_src_len, config.data.max_tgt_len) == (9, 15)  # 50 by default
     assert RunConfig.from_dict(TOY, ["data.max_src_len=null"]).data.max_src_len is None  # RNN

@@ -72,21 +72,16 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _lengths_fit_positions(self) -> RunConfig:
         """Training pairs fit a position table (a Transformer's ``max_positions``, which
-        ``</s>`` or ``<s>`` shares): a longer limit is an error now, not at the first batch
-        holding such a pair; no limit (null) becomes the table's."""
+        ``</s>`` or ``<s>`` shares): a longer limit, or none, becomes the table's, so that
+        a long pair is left out of training instead of ending the run at its first batch.
+        Lowered, not refused: a run folder saved with a longer limit still loads."""
         positions = getattr(self.model, "max_positions", None)
         if positions is None:
             return self
         for side in ("max_src_len", "max_tgt_len"):
             limit = getattr(self.data, side)
-            if limit is None:
+            if limit is None or limit >= positions:
                 setattr(self.data, side, positions - 1)
-            elif limit >= positions:
-                raise ValueError(
-                    f"data.{side}: {limit} tokens and </s> need {limit + 1} positions, but "
-                    f"model.max_positions is {positions}; set data.{side} to at most "
-                    f"{positions - 1} or raise model.max_positions"
-                )
         return self
 
     @classmethod
