@@ -254,3 +254,38 @@ def test_throughput_takes_every_figure_from_one_median_round():
     assert rates["tgt_tok_step"] == 330 / 30  # every round's target tokens
     two = throughput([trainer("a", rounds[:2])], rounds=2, steps=10)["a"]
     assert two["step_s"] == 0.2 and two["tgt_tok_s"] == 100 / 2.0  # the lower middle round
+
+
+def test_profiled_search_times_the_search_not_the_profilers_start(monkeypatch):
+    """The first profiler of a process takes about a second to start; ``--bound`` profiles
+    fp32 first, so that second went into fp32's wall time and inflated bf16/fp32."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from attnkit.nmt.config import DecodeConfig
+    from attnkit.nmt.decoding import translate
+    from benchmarks import profile_decode
+
+    clock = [0.0]
+
+    class StartsSlowly:  # a profiler whose start and exit take 100 s on the fake clock
+        def __enter__(self):
+            clock[0] += 100.0
+            return self
+
+        def __exit__(self, *exc):
+            clock[0] += 100.0
+
+    def search(run, lines, settings):  # 1 s a sentence on the fake clock
+        clock[0] += len(lines)
+
+    run = SimpleNamespace(
+        config=SimpleNamespace(decode=DecodeConfig()),
+        precision=SimpleNamespace(autocast=nullcontext),
+    )
+    monkeypatch.setattr(profile_decode, "_setup", lambda *a: (run, ["a"] * 30, None))
+    monkeypatch.setattr(profile_decode, "profile", lambda **kw: StartsSlowly())
+    monkeypatch.setattr(profile_decode.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(translate, "translate_lines", search)
+    _, wall = profile_decode._profiled_search("RUN", 5, 30, "fp32")
+    assert wall == 30.0
