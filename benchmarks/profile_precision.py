@@ -16,7 +16,7 @@ attention's.
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -48,16 +48,29 @@ def report(precision: str, events, shapes: bool) -> None:
         print(f"{e.key:45s} {ms:7.1f} ms {e.count // STEPS:5d} calls{where}")
 
 
-def main(argv: list[str]) -> int:
-    names = [a for a in argv if not a.startswith("--")]
-    shapes = "--shapes" in argv
-    _, model, vocab, sentences = models()[names[0] if names else "transformer"]
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.profile_precision", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "preset",
+        nargs="?",
+        default="transformer",
+        choices=("transformer", "multi30k", "quick", "quick_narrow"),
+    )
+    parser.add_argument("--shapes", action="store_true", help="split operators by input shapes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _, model, vocab, sentences = models()[args.preset]
     data = batches(vocab, sentences)
     for precision in ("bf16", "fp32"):
         resolved = resolve_precision(precision, torch.device("cpu"))
-        report(precision, profile_steps(stepper(model, resolved, data), shapes), shapes)
+        report(precision, profile_steps(stepper(model, resolved, data), args.shapes), args.shapes)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

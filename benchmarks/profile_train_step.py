@@ -17,7 +17,7 @@ attnkit's step follow.
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -51,10 +51,18 @@ def split_ms(events, steps: int) -> tuple[float, float]:
     return total, products
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.profile_train_step", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("data", nargs="?", default="reverse", choices=("reverse", "multi30k"))
+    parser.add_argument("steps", type=int, nargs="?", default=10, help="profiled steps")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    data = args[0] if args else "reverse"
-    steps = int(args[1]) if len(args) > 1 else 10
+    args = _parser().parse_args(argv)
+    data, steps = args.data, args.steps
     torch.set_num_threads(1)
     examples, vocab = reverse_examples(5000) if data == "reverse" else multi30k_examples(3000, 4000)
     trainers = [

@@ -58,6 +58,7 @@ a list of the ranks' records.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -326,13 +327,20 @@ def stages(pairs: int) -> dict:
     return report
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.rank_memory", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "pairs", type=int, nargs="?", default=PAIRS, help=f"corpus size (default {PAIRS:,})"
+    )
+    parser.add_argument("--stages", action="store_true", help="where a rank's memory goes")
+    return parser
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--stage-worker"]:
         stage_worker(*sys.argv[2:4])
         sys.exit()
-    sizes = [int(a) for a in sys.argv[1:] if a.isdigit()]
-    pairs = sizes[0] if sizes else PAIRS
-    if "--stages" in sys.argv:
-        print(json.dumps(stages(pairs), indent=1))
-        sys.exit()
-    print(json.dumps(measure(pairs), indent=1))
+    args = _parser().parse_args()
+    print(json.dumps((stages if args.stages else measure)(args.pairs), indent=1))

@@ -13,8 +13,8 @@ the corpus.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -69,6 +69,16 @@ def main(config_path: str, run_dir: str, steps: int) -> dict:
     return report
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.step_memory", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("config", help="the config the run folder was prepared with")
+    parser.add_argument("run_dir", help="a folder made by attnkit prepare CONFIG --out RUN_DIR")
+    parser.add_argument("steps", type=int, nargs="?", default=50, help="steps (default 50)")
+    return parser
+
+
 if __name__ == "__main__":
-    count = int(sys.argv[3]) if len(sys.argv) > 3 else 50
-    print(json.dumps(main(sys.argv[1], sys.argv[2], count)))
+    args = _parser().parse_args()
+    print(json.dumps(main(args.config, args.run_dir, args.steps)))

@@ -19,6 +19,7 @@ RNN with a vocabulary of 8,000), which hides the data's share in that peak.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -95,11 +96,19 @@ def measure(folder: Path) -> dict:
     return report
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.store_memory", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("sizes", type=int, nargs="+", metavar="PAIRS", help="store sizes in pairs")
+    return parser
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--in-process":
+    if sys.argv[1:2] == ["--in-process"]:  # the fresh process of one size
         print(json.dumps({"pairs": int(sys.argv[3]), **measure(Path(sys.argv[2]))}))
         sys.exit()
-    for size in (int(a) for a in sys.argv[1:]):
+    for size in _parser().parse_args().sizes:
         folder = store_dir(size)
         args = ["--in-process", str(folder), str(size)]
         subprocess.run([sys.executable, "-m", "benchmarks.store_memory", *args], check=True)

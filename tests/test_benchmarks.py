@@ -289,3 +289,45 @@ def test_profiled_search_times_the_search_not_the_profilers_start(monkeypatch):
     monkeypatch.setattr(translate, "translate_lines", search)
     _, wall = profile_decode._profiled_search("RUN", 5, 30, "fp32")
     assert wall == 30.0
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "expected"),
+    [
+        ("rank_memory", ["1000000"], {"pairs": 1_000_000, "stages": False}),
+        ("rank_memory", ["--stages", "1000000"], {"pairs": 1_000_000, "stages": True}),
+        ("rank_memory", [], {"pairs": 1_000_000, "stages": False}),
+        ("store_memory", ["1000000", "5000000"], {"sizes": [1_000_000, 5_000_000]}),
+        ("step_memory", ["bench.yaml", "RUN"], {"config": "bench.yaml", "run_dir": "RUN"}),
+        ("step_memory", ["bench.yaml", "RUN", "7"], {"steps": 7}),
+        ("profile_train_step", ["multi30k"], {"data": "multi30k", "steps": 10}),
+        ("profile_train_step", [], {"data": "reverse", "steps": 10}),
+        ("profile_precision", ["multi30k", "--shapes"], {"preset": "multi30k", "shapes": True}),
+        ("profile_precision", ["quick"], {"preset": "quick", "shapes": False}),
+    ],
+)
+def test_memory_and_profile_scripts_read_the_commands_results_md_quotes(module, argv, expected):
+    import importlib
+
+    args = vars(importlib.import_module(f"benchmarks.{module}")._parser().parse_args(argv))
+    assert {key: args[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["rank_memory", "store_memory", "step_memory", "profile_train_step", "profile_precision"],
+)
+def test_memory_and_profile_scripts_answer_help_and_refuse_a_typo(module, capsys):
+    """--help used to start the work (rank_memory: a 1M-pair corpus and two torchrun
+    launches) or end in a traceback; a misspelt data set ran another one."""
+    import importlib
+
+    parser = importlib.import_module(f"benchmarks.{module}")._parser()
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args(["--help"])
+    assert (
+        done.value.code == 0 and "usage: python -m benchmarks." + module in capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args(["revrse", "x", "y", "z"])
+    assert done.value.code == 2
