@@ -313,7 +313,7 @@ def _explicit_is_faster(query: Tensor, key: Tensor, value: Tensor, dropout_p: fl
     dropout, its bf16 backward pass is slow for short sequences, so training
     takes the explicit path up to :data:`EXPLICIT_MAX_KEYS` keys. In float32
     the fused kernel is as fast or faster and stays.
-    ``python -m benchmarks.bench_attention`` (the training-mode table) measures both.
+    ``python -m benchmarks.run --only attention`` (the training-mode table) measures both.
     """
     if query.device.type != "cpu" or query.dtype not in _LOW_PRECISION:
         return False
