@@ -16,11 +16,13 @@ experiment would. Ratios:
 - ``contention_fixed_busy_vs_idle``: the same for fixed threads (the collapse);
 - ``contention_auto_idle_vs_fixed_idle``: what auto costs when idle (target >= 0.95).
 
-Medians over rounds. Needs at least 2 CPUs; with fewer it reports nothing.
+Medians over rounds. Needs at least 2 threads (2 CPUs, ``OMP_NUM_THREADS`` unset or
+>= 2); with fewer its table says why nothing was measured.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -90,10 +92,22 @@ def measure(trainer: Trainer, rounds: int, seconds: float) -> dict[tuple[str, st
     return {key: statistics.median(values) for key, values in rates.items()}
 
 
+def _skipped() -> Table:
+    """Why nothing was measured: one thread (``OMP_NUM_THREADS=1``) or one CPU."""
+    table = Table("contention", ["status"])
+    set_by = os.environ.get("OMP_NUM_THREADS")
+    why = f"OMP_NUM_THREADS={set_by}" if set_by else "its CPUs and torch's thread count"
+    table.add(
+        f"not measured: needs 2 threads to compare fixed with auto, and {why} gives "
+        f"{default_threads()}; run it with OMP_NUM_THREADS unset on 2 or more cores"
+    )
+    return table
+
+
 def run(quick: bool) -> Result:
     threads = torch.get_num_threads()
     if default_threads() < 2:
-        return Result(tables=[], ratios={})
+        return Result(tables=[_skipped()], ratios={})
     trainer = quick_preset_trainer(quick)
     trainer.run(3)  # warm-up
     try:

@@ -331,3 +331,18 @@ def test_memory_and_profile_scripts_answer_help_and_refuse_a_typo(module, capsys
     with pytest.raises(SystemExit) as done:
         parser.parse_args(["revrse", "x", "y", "z"])
     assert done.value.code == 2
+
+
+def test_contention_suite_says_why_it_measured_nothing_at_one_thread(monkeypatch):
+    """At OMP_NUM_THREADS=1 (RESULTS.md's own commands) the suite printed no table at all."""
+    from benchmarks import bench_contention
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(
+        bench_contention, "quick_preset_trainer", lambda quick: pytest.fail("trained")
+    )
+    result = bench_contention.run(quick=True)
+    assert result.ratios == {}
+    (table,) = result.tables
+    assert "OMP_NUM_THREADS=1" in table.to_markdown()
+    assert "not measured" in table.to_markdown()
