@@ -101,6 +101,29 @@ def test_minus_inf_scores_count_as_masked_so_a_row_of_them_is_zero_not_nan():
     assert torch.isfinite(scores.grad).all()
 
 
+@pytest.mark.parametrize("given", [False, True])
+def test_the_look_for_rows_of_minus_inf_equals_masking_every_minus_inf(monkeypatch, given):
+    """On CPU only rows of -inf alone are masked (one reduction, no full-size mask); on a GPU
+    or under torch.compile every -inf is. Same weights and gradients, rows of every kind:
+    some -inf, every allowed score -inf, all -inf, none."""
+    torch.manual_seed(0)
+    scores = torch.randn(4, 5, dtype=torch.float64)
+    minus = torch.tensor([[0, 1, 0, 0, 1], [1, 1, 0, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 1, 1], [1] * 5, [0, 1, 1, 1, 1]]).bool()
+
+    def weights_and_grad(compiling):
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: compiling)
+        x = scores.clone().requires_grad_(True)
+        w = masked_softmax(x.masked_fill(minus.bool(), -math.inf), mask if given else None)
+        (w * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+        return w.detach(), x.grad
+
+    looked, everywhere = weights_and_grad(False), weights_and_grad(True)
+    torch.testing.assert_close(looked, everywhere, atol=0, rtol=0)
+    assert looked[0][2].tolist() == [0.0] * 5  # the row of -inf only
+    assert torch.isfinite(looked[1]).all()
+
+
 @pytest.mark.parametrize("magnitude", [1e4, -1e4])
 def test_extreme_scores_stay_finite_in_float32(magnitude):
     scores = torch.tensor([[magnitude, 0.0, -magnitude], [magnitude, magnitude, 0.0]])

@@ -92,14 +92,34 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
     if mask is not None:
         _check_broadcast("mask", mask.shape, scores.shape)
-    finite = ~torch.isneginf(work)
-    mask = finite if mask is None else mask & finite
+    mask = _without_dead_rows(work, mask, dim)
+    if mask is None:  # no row of -inf only: torch.softmax gives -inf scores weight 0 itself
+        return torch.softmax(work, dim=dim).to(scores.dtype)
     # A dtype-derived floor instead of -inf keeps fully masked rows finite
     # (uniform), so neither the forward nor the backward pass produces NaN; the
     # final `where` then sets every masked weight, and so those rows, to 0.
     floor = torch.finfo(work.dtype).min
     weights = torch.softmax(work.masked_fill(~mask, floor), dim=dim)
     return torch.where(mask, weights, weights.new_zeros(())).to(scores.dtype)
+
+
+def _without_dead_rows(scores: Tensor, mask: Tensor | None, dim: int) -> Tensor | None:
+    """``mask`` with the rows whose scores are all ``-inf`` masked too (softmax would make
+    them NaN); None when there is no mask and no such row.
+
+    Only such rows need it: in any other row a ``-inf`` score gets weight 0 from the
+    softmax (from the floor's row maximum where every allowed score is ``-inf``). On
+    CPU, outside ``torch.compile``, one reduction finds them, so the usual case costs
+    no full-size mask (the weights path's peak memory is a naive softmax's); elsewhere
+    reading its answer would stall a GPU or break a graph, so every ``-inf`` is masked.
+    """
+    if scores.device.type != "cpu" or torch.compiler.is_compiling():
+        finite = ~torch.isneginf(scores)
+        return finite if mask is None else mask & finite
+    dead = torch.isneginf(scores).all(dim=dim, keepdim=True)  # (..., 1, ...): a row's verdict
+    if not bool(dead.any()):
+        return mask
+    return ~dead if mask is None else mask & ~dead
 
 
 def score_dtype(dtype: torch.dtype) -> torch.dtype:
