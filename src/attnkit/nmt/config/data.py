@@ -64,9 +64,10 @@ class DataConfig(_Section):
     ``bundled`` or ``toy`` are an error, not silently ignored). ``src_lang -> tgt_lang`` is the
     direction; for the bundled data they pick the files (``de`` or ``en``).
     Training pairs longer than ``max_src_len`` / ``max_tgt_len`` tokens are
-    dropped (null: no limit); for a Transformer they are at most its
-    ``model.max_positions`` less one, the position ``</s>`` or ``<s>`` takes (a
-    larger limit or null is lowered to that); ``max_train_pairs`` keeps only the first N training pairs.
+    dropped (null: no limit); for a Transformer the limits are at most its
+    ``model.max_positions`` less the one position ``</s>`` or ``<s>`` takes (a
+    larger limit, or null, is lowered to that). ``max_train_pairs`` keeps only
+    the first N training pairs.
     ``valid_holdout: N`` (user files without ``valid``) takes N training pairs,
     evenly spread (every ``len(train) // N``-th pair), out of training as the
     validation split: for a corpus that comes as one file, such as Tatoeba.
