@@ -134,6 +134,22 @@ def test_valid_holdout_takes_evenly_spread_pairs_out_of_training(tmp_path):
     assert len(train) == 7 and not set(train.src) & set(valid.src)
 
 
+def test_valid_holdout_is_the_same_pairs_when_read_for_evaluation(tmp_path):
+    # evaluate/inspect read a split with keep_empty=True; a holdout must still be the
+    # pairs training held out, not every n-th line counting blank ones, which shifts
+    # the stride onto pairs the model trained on
+    path = tmp_path / "pairs.tsv"
+    lines = [f"s{i}\tt{i}" for i in range(10)]
+    lines[1] = "\t"  # a blank pair: skipped by training
+    path.write_text("".join(line + "\n" for line in lines))
+    data = DataConfig(train={"tsv": str(path)}, valid_holdout=3)
+    train, valid = load_split(data, "train"), load_split(data, "valid")
+    evaluated = load_split(data, "valid", keep_empty=True)
+    assert valid.src == ["s0", "s4", "s7"]
+    assert evaluated.src == valid.src and evaluated.tgt == valid.tgt
+    assert not set(train.src) & set(evaluated.src)
+
+
 def test_valid_holdout_needs_train_files_only_and_room_for_training(tmp_path):
     with pytest.raises(ValueError, match="valid_holdout needs 'train' files and no 'valid'"):
         _holdout_data(tmp_path, 3, valid={"tsv": "other.tsv"})

@@ -322,6 +322,9 @@ def stream_split(
 
     The files are read as the stream is iterated, never whole; the training
     split stops after ``data.max_train_pairs`` pairs. See :func:`load_split`.
+    A ``data.valid_holdout`` split skips blank pairs even with ``keep_empty``:
+    it is drawn from the pairs training reads, so evaluating it scores the
+    pairs training held out.
 
     With ``alignments`` (a file line-aligned with the corpus file(s) the split
     is read from, all lines, before any holdout, blank-pair skipping or
@@ -344,7 +347,9 @@ def stream_split(
         files = data.train if holdout else getattr(data, split)
         if files is None:
             raise ValueError(f"the config's data section has no '{split}' files")
-        pairs = _files_stream(files, keep_empty)
+        # a holdout counts the pairs training reads (blank ones skipped), also when an
+        # evaluation asks to keep blank lines: else its stride lands on training pairs
+        pairs = _files_stream(files, keep_empty and not holdout)
     if alignments is not None:
         pairs = _with_lines(pairs, alignments)
     if holdout and data.bundled != "multi30k" and data.toy is None:
