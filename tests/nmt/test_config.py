@@ -150,6 +150,24 @@ def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch
     assert config.train.lr == 0.5
 
 
+def test_paths_in_a_section_override_are_relative_to_the_current_folder(tmp_path, monkeypatch):
+    # switching a split from two files to a TSV takes the whole section,
+    # --set 'data.train={tsv: pairs.tsv}': its paths were typed on the command line too
+    (tmp_path / "configs").mkdir()
+    path = tmp_path / "configs" / "mine.yaml"
+    path.write_text(yaml.safe_dump({"data": {"train": {"src": "a.de", "tgt": "a.en"}}}))
+    monkeypatch.chdir(tmp_path)
+    overrides = [
+        "data.train={tsv: here/pairs.tsv, src_column: 1, tgt_column: 0}",
+        "data.valid={src: va.de, tgt: /abs/va.en}",
+    ]
+    config = RunConfig.load(path, overrides)
+    assert config.data.train.tsv == str(tmp_path / "here" / "pairs.tsv")
+    assert (config.data.train.src, config.data.train.src_column) == (None, 1)
+    assert config.data.valid.src == str(tmp_path / "va.de")
+    assert config.data.valid.tgt == "/abs/va.en"
+
+
 def test_an_override_of_a_text_key_is_the_text_typed(tmp_path, monkeypatch):
     # read as YAML, "no" (Norwegian) was False, 2024 a number and " #2.de" a comment, and
     # the shell's quotes are gone before attnkit sees the value, so it could not be quoted

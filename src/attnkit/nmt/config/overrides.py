@@ -97,16 +97,30 @@ def anchor_paths(
     overrides: Sequence[str], base: Path, root: type[BaseModel] | None = None
 ) -> list[str]:
     """``overrides`` with each relative path in a :data:`PATH_KEYS` key made absolute against
-    ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``); the rest as given.
-    Values are read as :func:`apply_overrides` reads them (``root``: :func:`override_value`)."""
+    ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``), also inside a
+    section's mapping (``data.train={tsv: p.tsv}``); the rest as given. Values are read as
+    :func:`apply_overrides` reads them (``root``: :func:`override_value`)."""
     anchored = []
     for item in overrides:
         key, sep, text = item.partition("=")
-        value = override_value(key, text, root) if sep and key in PATH_KEYS else None
-        if isinstance(value, str):
-            item = f"{key}={json.dumps(str(base / Path(value).expanduser()))}"
+        holds_path = any(p == key or p.startswith(f"{key}.") for p in PATH_KEYS)
+        if sep and holds_path:
+            value = override_value(key, text, root)
+            moved = _anchored(key, value, base)
+            if moved != value:
+                item = f"{key}={json.dumps(moved)}"
         anchored.append(item)
     return anchored
+
+
+def _anchored(key: str, value: Any, base: Path) -> Any:
+    """``value`` of the dotted ``key`` with the relative paths of :data:`PATH_KEYS` in it,
+    at any depth of a mapping, made absolute against ``base``."""
+    if isinstance(value, dict):
+        return {name: _anchored(f"{key}.{name}", item, base) for name, item in value.items()}
+    if key in PATH_KEYS and isinstance(value, str):
+        return str(base / Path(value).expanduser())
+    return value
 
 
 def switch_architecture(raw: dict, result: dict, overrides: Sequence[str]) -> list[str]:
