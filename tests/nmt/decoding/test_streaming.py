@@ -2,6 +2,7 @@
 the buffer; --show-attention off stdout, --attention-json (+ --n-best) readable by
 `plot weights --index`, --plot clears its old heatmaps."""
 
+import gzip
 import io
 import json
 import os
@@ -16,7 +17,7 @@ import pytest
 
 import attnkit
 from attnkit.nmt.data.tokenizer import WordTokenizer
-from attnkit.nmt.decoding.streaming import LineSplitter, read_buffers
+from attnkit.nmt.decoding.streaming import LineSplitter, read_buffers, split_input
 from attnkit.nmt.decoding.translate import translate_lines
 from attnkit.nmt.runs.loaded_run import load_run
 from benchmarks.stream_memory import peak_rss_kib
@@ -60,6 +61,24 @@ def test_a_long_line_in_many_chunks_is_read_whole():
     splitter, line = LineSplitter(), b"ab" * (100 << 10)
     lines = [row for k in range(len(line)) for row in splitter.feed(line[k : k + 1])]
     assert lines == [] and splitter.feed(b"\r\n") == [line.decode()] and splitter.close() == []
+
+
+def test_gzipped_input_is_read_as_its_text_as_corpus_files_are():
+    # `attnkit translate RUN < test.de.gz` translated the compressed bytes: a few lines of
+    # U+FFFD for a file of many; evaluate --src and the corpus readers decompress it
+    text = "\ufeffein Mann\r\nzwei Hunde\n\neine Frau"
+    member = gzip.compress(text.encode())
+    assert list(read_buffers(io.BytesIO(member), 3)) == [
+        ["ein Mann", "zwei Hunde", ""],
+        ["eine Frau"],
+    ]
+    splitter = LineSplitter()  # a byte at a time, two members back to back (cat a.gz b.gz)
+    data = member + gzip.compress(b"\nletzte\n")
+    lines = [row for k in range(len(data)) for row in splitter.feed(data[k : k + 1])]
+    assert lines + splitter.close() == ["ein Mann", "zwei Hunde", "", "eine Frau", "letzte"]
+    assert split_input(b"\x1f") == ["\x1f"]  # one byte that only starts like gzip
+    with pytest.raises(ValueError, match="gzip.*ends early"):
+        split_input(member[:-5])
 
 
 def test_read_buffers_yields_what_arrived_while_the_pipe_stays_open():

@@ -17,6 +17,7 @@ import io
 import os
 import select
 import stat
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, TextIO
 
@@ -36,6 +37,7 @@ __all__ = [
 
 CHUNK_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[str]:
@@ -43,7 +45,11 @@ def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[
 
     A final line without ``\\n`` counts; a trailing ``\\r`` (CRLF files) is dropped,
     and so is a leading UTF-8 byte order mark, as :func:`attnkit.nmt.data.corpus.read_lines`
-    drops it. ``warn`` is told the 1-based number of each line that was not valid UTF-8.
+    drops it; data that starts with gzip's magic is decompressed first, as a corpus
+    file is. ``warn`` is told the 1-based number of each line that was not valid UTF-8.
+
+    Raises:
+        ValueError: gzipped data that is corrupt or ends before its last member does.
     """
     splitter = LineSplitter(warn)
     return [*splitter.feed(data), *splitter.close()]
@@ -55,8 +61,10 @@ class LineSplitter:
     :meth:`feed` takes the next bytes and returns the lines they complete;
     :meth:`close` returns the last line when it had no ``\\n``. Line numbers in
     warnings count from the first line of the stream (1-based), and only the
-    stream's very first bytes may be a byte order mark. Only the unfinished
-    last line is held, so memory follows the longest line, not the stream.
+    stream's very first bytes may be a byte order mark. A stream that starts
+    with gzip's magic is decompressed as it arrives (every member of
+    ``cat a.gz b.gz``). Only the unfinished last line is held, so memory
+    follows the longest line, not the stream.
     """
 
     def __init__(self, warn: Callable[[str], None] | None = None) -> None:
@@ -64,9 +72,15 @@ class LineSplitter:
         self.lines_done = 0
         self._pending = bytearray()  # grows in place: a long line is not copied per chunk
         self._started = False
+        self._gunzip = _Gunzip()
 
     def feed(self, data: bytes) -> list[str]:
-        """Lines completed by ``data`` (a ``\\n`` ends a line), decoded."""
+        """Lines completed by ``data`` (a ``\\n`` ends a line), decoded.
+
+        Raises:
+            ValueError: the stream is gzipped and ``data`` is not valid gzip.
+        """
+        data = self._gunzip.feed(data)
         self._pending += data
         if not self._started:
             if len(self._pending) < len(_BOM) and _BOM.startswith(self._pending):
@@ -80,7 +94,12 @@ class LineSplitter:
         return [self.decode(bytes(raw)) for raw in rows]
 
     def close(self) -> list[str]:
-        """The last line when the stream did not end with ``\\n`` (else nothing)."""
+        """The last line when the stream did not end with ``\\n`` (else nothing).
+
+        Raises:
+            ValueError: the stream is gzipped and ended inside a member.
+        """
+        self._pending += self._gunzip.close()
         rest = bytes(self._pending if self._started else self._pending.removeprefix(_BOM))
         self._pending, self._started = bytearray(), True
         return [self.decode(rest)] if rest else []
@@ -98,6 +117,49 @@ class LineSplitter:
                     "undecodable bytes replaced by U+FFFD"
                 )
             return raw.decode("utf-8", errors="replace")
+
+
+class _Gunzip:
+    """A stream's bytes as they arrive, decompressed when its first bytes are gzip's magic."""
+
+    def __init__(self) -> None:
+        self._head = b""  # the first byte, until the second tells whether it is gzip
+        self._plain = False
+        self._inflate: zlib._Decompress | None = None
+        self._inside = False  # the current member has begun and not ended
+
+    def feed(self, data: bytes) -> bytes:
+        """The text that ``data`` brings (itself for a stream that is not gzipped)."""
+        if self._plain:
+            return data
+        if self._inflate is None:
+            data, self._head = self._head + data, b""
+            if len(data) < len(_GZIP_MAGIC) and _GZIP_MAGIC.startswith(data):
+                self._head = data  # wait for the byte that decides
+                return b""
+            if not data.startswith(_GZIP_MAGIC):
+                self._plain = True
+                return data
+            self._inflate = zlib.decompressobj(wbits=31)
+        out = []
+        try:
+            while data:
+                self._inside = True
+                out.append(self._inflate.decompress(data))
+                if not self._inflate.eof:
+                    break
+                data, self._inside = self._inflate.unused_data, False
+                self._inflate = zlib.decompressobj(wbits=31)  # the next member, if any
+        except zlib.error as err:
+            raise ValueError(f"input is gzipped but not valid gzip ({err})") from None
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        """What is still held at the end (a lone first byte); an error for a cut member."""
+        if self._inside:
+            raise ValueError("input is gzipped but ends early: its last member is cut short")
+        rest, self._head = self._head, b""
+        return rest
 
 
 def read_buffers(
