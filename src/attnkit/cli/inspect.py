@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .decoding import check_search_options, decoding_precision, search_options, search_settings
 from .errors import UsageError, warn
-from .run_dir import load_batched_run, pair_file_options, run_options
+from .run_dir import check_split, load_batched_run, pair_file_options, run_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +46,7 @@ def _corpus(args: argparse.Namespace, run) -> tuple[list[str], list[str], str]:
             raise UsageError("give both --src FILE and --tgt FILE")
         corpus = read_parallel(args.src, args.tgt, keep_empty=True)
         return corpus.src, corpus.tgt, str(args.src)
+    check_split(run, args.split or "test")
     corpus = load_split(run.config.data, args.split or "test", keep_empty=True)
     return corpus.src, corpus.tgt, args.split or "test"
 

@@ -25,6 +25,7 @@ from .decoding import (
 from .errors import UsageError, stderr, warn
 from .run_dir import (
     check_run_folder,
+    check_split,
     checkpoint_option,
     device_option,
     load_run_folder,
@@ -365,6 +366,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     with search_memory(settings), decoding_precision(run):
         if corpus is None:
             label = args.split or "test"
+            check_split(run, label)
             result = evaluate_run(run, label, settings, warn=warn, engine=engine)
         else:
             label = args.src

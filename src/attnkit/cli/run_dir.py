@@ -18,6 +18,7 @@ from .errors import UsageError
 __all__ = [
     "CHECKPOINTS",
     "check_run_folder",
+    "check_split",
     "checkpoint_option",
     "device_option",
     "load_batched_run",
@@ -159,3 +160,18 @@ def check_run_folder(run_dir: str) -> None:
     default = Path("runs") / folder.name
     out = "" if folder == default else f" --out {run_dir}"
     raise UsageError(f"{what}; 'attnkit train {preset}{out}' makes it")
+
+
+def check_split(run, split: str) -> None:
+    """``split`` of ``run``'s data exists; a user corpus without ``data.test`` (only the
+    test split may be left out) is told what to score instead.
+
+    Raises:
+        UsageError: the run's config has no such split.
+    """
+    data = run.config.data
+    if split == "test" and data.train is not None and data.test is None:
+        raise UsageError(
+            f"{run.folder} has no test split (data.test): score your own files with "
+            "--src FILE --tgt FILE, or the validation split with --split valid"
+        )

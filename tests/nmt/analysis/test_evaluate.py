@@ -115,3 +115,28 @@ def test_a_split_without_sentence_pairs_is_a_one_line_error(
     status, out, err = run(capsys, "evaluate", str(folder))
     assert status == 2 and out == ""
     assert_one_line_error(err, "evaluate", f"no sentence pairs in the test split{detail}")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "inspect"])
+def test_a_run_without_test_files_says_what_to_score_instead(tmp_path, capsys, command):
+    # a user corpus often comes as train + valid only; `attnkit evaluate RUN` (test by
+    # default) said "the config's data section has no 'test' files" and no way on
+    lines = (list(PAIRS), list(PAIRS.values()))
+    split = {
+        name: {
+            "src": write_lines(tmp_path / f"{name}.de", lines[0]),
+            "tgt": write_lines(tmp_path / f"{name}.en", lines[1]),
+        }
+        for name in ("train", "valid")
+    }
+    tok = WordTokenizer.train([*PAIRS, *PAIRS.values()])
+    (tmp_path / "run").mkdir()
+    folder = make_run(tmp_path / "run", tok, data={"toy": None, **split})
+    status, out, err = run(capsys, command, str(folder))
+    assert status == 2 and out == ""
+    assert_one_line_error(
+        err, command, "no test split (data.test): score your own files with --src FILE --tgt"
+    )
+    assert "--split valid" in err
+    status, out, _ = run(capsys, command, str(folder), "--split", "valid")
+    assert status == 0 and "valid" in out
