@@ -59,6 +59,20 @@ def test_translate_stdin_keeps_empty_lines_aligned(run_dir, capsys, monkeypatch)
     assert lines[0] and lines[1] == "" and lines[2] and lines[3] == ""
 
 
+def test_a_sentence_that_names_a_file_is_translated_with_a_hint(run_dir, capsys, tmp_path):
+    # evaluate, inspect and align take --src FILE; `attnkit translate RUN test.de` printed a
+    # translation of the file's name, with nothing to say that the file was not read
+    source = tmp_path / "test.de"
+    source.write_text("s1 s2\ns3 s4\n")
+    assert main(["translate", str(run_dir), str(source), "s1 s2"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert f"warning: {source} is a file; translating its name as a sentence" in captured.err
+    assert f"attnkit translate {run_dir} < {source}" in captured.err
+    assert main(["translate", str(run_dir), "s1 s2", " ".join(["s3"] * 200)]) == 0
+    assert "is a file" not in capsys.readouterr().err  # 599 characters: no name, no error
+
+
 def test_translate_show_attention_and_plot(run_dir, capsys, tmp_path):
     plots = tmp_path / "heatmaps"
     assert (

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -265,6 +266,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
     selection = head_selection(args, all_heads=True)
     _check_stream_options(args)
+    _warn_file_names(args)
     run, settings = _load(args)
     if args.n_best and args.n_best > settings.beam_size:
         warn(
@@ -292,6 +294,17 @@ def run_translate(args: argparse.Namespace) -> int:
             bar.update(len(translations))
         output.finish()
     return 0
+
+
+def _warn_file_names(args: argparse.Namespace) -> None:
+    """A sentence argument that names a file is translated as text; say how to read the file
+    (evaluate, inspect and align take ``--src FILE``, translate reads stdin)."""
+    for sentence in args.sentences:
+        if os.path.isfile(sentence):  # False, not OSError, for a sentence too long to be a name
+            warn(
+                f"{sentence} is a file; translating its name as a sentence (to translate "
+                f"its lines: attnkit translate {args.run_dir} < {sentence})"
+            )
 
 
 def _sinks(args: argparse.Namespace, selection, settings, run):
