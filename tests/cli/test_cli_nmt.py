@@ -1,5 +1,6 @@
 """End to end through the CLI: train the reverse preset briefly, translate, evaluate, errors."""
 
+import gzip
 import io
 from pathlib import Path
 
@@ -68,9 +69,28 @@ def test_a_sentence_that_names_a_file_is_translated_with_a_hint(run_dir, capsys,
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2
     assert f"warning: {source} is a file; translating its name as a sentence" in captured.err
-    assert f"attnkit translate {run_dir} < {source}" in captured.err
+    assert f"attnkit translate {run_dir} --src {source}" in captured.err
     assert main(["translate", str(run_dir), "s1 s2", " ".join(["s3"] * 200)]) == 0
     assert "is a file" not in capsys.readouterr().err  # 599 characters: no name, no error
+
+
+def test_translate_src_reads_a_file_plain_or_gzipped_as_stdin_is_read(
+    run_dir, capsys, monkeypatch, tmp_path
+):
+    text = "s1 s2\n\ns3 s4 s5\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["translate", str(run_dir)]) == 0
+    piped = capsys.readouterr().out
+    plain, packed = tmp_path / "test.de", tmp_path / "test.de.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    for source in (plain, packed):
+        assert main(["translate", str(run_dir), "--src", str(source)]) == 0
+        assert capsys.readouterr().out == piped and len(piped.splitlines()) == 3
+    assert main(["translate", str(run_dir), "--src", str(plain), "s1"]) == 2
+    assert "give sentences or --src FILE, not both" in capsys.readouterr().err
+    assert main(["translate", str(run_dir), "--src", str(tmp_path / "nothing.de")]) == 2
+    assert "--src " in capsys.readouterr().err
 
 
 def test_translate_show_attention_and_plot(run_dir, capsys, tmp_path):

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -56,7 +57,13 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         "sentences",
         nargs="*",
         default=[],  # optional: without a default, Python 3.11 lists it as required
-        help="sentences to translate (default: read stdin)",
+        help="sentences to translate (default: read --src FILE, or stdin)",
+    )
+    p.add_argument(
+        "--src",
+        metavar="FILE",
+        help="translate the lines of FILE (plain or gzipped) instead of stdin, as evaluate, "
+        "inspect and align read --src",
     )
     _decoding_options(p)
     p.add_argument(
@@ -278,15 +285,17 @@ def run_translate(args: argparse.Namespace) -> int:
     sinks = _sinks(args, selection, settings, run)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
-    show = args.progress or (not args.sentences and is_regular_file(sys.stdin))
+    lines = sys.stdin if args.src is None else open(args.src, encoding="utf-8")  # noqa: SIM115
+    show = args.progress or (not args.sentences and is_regular_file(lines))
     with (
+        lines if args.src else contextlib.nullcontext(),
         search_memory(settings),
         decoding_precision(run),
         TranslationOutput(run, sinks, echo=stderr) as output,
         progress(show, unit=" lines", desc="translate", every_s=10.0, dynamic_ncols=True) as bar,
     ):
         _warn_unused_view_options(args)  # after the output has checked the layer and head
-        buffers = input_buffers(args.sentences, sys.stdin, args.buffer_size, warn=warn)
+        buffers = input_buffers(args.sentences, lines, args.buffer_size, warn=warn)
         for first, translations in translate_buffers(
             run, buffers, settings, n_best=sinks.search_n_best, warn=warn, engine=engine
         ):
@@ -298,12 +307,12 @@ def run_translate(args: argparse.Namespace) -> int:
 
 def _warn_file_names(args: argparse.Namespace) -> None:
     """A sentence argument that names a file is translated as text; say how to read the file
-    (evaluate, inspect and align take ``--src FILE``, translate reads stdin)."""
+    (``--src FILE``, as evaluate, inspect and align take it)."""
     for sentence in args.sentences:
         if os.path.isfile(sentence):  # False, not OSError, for a sentence too long to be a name
             warn(
                 f"{sentence} is a file; translating its name as a sentence (to translate "
-                f"its lines: attnkit translate {args.run_dir} < {sentence})"
+                f"its lines: attnkit translate {args.run_dir} --src {sentence})"
             )
 
 
@@ -344,6 +353,10 @@ def _warn_unused_view_options(args: argparse.Namespace) -> None:
 
 
 def _check_stream_options(args: argparse.Namespace) -> None:
+    if args.src is not None and args.sentences:
+        raise UsageError("give sentences or --src FILE, not both")
+    if args.src is not None and not os.path.isfile(args.src):
+        raise UsageError(f"--src {args.src}: no such file")
     if args.buffer_size < 1:
         raise UsageError(f"--buffer-size must be >= 1, got {args.buffer_size}")
     if args.n_best is not None and args.n_best < 1:
