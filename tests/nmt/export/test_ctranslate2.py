@@ -421,3 +421,17 @@ def test_an_export_that_cannot_be_written_names_the_export_folder(trained, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"attnkit export: error: cannot write {out}: "), err
     assert ".tmp" not in err
+
+
+@pytest.mark.parametrize(
+    ("src_lang", "example"),
+    [("de", "'Ein Hund rennt.'"), ("fr", "'Un chien court.'"), ("xx", "'A sentence in xx.'")],
+)
+def test_the_cards_example_sentence_is_in_the_runs_source_language(src_lang, example):
+    """An en->fr export's card encoded 'Ein Hund rennt.' with the English tokenizer."""
+    from attnkit.nmt.export.model_card import _usage
+
+    decode = {"max_input_len": 8, "beam_size": 1, "length_penalty": 1.0, "no_repeat_ngram": 0}
+    decode |= {"max_len_a": 1.5, "max_len_b": 2}
+    m = {"src_tokenizer": "s.model", "tgt_tokenizer": "t.model", "model": {}, "decode": decode}
+    assert f"sp_src.encode({example}, out_type=str)" in _usage(m | {"src_lang": src_lang})

@@ -184,16 +184,29 @@ def _length_limit(decode: dict, positions: int | None) -> str:
     return limit if positions is None else f"min({limit}, {positions})"
 
 
+# the card's example sentence in the run's source language ("a dog runs"), where known
+_EXAMPLES = {
+    "de": "Ein Hund rennt.",
+    "en": "A dog runs.",
+    "es": "Un perro corre.",
+    "fr": "Un chien court.",
+    "it": "Un cane corre.",
+    "nl": "Een hond rent.",
+    "pt": "Um cão corre.",
+}
+
+
 def _usage(m: dict) -> str:
     """The card's Python example: one sentence, translated with the run's search rules."""
     d = m["decode"]
+    example = _EXAMPLES.get(m.get("src_lang", ""), f"A sentence in {m.get('src_lang')}.")
     return (
         "```python\n"
         "import ctranslate2, sentencepiece as spm\n"
         f'sp_src, sp_tgt = spm.SentencePieceProcessor(model_file="{m["src_tokenizer"]}"), '
         f'spm.SentencePieceProcessor(model_file="{m["tgt_tokenizer"]}")\n'
         'translator = ctranslate2.Translator(".", device="cpu")\n'
-        f'pieces = sp_src.encode("Ein Hund rennt.", out_type=str)[:{d["max_input_len"]}]\n'
+        f"pieces = sp_src.encode({example!r}, out_type=str)[:{d['max_input_len']}]\n"
         f"out = translator.translate_batch([pieces], beam_size={d['beam_size']}, "
         f"length_penalty={d['length_penalty']}, no_repeat_ngram_size={d['no_repeat_ngram']}, "
         "min_decoding_length=0, "
