@@ -106,22 +106,26 @@ def test_no_checkpoint_at_all_says_so(run_dir, capsys, tmp_path):
     assert f"attnkit train --resume {folder}" in err
 
 
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
-def test_threads_below_one_is_one_line(run_dir, capsys, command):
-    argv = [command, str(run_dir), *(["s1"] if command == "translate" else []), "--threads", "0"]
+@pytest.mark.parametrize("command", ["translate", "evaluate", "inspect", "align"])
+def test_threads_below_one_is_one_line(run_dir, capsys, command, tmp_path):
+    (tmp_path / "pairs.txt").write_text("s1 s2 ||| s2 s1\n")
+    given = {"translate": ["s1"], "align": ["--bitext", str(tmp_path / "pairs.txt")]}
+    argv = [command, str(run_dir), *given.get(command, []), "--threads", "0"]
     status, out, err = run(capsys, *argv)
     assert status == 2 and out == ""
     assert_one_line_error(err, command, "--threads must be >= 1, got 0")
 
 
-def test_threads_sets_the_search_threads(run_dir, capsys):
+@pytest.mark.parametrize("command", ["translate", "inspect"])
+def test_threads_sets_the_threads_of_the_model_s_work(run_dir, capsys, command):
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)
+    words = ["s1 s2"] if command == "translate" else ["--split", "valid"]
     try:
-        status, out, _ = run(capsys, "translate", str(run_dir), "s1 s2", "--threads", "1")
-        assert status == 0 and out.count("\n") == 1
+        status, out, _ = run(capsys, command, str(run_dir), *words, "--threads", "1")
+        assert status == 0 and out
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

@@ -32,6 +32,7 @@ from .run_dir import (
     device_option,
     load_run_folder,
     pair_file_options,
+    threads_option,
 )
 
 DEFAULT_BUFFER_LINES = 256
@@ -156,13 +157,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     search_options(p)
     checkpoint_option(p)
     device_option(p)
-    p.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="CPU threads of the search, attnkit's or CTranslate2's (default: PyTorch's, "
-        "the cores this process may use); 1 for figures that compare engines",
-    )
+    threads_option(p, "the search, attnkit's or CTranslate2's")
     precision_option(p)
     p.add_argument(
         "--engine",
@@ -190,13 +185,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace):
     """The run and its search settings with the command line's options."""
     check_search_options(args)
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be >= 1, got {args.threads}")
-    run = load_run_folder(args)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    run = load_run_folder(args)  # --threads set there
     return run, search_settings(args, run)
 
 

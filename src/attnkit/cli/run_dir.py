@@ -65,6 +65,7 @@ def load_run_folder(args: argparse.Namespace, run_dir: str | None = None):
 
     run_dir = args.run_dir if run_dir is None else run_dir
     check_run_folder(run_dir)
+    _apply_threads(getattr(args, "threads", None))
     device = resolve_device(args.device, "--device")
     return load_run(
         run_dir,
@@ -76,15 +77,38 @@ def load_run_folder(args: argparse.Namespace, run_dir: str | None = None):
 
 
 def run_options(p: argparse.ArgumentParser) -> None:
-    """RUN_DIR, ``--checkpoint``, ``--device``, ``--precision`` and ``--batch-size`` (sentences
-    per batch): the options of the commands that run a model over a corpus (align, inspect)."""
+    """RUN_DIR, ``--checkpoint``, ``--device``, ``--threads``, ``--precision`` and
+    ``--batch-size`` (sentences per batch): the options of the commands that run a model
+    over a corpus (align, inspect)."""
     from .decoding import precision_option
 
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
     checkpoint_option(p)
     device_option(p)
+    threads_option(p)
     precision_option(p)
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
+
+
+def threads_option(p: argparse.ArgumentParser, what: str = "the model's work") -> None:
+    """``--threads N``: the CPU threads of ``what``; :func:`load_run_folder` sets them."""
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help=f"CPU threads of {what} (default: PyTorch's, the cores this process may "
+        "use); 1 for figures that compare engines",
+    )
+
+
+def _apply_threads(threads: int | None) -> None:
+    if threads is None:
+        return
+    if threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def pair_file_options(
