@@ -159,5 +159,3 @@ def test_a_pair_longer_than_the_position_table_is_left_unaligned_and_named():
     ]
     with pytest.warns(UserWarning, match=r"left unaligned \(empty lines\): pair 2$"):
         align_words(model, WORDS, WORDS, [["a"], list("abcde")], [["b"], ["c"]])
-
-
