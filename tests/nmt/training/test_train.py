@@ -397,3 +397,33 @@ def test_max_minutes_counts_training_not_the_data_preparation(tmp_path, monkeypa
     assert summary.progress.step == 2
     assert summary.progress.stop_reason == "max_steps=2 reached"
     assert summary.progress.elapsed_s < 3
+
+
+@pytest.fixture
+def caller_threads():
+    """The calling process's own thread count (3), and its count before the test back after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(before)
+
+
+def test_training_gives_the_caller_its_thread_count_back(caller_threads, tmp_path):
+    train(config("train.max_steps=5"), tmp_path / "a", progress_bar=False, echo=quiet)
+    assert torch.get_num_threads() == caller_threads  # not train.threads (1)
+
+    def stop_at_first_step(line):
+        if line.startswith("epoch 1 step 5:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), tmp_path / "b", progress_bar=False, echo=stop_at_first_step)
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_prepare_gives_the_caller_its_thread_count_back(caller_threads, tmp_path):
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.prepare import prepare_run
+
+    prepare_run(config(), RunFolder(tmp_path), progress_bar=False, echo=quiet)
+    assert torch.get_num_threads() == caller_threads

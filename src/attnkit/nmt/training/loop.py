@@ -43,6 +43,7 @@ from .prepare import TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .run_end import finish_cut_short, finish_run
 from .stopping import budget_left, cut_short_note
+from .threads import threads_restored
 from .trainer import Trainer
 
 __all__ = ["Progress", "TrainSummary", "TrainingError", "resolve_device", "train"]
@@ -69,6 +70,9 @@ def train(
         progress_bar: show a tqdm bar (loss, tokens/s, ETA).
         echo: where one-line progress messages go.
 
+    It trains on ``train.threads`` CPU threads and gives torch's thread count
+    back as it found it when it returns or raises.
+
     Under ``torchrun`` every process calls this and trains its share of each
     batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
     returns a summary with ``main`` True.
@@ -86,7 +90,7 @@ def train(
         config = config.model_copy(update={"name": folder.name})
     device = resolve_device(config.train.device)
     resolve_precision(config.train.precision, device)  # a bad setting fails before run_dir exists
-    with join(device) as group:  # torchrun's job, or just us
+    with threads_restored(), join(device) as group:  # torchrun's job, or just us
         if not group.is_main:  # rank 0 alone logs, shows progress and writes
             echo, progress_bar = _silent, False
         # the lock comes before anything in run_dir is written

@@ -28,7 +28,7 @@ from ..data.training_split import (
 from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
 from .distributed import Group
-from .threads import set_threads
+from .threads import set_threads, threads_restored
 
 __all__ = [
     "EpochOrder",
@@ -315,7 +315,8 @@ def prepare_run(
     allows it. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
     Uses ``train.threads`` threads (torch's setting, :func:`~.threads.set_threads`),
     as training does: the encoding workers, and sentencepiece, whose model
-    depends on its thread count, so ``prepare`` then ``train`` equals ``train``.
+    depends on its thread count, so ``prepare`` then ``train`` equals ``train``;
+    torch's thread count is the caller's again when it returns.
 
     Raises:
         RunInUse: a training holds the folder.
@@ -324,7 +325,7 @@ def prepare_run(
         ValueError, FileNotFoundError: as :func:`prepare_data`.
         WriteError: the folder or a file in it cannot be written (it is named).
     """
-    with run_lock(folder.path, warn=echo):  # makes the folder
+    with threads_restored(), run_lock(folder.path, warn=echo):  # the lock makes the folder
         resuming = folder.has_run()
         if resuming and (fixed := folder.fixed_changes(config)):
             raise ValueError(

@@ -17,14 +17,21 @@ some kernels, so a run that must repeat bit for bit sets a fixed number.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 
-__all__ = ["ThreadGovernor", "cpu_busy_seconds", "default_threads", "set_threads"]
+__all__ = [
+    "ThreadGovernor",
+    "cpu_busy_seconds",
+    "default_threads",
+    "set_threads",
+    "threads_restored",
+]
 
 _STAT = Path("/proc/stat")
 _IDLE_FIELDS = (3, 4)  # idle, iowait in a /proc/stat cpuN line (after the name)
@@ -54,6 +61,12 @@ class _Torch:
         cls.ours = torch.get_num_threads()
         return cls.ours
 
+    @classmethod
+    def restore(cls, count: int) -> None:
+        """Give torch back the caller's ``count``, which is then the user's setting again."""
+        torch.set_num_threads(count)
+        cls.user, cls.ours = count, None
+
 
 def default_threads(processes: int = 1) -> int:
     """The fixed default: ``OMP_NUM_THREADS`` when set, else this process's share of its CPUs.
@@ -77,6 +90,22 @@ def set_threads(threads: int | str, processes: int = 1) -> int:
     Returns the thread count torch now uses.
     """
     return _Torch.set(default_threads(processes) if threads in (0, "auto") else int(threads))
+
+
+@contextlib.contextmanager
+def threads_restored() -> Iterator[None]:
+    """torch's intra-op thread count as the caller had it, back when the block ends.
+
+    Training and ``prepare`` set ``train.threads`` (:func:`set_threads`,
+    :class:`ThreadGovernor`) for their own work; however the block ends (a
+    return, an error, Ctrl-C), the calling process gets its own count back, so
+    a script or notebook that trains is not left on the run's threads.
+    """
+    count = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        _Torch.restore(count)
 
 
 def cpu_busy_seconds(cpus: set[int] | None = None, stat: Path = _STAT) -> float | None:
