@@ -29,6 +29,7 @@ __all__ = [
     "ModelConfig",
     "build_translator",
     "default_model_config",
+    "translator_for_weights",
 ]
 
 # arch tag -> its config class
@@ -78,6 +79,24 @@ def build_translator(
             vocabularies of different sizes).
     """
     return _translator_class(config.arch)(config, src_vocab_size, tgt_vocab_size)
+
+
+def translator_for_weights(
+    config: RNNConfig | TransformerConfig, src_vocab_size: int, tgt_vocab_size: int
+) -> Translator:
+    """A translator to load saved weights into: :func:`build_translator`, with torch's global
+    RNG left as it was (the random initialisation it draws is overwritten by the weights).
+
+    Loading a run is then no random draw of the caller's: ``torch.manual_seed(0)``
+    followed by a load gives the numbers the seed alone gives.
+
+    Raises:
+        ValueError: as :func:`build_translator`.
+    """
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # the model is initialised on the CPU
+        return build_translator(config, src_vocab_size, tgt_vocab_size)
 
 
 def _translator_class(arch: str) -> type[Translator]:

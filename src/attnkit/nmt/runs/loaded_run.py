@@ -14,7 +14,7 @@ import torch
 from ..config import RunConfig
 from ..data.tokenizer import Tokenizer, load_tokenizers
 from ..device import resolve_device
-from ..models.registry import build_translator
+from ..models.registry import translator_for_weights
 from ..models.translator import Translator
 from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
@@ -63,6 +63,7 @@ def load_run(
     the one it will decode in:
     :func:`~attnkit.nmt.decoding.translate.translate_lines` applies it; code that
     calls the model or the search itself enters ``run.precision.autocast()``.
+    Loading draws nothing from torch's global RNG.
 
     Raises:
         FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
@@ -80,7 +81,7 @@ def load_run(
         raise FileNotFoundError(f"{run.config} not found; is {run.path} a training run folder?")
     config = RunConfig.load(run.config)
     src_tok, tgt_tok = load_tokenizers(run.path)
-    model = build_translator(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    model = translator_for_weights(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
     path = _checkpoint_path(run, run.resolve_checkpoint(checkpoint))
     ckpt = load_checkpoint(path)
     try:

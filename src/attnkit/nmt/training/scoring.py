@@ -7,10 +7,8 @@ Used after training by :mod:`.averaged` (the mean of the snapshots) and
 
 from __future__ import annotations
 
-import torch
-
 from ..config import RunConfig
-from ..models.registry import build_translator
+from ..models.registry import translator_for_weights
 from ..precision import Precision
 from . import objective
 from .prepare import ValidationData
@@ -24,8 +22,7 @@ def model_from_weights(config: RunConfig, data: ValidationData, weights, device,
     Raises:
         ValueError: the weights do not fit the model (``what`` names them).
     """
-    with torch.random.fork_rng(devices=[]):  # a fresh model's random init draws from it
-        model = build_translator(config.model, data.src_tok.vocab_size, data.tgt_tok.vocab_size)
+    model = translator_for_weights(config.model, data.src_tok.vocab_size, data.tgt_tok.vocab_size)
     try:
         model.load_state_dict(weights)
     except RuntimeError as err:
