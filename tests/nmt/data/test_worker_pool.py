@@ -84,3 +84,23 @@ def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
     while any(map(_running, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(map(_running, workers)), "workers outlived the process that started them"
+
+
+UNGUARDED = """
+from attnkit.nmt.data.worker_pool import ordered_map
+
+print(sum(ordered_map(abs, range(8), workers=2)))  # no __main__ guard: workers run this too
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_what_broke_its_workers(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    parent = "concurrent.futures.process.BrokenProcessPool: "  # after the workers' tracebacks
+    error = [line for line in done.stderr.splitlines() if line.startswith(parent)][-1]
+    assert "a worker process ended abruptly" in error
+    assert "'if __name__ == \"__main__\":'" in error

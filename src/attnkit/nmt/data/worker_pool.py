@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -65,6 +66,8 @@ def ordered_map(
     Raises:
         whatever ``fn`` raises for an item (re-raised here, same type and message),
         after the items before it were yielded.
+        BrokenProcessPool: a worker ended abruptly; the message says the likely
+            causes, first among them a script without a ``__main__`` guard.
     """
     stream = iter(items)
     yield from map(fn, islice(stream, in_process))
@@ -85,14 +88,30 @@ def ordered_map(
         for item in stream:
             pending.append(pool.submit(_call, item))
             if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
+                yield _result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield _result(pending.popleft())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
 _END = object()
+
+_BROKEN = (
+    "a worker process ended abruptly ({error}). Each worker imports the main module: a "
+    "script that trains (or builds a token store) must keep its top-level code under "
+    "'if __name__ == \"__main__\":', or the workers run it again (a training there finds "
+    "its run folder in use). Otherwise a worker was killed (out of memory?); "
+    "train.threads: 1 does the work in this process"
+)
+
+
+def _result(future: Future[R]) -> R:
+    """``future.result()``; a broken pool is re-raised saying what usually breaks it."""
+    try:
+        return future.result()
+    except BrokenProcessPool as err:
+        raise BrokenProcessPool(_BROKEN.format(error=err)) from err
 
 
 def _install(fn: Callable[[Any], Any], owner: int) -> None:

@@ -71,7 +71,9 @@ def train(
         echo: where one-line progress messages go.
 
     It trains on ``train.threads`` CPU threads and gives torch's thread count
-    back as it found it when it returns or raises.
+    back as it found it when it returns or raises. A large corpus is encoded by
+    worker processes that import the main module: a script that calls this keeps
+    its top-level code under ``if __name__ == "__main__":``.
 
     Under ``torchrun`` every process calls this and trains its share of each
     batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
