@@ -185,3 +185,19 @@ def test_a_key_missing_from_a_section_an_override_made_blames_that_override():
         "invalid override train.guided_alignment.full_context=true:",
         "  train.guided_alignment.file: required key is missing",
     ]
+
+
+def test_overrides_given_as_one_string_are_refused_saying_to_pass_a_list():
+    # read character by character, it was "override must look like section.key=value, got 't'"
+    with pytest.raises(TypeError, match=r"got one string 'train.max_steps=3'; pass \['train"):
+        RunConfig.preset("reverse", "train.max_steps=3")
+    with pytest.raises(TypeError, match="got one string"):
+        RunConfig.from_dict(BASE, "train.max_steps=3")
+    with pytest.raises(TypeError, match="got tuple"):
+        RunConfig.from_dict(BASE, [("train.max_steps", 3)])
+
+
+def test_overrides_may_be_any_iterable_of_strings():
+    lazily = (f"train.{key}=3" for key in ("max_steps", "seed"))
+    config = RunConfig.load(REVERSE, lazily)
+    assert (config.train.max_steps, config.train.seed) == (3, 3)

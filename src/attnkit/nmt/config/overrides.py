@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,10 @@ def apply_overrides(
 
     Raises:
         ValueError: an override lacks ``=`` or walks through a non-section value.
+        TypeError: ``overrides`` is one string, or holds something else than strings.
     """
     result = _deep_copy(raw)
-    for item in overrides:
+    for item in override_list(overrides):
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"override must look like section.key=value, got {item!r}")
@@ -46,6 +47,27 @@ def apply_overrides(
 
 
 _YAML_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+
+
+def override_list(overrides: Iterable[str]) -> list[str]:
+    """``overrides`` as a list, checked to hold ``key=value`` strings: one string would be
+    read character by character (``override ... got 't'``).
+
+    Raises:
+        TypeError: ``overrides`` is one string, or holds something else than strings.
+    """
+    if isinstance(overrides, str):
+        raise TypeError(
+            f"overrides must be a list of 'section.key=value' strings, got one string "
+            f"{overrides!r}; pass [{overrides!r}]"
+        )
+    items = list(overrides)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(
+                f"overrides must be 'section.key=value' strings, got {type(item).__name__} {item!r}"
+            )
+    return items
 
 
 def override_value(key: str, text: str, root: type[BaseModel] | None = None) -> Any:
@@ -99,9 +121,9 @@ def anchor_paths(
     """``overrides`` with each relative path in a :data:`PATH_KEYS` key made absolute against
     ``base`` (``data.valid.src=va.de`` -> ``data.valid.src="/base/va.de"``), also inside a
     section's mapping (``data.train={tsv: p.tsv}``); the rest as given. Values are read as
-    :func:`apply_overrides` reads them (``root``: :func:`override_value`)."""
+    :func:`apply_overrides` reads them (``root``: :func:`override_value`); TypeError as there."""
     anchored = []
-    for item in overrides:
+    for item in override_list(overrides):
         key, sep, text = item.partition("=")
         holds_path = any(p == key or p.startswith(f"{key}.") for p in PATH_KEYS)
         if sep and holds_path:

@@ -13,7 +13,13 @@ from ..models.registry import ModelConfig, default_model_config
 from .data import DataConfig, TokenizerConfig
 from .decode import DecodeConfig
 from .errors import format_validation_error
-from .overrides import _blamed_overrides, anchor_paths, apply_overrides, switch_architecture
+from .overrides import (
+    _blamed_overrides,
+    anchor_paths,
+    apply_overrides,
+    override_list,
+    switch_architecture,
+)
 from .section import _Section
 from .train import TrainConfig
 from .yaml_text import load_yaml
@@ -100,7 +106,9 @@ class RunConfig(_Section):
 
         Raises:
             ValueError: one line per problem, ``key.path: what is allowed, got VALUE``.
+            TypeError: ``overrides`` is one string (not a list of them) or holds a non-string.
         """
+        overrides = override_list(overrides)
         if not isinstance(raw, dict):
             raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
         try:
@@ -131,6 +139,7 @@ class RunConfig(_Section):
             FileNotFoundError: ``path`` does not exist.
             ValueError: bad YAML (a key given twice in one section included) or an invalid
                 value (the message names the key).
+            TypeError: ``overrides`` is one string (not a list of them) or holds a non-string.
         """
         from .presets import missing_config_message
 
@@ -157,6 +166,7 @@ class RunConfig(_Section):
 
         Raises:
             ValueError: no preset of that name (the message lists them), or a bad override.
+            TypeError: as :meth:`load`.
         """
         from .presets import preset_names, preset_path
 
