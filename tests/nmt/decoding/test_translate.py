@@ -197,3 +197,14 @@ def test_one_sentence_as_a_str_is_refused_not_translated_letter_by_letter(word_r
     # a str is a Sequence[str] of its characters: each would be translated as a line
     with pytest.raises(TypeError, match=r"lines must be a sequence of lines, got a str"):
         translate_lines(load_run(word_run), "ein Mann")
+
+
+def test_a_line_that_is_not_text_and_a_bad_n_best_are_named(word_run):
+    run = load_run(word_run)
+    for bad, shown in [(None, "NoneType"), (b"ein Mann", "bytes"), (float("nan"), "float")]:
+        with pytest.raises(TypeError, match=rf"line 2 is a {shown}, not a str"):
+            translate_lines(run, ["ein Mann", bad])  # bytes, or a NaN from an empty cell
+    with pytest.raises(ValueError, match=r"n_best must be >= 0 .*got -1"):
+        translate_lines(run, ["ein Mann"], n_best=-1)
+    with pytest.raises(TypeError, match=r"n_best must be an int, got float 2.5"):
+        translate_lines(run, ["ein Mann"], n_best=2.5)

@@ -128,10 +128,16 @@ def prepare_sources(
 
     Raises:
         TypeError: ``lines`` is a str (a sequence of its characters, each of
-            which would be translated as a line).
+            which would be translated as a line), or a line is not a str (it is
+            named: None, bytes, a float NaN from an empty table cell).
     """
     if isinstance(lines, str):
         raise TypeError("lines must be a sequence of lines, got a str; pass [text] for one line")
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(
+                f"line {i + first_line} is a {type(line).__name__}, not a str: {line!r}"
+            )
     limit = input_limit(run.config, max_source_len)
     lines = [_clean(line) for line in lines]
     encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
@@ -174,9 +180,14 @@ def translate_lines(
     The search runs in ``run.precision`` (``load_run(..., precision=...)``).
 
     Raises:
-        ValueError: bad settings or a length limit < 1.
-        TypeError: ``lines`` is a str, not a sequence of lines.
+        ValueError: bad settings, a length limit < 1, or ``n_best`` < 0.
+        TypeError: ``lines`` is a str, not a sequence of lines, or holds a non-str;
+            ``n_best`` is not an int.
     """
+    if not isinstance(n_best, int) or isinstance(n_best, bool):
+        raise TypeError(f"n_best must be an int, got {type(n_best).__name__} {n_best!r}")
+    if n_best < 0:
+        raise ValueError(f"n_best must be >= 0 (0: no hypotheses kept), got {n_best}")
     settings = settings or SearchSettings.from_config(run.config.decode)
     settings = settings.with_overrides(beam_size=beam_size)
     engine = engine or TorchEngine(run.model, run.device)
