@@ -84,3 +84,18 @@ def test_a_changed_file_or_tokenizer_rebuilds_the_store(tmp_path, tsv_data):
     other = WordTokenizer.train(["Haus house"])
     store = open_training_store(tsv_data, tmp_path / "store", other, other, echo=heard.append)
     assert len(heard) == 2 and store.src[0] == other.encode("ein Haus")
+
+
+def test_a_store_keyed_by_the_whole_data_section_is_still_reused(tmp_path, tsv_data):
+    # stores built before the key left out valid/test were keyed by the whole section
+    from attnkit.nmt.data.training_split import store_fingerprint
+
+    tok = WordTokenizer.train(["ein Haus der Hund a house the dog"])
+    old = store_fingerprint(tsv_data, tok, tok, legacy=True)
+    assert old != store_fingerprint(tsv_data, tok, tok)
+    open_training_store(tsv_data, tmp_path / "store", tok, tok)
+    meta = tmp_path / "store" / "meta.json"
+    meta.write_text(meta.read_text().replace(store_fingerprint(tsv_data, tok, tok), old))
+    heard = []
+    store = open_training_store(tsv_data, tmp_path / "store", tok, tok, echo=heard.append)
+    assert heard == [] and store.fingerprint == old

@@ -219,6 +219,34 @@ def test_prepare_then_train_reuses_the_tokenizers_and_the_token_store(tmp_path):
     assert not any(line.startswith("tokenizer: train") for line in heard)
 
 
+def test_a_new_dev_or_test_set_keeps_the_prepared_tokenizers_and_store(tmp_path):
+    # neither is read for training: preparing again must not retrain and re-encode a corpus
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.prepare import prepare_run
+
+    for name, line in (("train.src", "s1 s2 s3\n"), ("train.tgt", "s3 s2 s1\n")):
+        (tmp_path / name).write_text(line * 40 + "s4 s5 s4 s5\n" * 5, encoding="utf-8")
+    (tmp_path / "dev.src").write_text("s1 s2\n", encoding="utf-8")
+    (tmp_path / "dev.tgt").write_text("s2 s1\n", encoding="utf-8")
+    train_files = {"src": str(tmp_path / "train.src"), "tgt": str(tmp_path / "train.tgt")}
+    dev = {"src": str(tmp_path / "dev.src"), "tgt": str(tmp_path / "dev.tgt")}
+    data = {**TINY["data"], "toy": None, "train": train_files, "valid": train_files}
+    folder = RunFolder(tmp_path / "run")
+
+    def prepare(*overrides):
+        heard = []
+        cfg = RunConfig.from_dict({**TINY, "data": data}, overrides)
+        prepare_run(cfg, folder, progress_bar=False, echo=heard.append)
+        return [line for line in heard if line.startswith(("tokenizer:", "token store"))]
+
+    assert prepare() != []  # the first time: tokenizers trained, store built
+    assert prepare(f"data.valid={dev}", f"data.test={dev}") == []
+    rebuilt = prepare(f"data.valid={dev}", "data.max_src_len=3")  # the store, not the tokenizers
+    assert not any(line.startswith("tokenizer:") for line in rebuilt)
+    assert any("rebuilding" in line for line in rebuilt)
+    assert json.loads((folder.store / "meta.json").read_text())["dropped"] == 5
+
+
 def test_prepare_on_a_run_of_another_config_changes_nothing_and_names_the_keys(tmp_path):
     from attnkit.nmt.runs.run_folder import RunFolder
     from attnkit.nmt.training.prepare import prepare_run

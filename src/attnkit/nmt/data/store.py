@@ -544,11 +544,15 @@ def open_or_build(
     fingerprint: str,
     build: Callable[[], TokenStore],
     echo: Callable[[str], None] | None = None,
+    *,
+    also: Sequence[str] = (),
 ) -> TokenStore:
     """The store at ``folder`` if it is complete and its fingerprint matches, else ``build()``.
 
-    ``echo`` hears why a store is rebuilt (a different fingerprint, a build cut
-    short or damaged, a store of another layout version; nothing for a first build).
+    ``also``: fingerprints an earlier attnkit gave the same data (a store it built is
+    reused as it is). ``echo`` hears why a store is rebuilt (a different fingerprint, a
+    build cut short or damaged, a store of another layout version; nothing for a first
+    build).
     """
     folder = Path(folder)
     with _build_lock(folder):
@@ -561,7 +565,7 @@ def open_or_build(
         except ValueError as err:
             why = f"it is damaged ({err})"
         else:
-            if store.fingerprint == fingerprint:
+            if store.fingerprint == fingerprint or store.fingerprint in also:
                 return store
             why = "the data, tokenizer or length limits changed"
         if echo is not None and why is not None:

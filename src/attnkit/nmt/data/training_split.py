@@ -4,8 +4,8 @@ Nothing here holds the corpus in memory. The tokenizer trains on a bounded
 random sample drawn in one pass (:func:`sample_pairs`, reservoir sampling), and
 the split is encoded chunk by chunk into a memory-mapped token store
 (:mod:`attnkit.nmt.data.store`) that is reused while its fingerprint — the
-data section, the identity (path, size, modification time) of each training
-file and the tokenizers' bytes — is unchanged.
+data section (less the valid and test files), the identity (path, size,
+modification time) of each training file and the tokenizers' bytes — is unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
     "open_training_store",
     "sample_pairs",
     "store_fingerprint",
+    "training_data_settings",
     "train_line_files",
     "train_on_sample",
     "train_split_files",
@@ -126,6 +127,22 @@ def train_line_files(data: DataConfig, alignments: str | Path | None = None) -> 
     return LineFiles((files.src, files.tgt), alignments=alignments)
 
 
+# data keys the training split is read without: a new dev or test set keeps the store
+_OTHER_SPLITS = ("valid", "test")
+_LENGTH_LIMITS = ("max_src_len", "max_tgt_len")  # applied after tokenizing, not to the sample
+
+
+def training_data_settings(data: DataConfig, *, lengths: bool = True, legacy: bool = False) -> dict:
+    """The data section as the training split is read with it: without ``valid`` and
+    ``test`` (never read for training), and without the length limits unless ``lengths``
+    (the tokenizers' sample is drawn before them). ``legacy``: the whole section, as
+    keys were made before (a store or tokenizers made then match it)."""
+    if legacy:
+        return data.model_dump(mode="json")
+    left_out = set(_OTHER_SPLITS) | (set() if lengths else set(_LENGTH_LIMITS))
+    return data.model_dump(mode="json", exclude=left_out)
+
+
 def store_fingerprint(
     data: DataConfig,
     src_tok: Tokenizer,
@@ -133,13 +150,17 @@ def store_fingerprint(
     alignments: str | Path | None = None,
     words: WordRule = "whitespace",
     sampling: SampledSegmentation | None = None,
+    *,
+    legacy: bool = False,
 ) -> str:
-    """What the training store depends on, hashed: data section, training files, tokenizers,
-    and the guided-alignment file when there is one (its path, size and modification time)
-    with the word rule its indices count (left out for ``whitespace``, so stores built
-    before the rule existed keep their fingerprint), or the sampled segmentation."""
+    """What the training store depends on, hashed: the data settings it is read with
+    (:func:`training_data_settings`; ``legacy``: the whole data section), training files,
+    tokenizers, and the guided-alignment file when there is one (its path, size and
+    modification time) with the word rule its indices count (left out for ``whitespace``,
+    so stores built before the rule existed keep their fingerprint), or the sampled
+    segmentation."""
     parts = {
-        "data": data.model_dump(mode="json"),
+        "data": training_data_settings(data, legacy=legacy),
         "files": [file_identity(path) for path in train_split_files(data)],
         "src_tokenizer": fingerprint({"bytes": src_tok.to_bytes().hex()}),
         "tgt_tokenizer": fingerprint({"bytes": tgt_tok.to_bytes().hex()}),
@@ -198,6 +219,7 @@ def open_training_store(
     if alignments is not None and sampling is not None:
         raise ValueError("alignment links need one segmentation: no sampling with alignments")
     key = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling)
+    legacy = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling, legacy=True)
 
     encoders = (
         (src_tok.encode_batch, tgt_tok.encode_batch)
@@ -230,4 +252,4 @@ def open_training_store(
             folder, pairs, encoder, skipped=lambda: pairs.skipped, links=links, **common
         )
 
-    return open_or_build(folder, key, build, echo)
+    return open_or_build(folder, key, build, echo, also=(legacy,))

@@ -24,6 +24,7 @@ from ..data.training_split import (
     sample_pairs,
     train_on_sample,
     train_split_files,
+    training_data_settings,
 )
 from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
@@ -170,7 +171,7 @@ def _tokenizers(
 ) -> tuple[Tokenizer, Tokenizer]:
     """The run's tokenizers: loaded from ``folder`` when they are its own, else trained."""
     key = _tokenizer_key(config)
-    if reuse or _prepared_key(folder) == key:
+    if reuse or _prepared_key(folder) in (key, _tokenizer_key(config, legacy=True)):
         if not reuse:
             echo(f"using the tokenizers prepared in {folder.path}")
         return load_tokenizers(folder.path)
@@ -207,11 +208,14 @@ def _tokenizers(
     return src_tok, tgt_tok
 
 
-def _tokenizer_key(config: RunConfig) -> str:
-    """What the tokenizers depend on: the data and tokenizer sections, the seed, the files."""
+def _tokenizer_key(config: RunConfig, *, legacy: bool = False) -> str:
+    """What the tokenizers depend on: the data settings their sample is drawn with (no
+    length limits, no valid or test files; ``legacy``: the whole data section, as before),
+    the tokenizer section, the seed, the files."""
+    data = training_data_settings(config.data, lengths=False, legacy=legacy)
     return fingerprint(
         {
-            "data": config.data.model_dump(mode="json"),
+            "data": data,
             "tokenizer": config.tokenizer.model_dump(mode="json"),
             "seed": config.train.seed,
             "files": [file_identity(path) for path in train_split_files(config.data)],
