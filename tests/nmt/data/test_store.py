@@ -304,3 +304,35 @@ def test_a_missing_or_folder_training_file_is_named_as_the_other_corpus_files_ar
     with pytest.raises(FileNotFoundError) as caught:
         file_identity(tmp_path)
     assert str(caught.value) == f"corpus file {tmp_path} is a folder, not a file"
+
+
+def _two_ids(texts):
+    return [[4, 5]] * len(texts)
+
+
+def test_a_build_holds_nothing_per_pair_in_memory(tmp_path, monkeypatch):
+    # the offsets and lengths go to disk chunk by chunk: before, every pair's lengths were
+    # kept (int64) and turned into offsets at the end, about 48 bytes a pair at the peak
+    import tracemalloc
+
+    import attnkit.nmt.data.store as store_module
+
+    monkeypatch.setattr(store_module, "CHUNK_PAIRS", 1000)
+    pairs = 100_000
+    tracemalloc.start()
+    try:
+        store = build_store(
+            tmp_path / "store",
+            (("a b", "c d") for _ in range(pairs)),
+            PairEncoder(_two_ids, _two_ids),
+            vocab_size=8,
+            fingerprint="f",
+            max_src_len=1 << 20,
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * pairs  # a chunk's worth (about 200 KB), not 4.8 MB
+    assert (len(store), store.counts.src_tokens) == (pairs, 2 * pairs)
+    assert store.src.lengths().dtype == np.uint16 and store.src[pairs - 1] == [4, 5]
+    assert store.tgt.offsets[-3:].tolist() == [2 * pairs - 4, 2 * pairs - 2, 2 * pairs]

@@ -315,31 +315,55 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
 
 
 class _Writer:
-    """Appends one column's flat ids to ``NAME.ids``; collects the lengths (int64, 8 bytes a
-    sentence while the store is built). A failed write raises a
+    """Appends one column of a store being built to its files as the chunks come: the
+    flat ids to ``NAME.ids``, the running offsets to ``NAME.offsets`` and, with
+    ``lengths``, the lengths (``uint32``) to ``NAME.lengths``, narrowed to their final
+    dtype by :meth:`narrow_lengths`. Nothing per sentence stays in memory, so a build's
+    memory follows the chunk size, not the corpus. A failed write raises a
     :class:`~attnkit.atomic.WriteError` naming ``store``, the folder being built."""
 
-    def __init__(self, path: Path, store: Path) -> None:
-        self.store = store
-        with writing(store):
-            self.handle = open(path, "wb")  # noqa: SIM115 (closed in finish)
-        self.lengths: list[np.ndarray] = []
-        self.sequences = 0
+    def __init__(self, folder: Path, name: str, store: Path, *, lengths: bool) -> None:
+        self.store, self.sequences, self.tokens, self.longest = store, 0, 0, 0
+        self.lengths_path = folder / f"{name}.lengths" if lengths else None
+        paths = [folder / f"{name}.ids", folder / f"{name}.offsets", self.lengths_path]
+        self.handles = []
+        try:
+            with writing(store):
+                for path in filter(None, paths):
+                    self.handles.append(open(path, "wb"))  # noqa: SIM115 (closed in close)
+                self.handles[1].write(np.zeros(1, np.int64).tobytes())  # offsets[0]
+        except BaseException:
+            self.close()
+            raise
 
     def write(self, flat: np.ndarray, lengths: np.ndarray) -> None:
+        ends = self.tokens + np.cumsum(lengths, dtype=np.int64)
+        parts = [flat, ends]
+        if self.lengths_path is not None:
+            parts.append(lengths.astype(np.uint32))
         with writing(self.store):
-            self.handle.write(flat.tobytes())
-        self.lengths.append(lengths)
+            for handle, part in zip(self.handles, parts, strict=True):
+                handle.write(part.tobytes())
+        self.tokens = int(ends[-1]) if len(ends) else self.tokens
+        self.longest = max(self.longest, int(lengths.max(initial=0)))
         self.sequences += len(lengths)
 
-    def finish(self, offsets_path: Path) -> np.ndarray:
-        """Close the ids file, write the offsets; return the lengths (int64)."""
+    def close(self) -> None:
+        """Close the files (again: nothing happens)."""
         with writing(self.store):
-            self.handle.close()
-            lengths = np.concatenate([np.zeros(0, np.int64), *self.lengths])
-            offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
-            offsets.tofile(offsets_path)
-        return lengths
+            for handle in self.handles:
+                handle.close()
+
+    def narrow_lengths(self, dtype: np.dtype, block: int = 1 << 16) -> None:
+        """Rewrite the closed ``uint32`` lengths file as ``dtype``, ``block`` lengths at a time."""
+        if self.lengths_path is None or dtype == np.uint32:
+            return
+        narrow = self.lengths_path.with_suffix(".narrow")
+        with writing(self.store), open(self.lengths_path, "rb") as src, open(narrow, "wb") as out:
+            while len(part := np.fromfile(src, np.uint32, count=block)):
+                out.write(part.astype(dtype).tobytes())
+        with writing(self.store):
+            os.replace(narrow, self.lengths_path)
 
 
 def length_dtype(longest: int) -> np.dtype:
@@ -459,15 +483,15 @@ def _write_store(
     writers: dict[str, _Writer] = {}
     try:
         for name in (*SIDES, "links") if links else SIDES:
-            writers[name] = _Writer(tmp / f"{name}.ids", folder)
+            writers[name] = _Writer(tmp, name, folder, lengths=name in SIDES)
         with contextlib.closing(chunks):
             tally = _append(writers, chunks, progress, max_pairs)
-        lengths = {name: w.finish(tmp / f"{name}.offsets") for name, w in writers.items()}
-        tokens = {name: int(column.sum()) for name, column in lengths.items()}
-        lengths_as = length_dtype(max(int(lengths[side].max(initial=0)) for side in SIDES))
-        with writing(folder):
-            for side in SIDES:
-                lengths[side].astype(lengths_as).tofile(tmp / f"{side}.lengths")
+        for writer in writers.values():
+            writer.close()
+        tokens = {name: writer.tokens for name, writer in writers.items()}
+        lengths_as = length_dtype(max(writers[side].longest for side in SIDES))
+        for side in SIDES:
+            writers[side].narrow_lengths(lengths_as)
         counts = StoreCounts(
             pairs=writers["src"].sequences,
             skipped=tally.skipped + (skipped() if callable(skipped) else skipped),
@@ -485,7 +509,7 @@ def _write_store(
     except BaseException:
         with contextlib.suppress(OSError):
             for writer in writers.values():
-                writer.handle.close()
+                writer.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore.open(folder)
