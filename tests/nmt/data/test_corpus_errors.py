@@ -41,7 +41,11 @@ def write_run(folder, **changes):
     ("changes", "expected"),
     [
         ({"train_en": "a house\na dog\n"}, "train.de has 3 lines but {dir}/train.en has 2"),
-        ({"train_en": b"a house\na \xff dog\nthe dog\n"}, "{dir}/train.en, line 2: invalid UTF-8"),
+        (
+            {"train_en": b"a house\na \xff dog\nthe dog\n"},
+            "{dir}/train.en, line 2: invalid UTF-8 at byte 2 (invalid start byte); iconv -f UTF-8 "
+            "-t UTF-8 -c drops undecodable bytes and keeps the lines",
+        ),
         ({"valid_de": None}, "corpus file not found: {dir}/valid.de"),
         (
             {"train_de": "\n \n\n", "train_en": "a\n\n\n"},

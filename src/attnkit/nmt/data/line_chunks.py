@@ -87,10 +87,11 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little-, big-endian (UTF-32 LE start
 
 
 def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueError:
-    """The error for line ``number`` of ``path`` that is not UTF-8 (``err``: from its bytes);
-    for a file that starts with a UTF-16 byte order mark (Windows Notepad's "Unicode"),
-    it says so and what to do."""
-    hint = ""
+    """The error for line ``number`` of ``path`` that is not UTF-8 (``err``: from its bytes),
+    with what to do: for a file that starts with a UTF-16 byte order mark (Windows
+    Notepad's "Unicode"), save it as UTF-8; else (a stray byte in a crawled corpus),
+    drop the undecodable bytes with ``iconv -c``, which keeps every line."""
+    hint = "; iconv -f UTF-8 -t UTF-8 -c drops undecodable bytes and keeps the lines"
     if number == 1 and err.start == 0 and bytes(err.object[:2]) in _UTF16_BOMS:
         hint = "; the file starts with a UTF-16 byte order mark: save it as UTF-8"
     return ValueError(
