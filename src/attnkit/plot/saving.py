@@ -24,8 +24,8 @@ def check_path(path: str | os.PathLike) -> Path:
 
     Raises:
         ValueError: an extension other than ``.png``, ``.svg`` or ``.pdf``; a
-            path that is a folder or ends with ``/``; or a folder that cannot be created or written
-            (the nearest existing one is named).
+            path that is a folder or ends with ``/``; or a folder that cannot be
+            created or written (the nearest existing one is named).
     """
     named = os.fspath(path)
     path = Path(path)  # drops a trailing '/': "out.png/" would become the file out.png

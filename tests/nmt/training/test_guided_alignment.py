@@ -17,7 +17,7 @@ from attnkit.nmt.training.guided_alignment import (
     guided_loss,
     guided_terms,
     supervised_layer,
-    training_loss,
+    training_terms,
 )
 from attnkit.nmt.training.loop import train
 from conftest_nmt import TOY_VOCAB, random_sequences, tiny_transformer
@@ -147,15 +147,16 @@ def test_the_training_loss_is_ce_plus_weight_times_the_alignment_term_it_reports
     guided = GuidedAlignmentConfig(file="x", weight=0.25, layer=0, heads=[1])
     cfg = TrainConfig(label_smoothing=0.1, guided_alignment=guided)
     torch.manual_seed(0)
-    loss, aligned = training_loss(model, model, batch, cfg)
+    terms = training_terms(model, model, batch, cfg)
+    loss, aligned = terms.loss, terms.alignment
     torch.manual_seed(0)
     ce, loss_a, rows = guided_terms(model, batch, guided, 0.1, layers=2, heads=4)
     assert aligned.item() == loss_a.item() > 0
     assert rows == batch.num_target_tokens - 8  # every piece linked, no </s>
     assert loss.item() == (ce + 0.25 * loss_a).item()
     batch.align = None  # a batch without labels: CE alone, no alignment term
-    assert training_loss(model, model, batch, cfg)[1] is None
-    assert training_loss(model, model, batch, TrainConfig())[1] is None
+    assert training_terms(model, model, batch, cfg).alignment is None
+    assert training_terms(model, model, batch, TrainConfig()).alignment is None
 
 
 def test_training_with_an_alignment_file_end_to_end(tmp_path):

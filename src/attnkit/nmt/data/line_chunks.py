@@ -32,6 +32,7 @@ from typing import BinaryIO
 from .text import is_blank
 
 __all__ = [
+    "GZIP_MAGIC",
     "LineFiles",
     "RawChunk",
     "check_readable",
@@ -57,12 +58,15 @@ def check_readable(path: str | Path, what: str = "corpus file") -> None:
         raise FileNotFoundError(f"{what} {path} is a folder, not a file")
 
 
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)
+
+
 def open_bytes(path: Path) -> BinaryIO:
     """``path`` opened once for reading bytes, through gzip when it starts with gzip's
     magic (looked at without consuming it, so a pipe loses nothing)."""
     raw = open(path, "rb")  # noqa: SIM115 (returned open)
     try:
-        gzipped = raw.peek(2)[:2] == b"\x1f\x8b"
+        gzipped = raw.peek(2)[:2] == GZIP_MAGIC
     except BaseException:
         raw.close()
         raise

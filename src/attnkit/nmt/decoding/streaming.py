@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, TextIO
 
+from ..data.line_chunks import GZIP_MAGIC
 from ..runs.loaded_run import LoadedRun
 from .engine import SearchEngine
 from .settings import SearchSettings
@@ -37,7 +38,6 @@ __all__ = [
 
 CHUNK_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def split_input(data: bytes, warn: Callable[[str], None] | None = None) -> list[str]:
@@ -134,10 +134,10 @@ class _Gunzip:
             return data
         if self._inflate is None:
             data, self._head = self._head + data, b""
-            if len(data) < len(_GZIP_MAGIC) and _GZIP_MAGIC.startswith(data):
+            if len(data) < len(GZIP_MAGIC) and GZIP_MAGIC.startswith(data):
                 self._head = data  # wait for the byte that decides
                 return b""
-            if not data.startswith(_GZIP_MAGIC):
+            if not data.startswith(GZIP_MAGIC):
                 self._plain = True
                 return data
             self._inflate = zlib.decompressobj(wbits=31)

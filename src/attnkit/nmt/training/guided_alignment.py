@@ -60,7 +60,6 @@ __all__ = [
     "guided_loss",
     "guided_terms",
     "supervised_layer",
-    "training_loss",
     "training_terms",
 ]
 
@@ -224,16 +223,6 @@ def training_terms(forward, model: Translator, batch: Batch, train: TrainConfig)
         forward, batch, guided, train.label_smoothing, layers=layout.layers, heads=layout.heads
     )
     return StepTerms(ce, loss_a, rows, guided.weight)
-
-
-def training_loss(
-    forward, model: Translator, batch: Batch, train: TrainConfig
-) -> tuple[Tensor, Tensor | None]:
-    """The training step's loss and, with ``train.guided_alignment``, its alignment term
-    ``L_a`` (reported on its own; None without guidance or labels): ``CE + weight * L_a``
-    (:func:`training_terms`, same arguments)."""
-    terms = training_terms(forward, model, batch, train)
-    return terms.loss, terms.alignment
 
 
 def global_batch_loss(
