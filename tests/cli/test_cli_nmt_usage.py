@@ -129,3 +129,35 @@ def test_threads_sets_the_threads_of_the_model_s_work(run_dir, capsys, command):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "inspect"])
+def test_batch_size_below_one_is_one_line(run_dir, capsys, command):
+    argv = [command, str(run_dir), *(["s1"] if command == "translate" else [])]
+    status, out, err = run(capsys, *argv, "--batch-size", "0")
+    assert status == 2 and out == ""
+    assert_one_line_error(err, command, "--batch-size must be >= 1, got 0")
+
+
+def test_batch_size_sets_the_sentences_searched_together(run_dir, capsys, monkeypatch):
+    import attnkit.nmt.decoding.search as search
+
+    sizes = []
+    beam_search_n_best = search.beam_search_n_best
+
+    def recorded(model, src, *args):
+        sizes.append(src.shape[0])
+        return beam_search_n_best(model, src, *args)
+
+    monkeypatch.setattr(search, "beam_search_n_best", recorded)
+    lines = ["s1 s2", "s3", "s4 s5 s1", "s2 s2"]
+    outputs = {}
+    for batch_size in ("1", "3"):
+        sizes.clear()
+        status, out, _ = run(
+            capsys, "translate", str(run_dir), *lines, "--beam", "2", "--batch-size", batch_size
+        )
+        assert status == 0
+        outputs[batch_size] = (out, list(sizes))
+    assert outputs["1"][1] == [1, 1, 1, 1] and outputs["3"][1] == [3, 1]
+    assert outputs["1"][0] == outputs["3"][0]

@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     run_options(p)
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
     pair_file_options(p, "target sentences, line-aligned with --src")
     p.add_argument("--bitext", metavar="FILE", help="'source ||| target' lines instead")
     p.add_argument("--gold", metavar="FILE", help="gold links: i-j sure, ipj possible")

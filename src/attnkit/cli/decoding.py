@@ -1,8 +1,8 @@
 """Options shared by the commands that decode or show attention (translate, evaluate,
 inspect, align, serve): the search settings, the layer/head selection and the precision.
 
-``--beam``, ``--length-penalty``, ``--coverage-penalty``, ``--no-repeat-ngram`` and
-``--early-stopping`` override the run's ``decode`` section in one
+``--beam``, ``--length-penalty``, ``--coverage-penalty``, ``--no-repeat-ngram``,
+``--early-stopping`` and ``--batch-size`` override the run's ``decode`` section in one
 :class:`~attnkit.nmt.decoding.settings.SearchSettings` (the loaded run's config is never
 changed); ``--layer`` and ``--head`` become
 one :class:`~attnkit.nmt.decoding.selection.HeadSelection`. ``--precision`` is the
@@ -32,7 +32,8 @@ PRECISIONS = ("auto", "fp32", "bf16")  # attnkit.nmt.precision.PRECISIONS, witho
 
 def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
     """Add --beam (unless ``beam`` is False), --length-penalty, --coverage-penalty,
-    --no-repeat-ngram and --early-stopping (defaults: the run's decode section)."""
+    --no-repeat-ngram, --early-stopping and --batch-size (defaults: the run's decode
+    section)."""
     if beam:
         p.add_argument(
             "--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)"
@@ -63,19 +64,27 @@ def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
         help="beam search: end a sentence once it has K finished hypotheses, faster "
         "(--no-early-stopping: only once no live beam can still win; default: config)",
     )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="sentences searched together (more: faster, more memory; default: config "
+        "decode.batch_size)",
+    )
 
 
 def check_search_options(args: argparse.Namespace) -> None:
     """Reject out-of-range search options before anything is loaded.
 
     Raises:
-        UsageError: ``--beam`` < 1, a negative ``--no-repeat-ngram``, or a
+        UsageError: ``--beam`` or ``--batch-size`` < 1, a negative ``--no-repeat-ngram``, or a
             ``--length-penalty`` or ``--coverage-penalty`` outside 0..100 (``inf`` included).
     """
     from ..nmt.config.decode import MAX_PENALTY
 
-    if args.beam is not None and args.beam < 1:
-        raise UsageError(f"--beam must be >= 1, got {args.beam}")
+    for option, value in (("--beam", args.beam), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            raise UsageError(f"{option} must be >= 1, got {value}")
     for option, key in (
         ("--length-penalty", "length_penalty"),
         ("--coverage-penalty", "coverage_penalty"),
@@ -102,6 +111,7 @@ def search_settings(args: argparse.Namespace, run):
         coverage_penalty=args.coverage_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
         early_stopping=args.early_stopping,
+        batch_size=args.batch_size,
     )
 
 
@@ -129,7 +139,8 @@ def search_memory(settings) -> Iterator[None]:
         raise UsageError(
             f"out of memory searching with beam {settings.beam_size}: beam search holds "
             f"{settings.beam_size} hypotheses of each of up to {settings.batch_size} sentences "
-            "(decode.batch_size) at every step; use a smaller --beam"
+            "(--batch-size, default decode.batch_size) at every step; use a smaller --beam or "
+            "--batch-size"
         ) from None
 
 

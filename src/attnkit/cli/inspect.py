@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .decoding import check_search_options, decoding_precision, search_options, search_settings
 from .errors import UsageError, warn
-from .run_dir import check_split, load_batched_run, pair_file_options, run_options
+from .run_dir import check_split, load_run_folder, pair_file_options, run_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,7 +69,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         from ..plot import check_path
 
         check_path(args.plot)
-    run = load_batched_run(args)
+    run = load_run_folder(args)
     settings = search_settings(args, run)
     sources, references, name = _corpus(args, run)
     with decoding_precision(run):

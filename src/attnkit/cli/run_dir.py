@@ -77,9 +77,8 @@ def load_run_folder(args: argparse.Namespace, run_dir: str | None = None):
 
 
 def run_options(p: argparse.ArgumentParser) -> None:
-    """RUN_DIR, ``--checkpoint``, ``--device``, ``--threads``, ``--precision`` and
-    ``--batch-size`` (sentences per batch): the options of the commands that run a model
-    over a corpus (align, inspect)."""
+    """RUN_DIR, ``--checkpoint``, ``--device``, ``--threads`` and ``--precision``: the
+    options of the commands that run a model over a corpus (align, inspect)."""
     from .decoding import precision_option
 
     p.add_argument("run_dir", help="run folder written by 'attnkit train'")
@@ -87,7 +86,6 @@ def run_options(p: argparse.ArgumentParser) -> None:
     device_option(p)
     threads_option(p)
     precision_option(p)
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
 
 
 def threads_option(p: argparse.ArgumentParser, what: str = "the model's work") -> None:
@@ -123,7 +121,7 @@ def pair_file_options(
 
 
 def load_batched_run(args: argparse.Namespace, run_dir: str | None = None):
-    """:func:`load_run_folder` after checking :func:`run_options`' ``--batch-size``."""
+    """:func:`load_run_folder` after checking ``--batch-size`` (align's sentences per batch)."""
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {args.batch_size}")
     return load_run_folder(args, run_dir)
