@@ -44,6 +44,26 @@ def test_second_lock_of_a_folder_names_the_holder_and_frees_after_release(tmp_pa
         pass
 
 
+def test_the_error_names_the_work_that_holds_the_folder(tmp_path):
+    run_dir = tmp_path / "run"
+    held = r"is in use by attnkit prepare \(pid \d+ on "
+    with (
+        run_lock(run_dir, work="attnkit prepare"),
+        pytest.raises(RunInUse, match=held),
+        run_lock(run_dir),
+    ):
+        pass
+
+
+def test_a_holder_that_recorded_no_work_is_a_training(tmp_path):
+    run_dir = tmp_path / "run"
+    with run_lock(run_dir) as lock:
+        lock.write_text("123 elsewhere\n")  # what attnkit wrote before it named the work
+        held = r"in use by another training \(pid 123 on elsewhere\)"
+        with pytest.raises(RunInUse, match=held), run_lock(run_dir):
+            pass
+
+
 @pytest.mark.parametrize("command", ["train", "prepare"])  # docs/large_corpora.md: at once
 def test_cli_train_on_a_locked_folder_exits_2_and_writes_nothing(tmp_path, capsys, command):
     run_dir = tmp_path / "run"

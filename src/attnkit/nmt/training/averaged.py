@@ -162,7 +162,7 @@ def average_run(
         )
     where = resolve_device(device, "--device")
     arithmetic = resolve_precision(precision, where, option="--precision")
-    with run_lock(folder.path, warn=echo):
+    with run_lock(folder.path, warn=echo, work="attnkit average"):
         config = RunConfig.load(folder.config)
         data = validation_data(config, *load_tokenizers(folder.path))
         averaged = write_averaged(

@@ -329,7 +329,10 @@ def prepare_run(
         ValueError, FileNotFoundError: as :func:`prepare_data`.
         WriteError: the folder or a file in it cannot be written (it is named).
     """
-    with threads_restored(), run_lock(folder.path, warn=echo):  # the lock makes the folder
+    with (
+        threads_restored(),
+        run_lock(folder.path, warn=echo, work="attnkit prepare"),
+    ):  # the lock makes the folder
         resuming = folder.has_run()
         if resuming and (fixed := folder.fixed_changes(config)):
             raise ValueError(
