@@ -129,3 +129,13 @@ def test_last_word_share_counts_steps_stuck_on_the_final_source_word():
     src_mask = torch.tensor([[True, True, True], [True, True, False]])
     tgt_mask = torch.tensor([[True, True, True], [True, False, False]])
     assert last_word_share(weights, src_mask, tgt_mask) == (3, 4)
+
+
+def test_summary_counts_the_last_step_of_an_output_cut_at_its_limit_as_a_word():
+    # source "w0 w1 </s>"; sentence 0 "y0 </s>" ended, sentence 1 "y0 y1" cut (no </s>)
+    weights = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    lengths = (torch.tensor([3, 3]), torch.tensor([2, 2]))
+    ended = torch.tensor([True, False])
+    summary, cover = summarize([(weights, *lengths, ended)], ["y0", "y0 y1"], ["y0", "y0 y1"])
+    torch.testing.assert_close(cover, torch.tensor([1.0, 0.0, 1.0, 1.0]))  # y1 covers w1
+    assert summary.monotonicity_sentences == 1 and summary.monotonicity == pytest.approx(1.0)

@@ -93,3 +93,20 @@ def test_sources_and_references_must_match_and_not_be_empty(run, sources, refere
 def test_sources_that_are_all_blank_are_an_error_not_figures_of_nothing(run):
     with pytest.raises(ValueError, match="sources has 2 lines, all blank: nothing to inspect"):
         inspect_run(run, ["", " \u200b"], ["s1", "s2"])
+
+
+def test_an_output_cut_at_the_position_table_is_measured_on_the_steps_search_took(tmp_path):
+    # A Transformer with 6 positions emits at most 6 tokens; an output cut there has
+    # no </s> step, and forcing one (a 7th decoder position) used to raise.
+    tok = WordTokenizer.train(["s1 s2 s3 s4", "s5 s6 s7"])
+    model = {"arch": "transformer", "d_model": 8, "heads": 2, "encoder_layers": 1,
+             "decoder_layers": 1, "ff_dim": 8, "dropout": 0.0, "max_positions": 6}  # fmt: skip
+    decode = {"beam_size": 1, "max_len_a": 1.0, "max_len_b": 10}
+    run = load_run(make_run(tmp_path, tok, model=model, decode=decode))
+    sources = ["s1 s2 s3 s4 s5", "s6 s7"]
+    translations = translate_lines(run, sources)
+    assert [len(t.tgt_pieces) for t in translations] == [6, 6]  # cut: no </s>
+    found = inspect_run(run, sources, ["s1", "s6"])
+    # every output step is a word's: its coverage sums all rows of search's own weights
+    expected = torch.cat([t.weights[:, :-1].sum(0) for t in translations])  # </s> column out
+    torch.testing.assert_close(found.coverage.sort().values, expected.sort().values)

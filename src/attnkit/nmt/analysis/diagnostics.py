@@ -271,7 +271,7 @@ def _length_mask(lengths: Tensor, size: int) -> Tensor:
 
 
 def summarize(
-    batches: Iterable[tuple[Tensor, Tensor, Tensor]],
+    batches: Iterable[tuple[Tensor, ...]],
     hypotheses: Sequence[str],
     references: Sequence[str],
     *,
@@ -285,10 +285,12 @@ def summarize(
 
     Args:
         batches: ``(weights (B, T, S), src_lengths (B,), tgt_lengths (B,))`` per
-            batch, lengths counting real positions (``</s>`` included).
+            batch, lengths counting real positions (``</s>`` included), optionally
+            followed by ``tgt_ended (B,)`` bool: False for an output that stopped
+            at its length limit without ``</s>`` (its last step is a word's).
         hypotheses: the outputs, one per sentence.
         references: the references, one per sentence.
-        ends_with_eos: both sides end in ``</s>``.
+        ends_with_eos: both sides end in ``</s>`` (outputs only where ``tgt_ended``).
 
     Returns:
         the :class:`Summary` and every counted source token's coverage ``(N,)``
@@ -300,15 +302,16 @@ def summarize(
     entropy_sum = steps = mass = 0.0
     covers, monotone, on_last, word_steps = [], [], 0, 0
     on_eos = [0, 0, 0, 0]  # word steps on </s>, word steps, first steps on </s>, first steps
-    for weights, src_lengths, tgt_lengths in batches:
+    for weights, src_lengths, tgt_lengths, *tgt_ended in batches:
         src_mask = _length_mask(src_lengths, weights.shape[2])  # (B, S)
         tgt_mask = _length_mask(tgt_lengths, weights.shape[1])  # (B, T)
         entropy_sum += float(attention_entropy(weights, src_mask, tgt_mask).sum())
         steps += int(tgt_mask.sum())
         mass += padding_mass(weights, src_mask, tgt_mask)
         drop = int(ends_with_eos)
+        tgt_drop = tgt_ended[0].long() * drop if tgt_ended else drop  # (B,) or an int
         src_words = _length_mask(src_lengths - drop, weights.shape[2])  # (B, S)
-        tgt_words = _length_mask(tgt_lengths - drop, weights.shape[1])  # (B, T)
+        tgt_words = _length_mask(tgt_lengths - tgt_drop, weights.shape[1])  # (B, T)
         covers.append(coverage(weights, src_words, tgt_words)[src_words])
         monotone.append(monotonicity(weights, src_words, tgt_words))
         hits, counted = last_word_share(weights, src_words, tgt_words)

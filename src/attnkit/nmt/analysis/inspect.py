@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from ..data.batching import Examples, make_batch, sorted_batches
 from ..data.text import is_blank
 from ..decoding.inference import inference
-from ..decoding.search import decode_examples
+from ..decoding.search import Hypothesis, decode_examples
 from ..decoding.settings import SearchSettings
 from ..decoding.translate import prepare_sources
 from ..runs.loaded_run import LoadedRun
@@ -87,17 +88,31 @@ def inspect_run(
     texts = [""] * len(sources)  # a blank source gets "", as translate gives it
     for i, h in zip(prepared.wanted, hyps, strict=True):
         texts[i] = run.tgt_tok.decode(h.tokens)
-    forced = Examples(prepared.ids, [h.tokens for h in hyps])
-    batches = _forced_batches(run, forced, settings.batch_size)
+    batches = _forced_batches(run, prepared.ids, hyps, settings.batch_size)
     summary, cover = summarize(batches, texts, references)
     return Inspection(summary, cover, sacre_bleu(texts, references), chrf(texts, references), texts)
 
 
-def _forced_batches(run: LoadedRun, examples: Examples, batch_size: int):
-    """``(weights (B, T, S), src_lengths (B,), tgt_lengths (B,))`` of each forced batch."""
+def _forced_batches(
+    run: LoadedRun, sources: list[list[int]], hyps: list[Hypothesis], batch_size: int
+):
+    """``(weights (B, T, S), src_lengths (B,), tgt_lengths (B,), tgt_ended (B,))`` of each
+    forced batch: the steps the search took, no more.
+
+    A hypothesis cut at its length limit took no ``</s>`` step: its forced target
+    leaves out its last token, whose step then comes last (a ``</s>`` step past
+    the limit could need a position beyond a Transformer's ``max_positions``).
+    """
+    ended = torch.tensor([h.ended for h in hyps])  # (N,)
+    examples = Examples(sources, [h.tokens if h.ended else h.tokens[:-1] for h in hyps])
     with inference(run.model):
         for indices in sorted_batches(examples, batch_size):
             batch = make_batch(examples, indices).to(run.device)
             _, weights = run.model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
-            tgt_lengths = (batch.tgt_out != PAD).sum(dim=1)  # (B,), </s> step included
-            yield weights.float().cpu(), batch.src_lengths.cpu(), tgt_lengths.cpu()
+            tgt_lengths = (batch.tgt_out != PAD).sum(dim=1)  # (B,), one per search step
+            yield (
+                weights.float().cpu(),
+                batch.src_lengths.cpu(),
+                tgt_lengths.cpu(),
+                ended[batch.indices.cpu()],
+            )
