@@ -58,11 +58,16 @@ def _teacher_forced(model, source: list[int], hyp: Hypothesis) -> tuple[float, t
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_beam_size_one_equals_greedy(variant) -> None:
+@pytest.mark.parametrize(("alpha", "beta"), [(0.0, 0.0), (2.0, 0.0), (1.0, 0.5)])
+def test_beam_size_one_equals_greedy(variant, alpha, beta) -> None:
+    # Penalties rank finished hypotheses; with one beam they must not keep a beam
+    # going past the <eos> greedy search stops at (alpha 2 did, on 3 variants).
     model = _model(variant)
     src, src_lengths = pad(_sources())
     greedy = greedy_decode(model, src, src_lengths)
-    beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0)
+    beam = beam_search(
+        model, src, src_lengths, beam_size=1, length_penalty=alpha, coverage_penalty=beta
+    )
     assert len({len(h.tokens) for h in greedy}) > 1  # lengths vary: EOS and limits both seen
     for g, b in zip(greedy, beam, strict=True):
         _assert_same(g, b)

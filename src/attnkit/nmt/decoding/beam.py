@@ -18,7 +18,10 @@ finished as they stand), or once it has ``K`` finished hypotheses and no live
 beam could still reach a better score (log-probabilities only fall as tokens
 are added; the bound uses the largest length penalty still reachable). With
 ``early_stopping`` it stops as soon as it has ``K`` finished hypotheses
-(fairseq's rule): fewer steps, at the risk described in :func:`_drop_done`. Finished
+(fairseq's rule): fewer steps, at the risk described in :func:`_drop_done`. ``K = 1``
+always stops so, which makes it greedy search whatever the penalties (as fairseq's
+and OpenNMT's beam 1 is, and ``--beam 1``): the exact rule would let the one live
+beam, which passed over a top-ranked ``<eos>``, run on and win under ``alpha > 0``. Finished
 hypotheses are ranked by the GNMT length penalty (Wu et al. 2016, eq. 14):
 ``score = log p(y) / lp(y)``, ``lp(y) = ((5 + |y|) / 6) ** alpha``, with
 ``|y|`` the number of output steps including ``<eos>``; ``alpha = 0`` is the
@@ -229,7 +232,7 @@ def beam_search_n_best(
             settings.length_penalty,
             settings.coverage_penalty,
             _source_words(src, memory.lengths),
-            settings.early_stopping,
+            settings.early_stopping or beam_size == 1,  # beam 1 is greedy search
         )
         limits = max_lengths(
             memory.lengths, settings.max_len_a, settings.max_len_b, model.max_target_len
