@@ -1,4 +1,5 @@
-"""The output layer: every sink of one translate call from one search and one forced pass."""
+"""The output layer: every sink of one translate call from one search and one forced pass
+(per sentence, and per n-best hypothesis where a layer or head is chosen)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from attnkit.nmt.data.tokenizer import WordTokenizer
 from attnkit.nmt.decoding import search
@@ -50,8 +52,9 @@ def test_every_sink_from_one_search_per_buffer_and_one_forced_pass_per_sentence(
         "--html", str(page), "--buffer-size", "2",
     )  # fmt: skip
     assert status == 0, err
-    assert counts == {"search": 2, "forced": 3}  # 2 buffers; 3 non-blank lines
     lines = [json.loads(line) for line in records.read_text().splitlines()]
+    # 2 buffers; a pass per non-blank line, and per n-best hypothesis past the first (--layer)
+    assert counts == {"search": 2, "forced": sum(len(r["hypotheses"]) for r in lines)}
     assert [r["translation"] for r in lines] == out.splitlines()
     assert all(r["hypotheses"][0]["tgt_tokens"] == r["tgt_tokens"] for r in lines if r["weights"])
     assert sorted(p.name for p in plots.iterdir()) == [f"sentence_00{i}.png" for i in (1, 3, 4)]
@@ -74,3 +77,41 @@ def test_a_chosen_layer_that_does_not_exist_fails_before_any_search(word_run, co
     status, out, err = run(capsys, "translate", str(word_run), "ein", "--layer", "1")
     assert status == 2 and out == "" and "layer 1 does not exist: the model has 1 (0..0)" in err
     assert counts == {"search": 0, "forced": 0}
+
+
+@pytest.fixture(scope="module")
+def transformer_run(tmp_path_factory):
+    tok = WordTokenizer.train(WORDS)
+    model = {"arch": "transformer", "d_model": 16, "heads": 2, "ff_dim": 32}
+    model |= {"encoder_layers": 2, "decoder_layers": 2, "dropout": 0.0, "attention_dropout": 0.0}
+    folder = tmp_path_factory.mktemp("output_transformer")
+    return make_run(folder, tok, model=model, decode={"beam_size": 3})
+
+
+@pytest.mark.parametrize(("layer", "head"), [("0", "1"), ("0", "mean")])
+def test_n_best_hypotheses_show_the_chosen_layer_and_head(
+    transformer_run, capsys, tmp_path, layer, head
+):
+    from attnkit.nmt.decoding.translate import EOS_LABEL
+    from attnkit.nmt.decoding.views import attention_views
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.nmt.vocab_ids import EOS
+
+    records = tmp_path / "a.jsonl"
+    argv = ["--attention-json", str(records), "--n-best", "3", "--layer", layer, "--head", head]
+    status, _, err = run(capsys, "translate", str(transformer_run), "ein Mann mit", *argv)
+    assert status == 0, err
+    (record,) = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(record["hypotheses"]) == 3
+    assert record["hypotheses"][0]["weights"] == record["weights"]
+    loaded = load_run(transformer_run)
+    src_ids = loaded.src_tok.encode("ein Mann mit")
+    for hypothesis in record["hypotheses"]:
+        *words, last = hypothesis["tgt_tokens"]
+        ended = [EOS] if last == EOS_LABEL else loaded.tgt_tok.encode(last)
+        output_ids = loaded.tgt_tok.encode(" ".join(words)) + ended
+        views = attention_views(loaded.model, src_ids, output_ids, "cpu")
+        cross = views.cross[int(layer)]  # (H, T, S)
+        want = cross.mean(0) if head == "mean" else cross[int(head)]
+        got = torch.tensor(hypothesis["weights"])
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)  # rounded to 6 decimals

@@ -12,7 +12,8 @@ Each sentence's attention views (:func:`~attnkit.nmt.decoding.views.attention_vi
 one forced-decoding pass) are computed at most once, and only when a sink
 needs another layer or head than search returned, or every one of them. The
 n-best hypotheses come from the search itself (``Translation.hypotheses``):
-translate with ``n_best=sinks.search_n_best``.
+translate with ``n_best=sinks.search_n_best``; where a layer or head is chosen,
+each hypothesis past the first gets its own forced pass for its weights.
 """
 
 from __future__ import annotations
@@ -141,9 +142,25 @@ class TranslationOutput(contextlib.AbstractContextManager):
     def _write_json(self, numbered: list, chosen: list) -> None:
         hypotheses = self.sinks.n_best or None
         for (number, t), weights in zip(numbered, chosen, strict=True):
-            record = translation_record(t, number, weights=weights, hypotheses=hypotheses)
+            record = translation_record(
+                t,
+                number,
+                weights=weights,
+                hypotheses=hypotheses,
+                hypothesis_weights=self._hypothesis_weights(t, weights),
+            )
             self.json.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.json.flush()
+
+    def _hypothesis_weights(self, t: Translation, chosen: Tensor | None) -> list[Tensor] | None:
+        """The chosen layer/head of each n-best hypothesis written (the first is ``t``
+        itself; one forced pass for each other); None: search's own weights."""
+        if chosen is None or not self.sinks.n_best:
+            return None
+        others = t.hypotheses[1 : self.sinks.n_best]
+        device = self.run.device
+        views = (attention_views(self.run.model, h.src_ids, h.output_ids, device) for h in others)
+        return [chosen, *(self._chosen(v) for v in views)]
 
     def finish(self) -> None:
         """Write what needs every translation: the ``--html`` page."""

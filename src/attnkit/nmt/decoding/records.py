@@ -15,6 +15,7 @@ hypotheses, best first, each ``{"translation", "tgt_tokens", "weights",
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor
@@ -32,6 +33,7 @@ def translation_record(
     *,
     weights: Tensor | None = None,
     hypotheses: int | None = None,
+    hypothesis_weights: Sequence[Tensor] | None = None,
     decimals: int | None = 6,
 ) -> dict[str, Any]:
     """One translation as a JSON-ready dict (keys in the module docstring).
@@ -43,6 +45,8 @@ def translation_record(
             layer/head).
         hypotheses: add the first this many of ``translation.hypotheses``
             (None: no ``hypotheses`` key).
+        hypothesis_weights: ``(T_i, S)`` per hypothesis added, to write instead of
+            each one's own (the layer/head chosen for ``weights``).
         decimals: round weights to this many decimals (smaller files, same
             pictures); None keeps every digit.
     """
@@ -59,14 +63,16 @@ def translation_record(
         "col_labels": translation.src_pieces,
     }
     if hypotheses is not None:
+        chosen = translation.hypotheses[:hypotheses]
+        shown = hypothesis_weights or [h.weights for h in chosen]
         record["hypotheses"] = [
             {
                 "translation": h.text,
                 "tgt_tokens": h.tgt_pieces,
-                "weights": _rows(h.weights, decimals),
+                "weights": _rows(w, decimals),
                 "score": h.score,
             }
-            for h in translation.hypotheses[:hypotheses]
+            for h, w in zip(chosen, shown, strict=True)
         ]
     return record
 
