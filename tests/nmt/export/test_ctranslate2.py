@@ -317,6 +317,23 @@ def test_an_export_of_the_averaged_checkpoint_records_its_own_step_and_bleu(trai
             path.unlink()
 
 
+def test_the_engines_default_checkpoint_is_the_exports_default_auto(trained, tmp_path):
+    """export_run and load_run default to ``auto``; open_engine defaulted to ``best`` and
+    refused their export ("holds 'averaged' checkpoint, not 'best'") of a run whose
+    ``auto`` is not ``best``."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir, ignore=shutil.ignore_patterns("choice.json"))
+    weights = load_checkpoint(run_dir / "best.json").model
+    state = {"averaged_steps": [20, 30], "step": 30, "valid_bleu": 50.0, "best_bleu": 40.0}
+    save_checkpoint(run_dir, "averaged", {k: v + 0.01 for k, v in weights.items()}, state)
+    assert export_run(run_dir).manifest["checkpoint"] == "averaged"
+    loaded = load_run(run_dir)
+    lines = sentences(20, seed=4)
+    ours = translate_lines(loaded, lines, beam_size=1)
+    theirs = translate_lines(loaded, lines, beam_size=1, engine=open_engine("ctranslate2", loaded))
+    assert [t.text for t in theirs] == [t.text for t in ours]
+
+
 def test_an_export_of_last_records_the_bleu_of_its_own_step_not_the_runs_best(trained, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(trained, run_dir)

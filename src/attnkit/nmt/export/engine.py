@@ -71,7 +71,7 @@ def open_engine(
     run: LoadedRun,
     *,
     export_dir: str | Path | None = None,
-    checkpoint: str = "best",
+    checkpoint: str = "auto",
     threads: int | None = None,
     ensemble: Sequence[str | Path] = (),
 ) -> SearchEngine:
@@ -82,7 +82,10 @@ def open_engine(
         run: the loaded run (its tokenizers; attnkit's model for ``attnkit``).
         export_dir: the CTranslate2 export (default ``RUN/ctranslate2``).
         checkpoint: the run's checkpoint the export must come from, and the one each
-            ``ensemble`` run loads.
+            ``ensemble`` run loads: ``auto`` (the default, as for
+            :func:`~attnkit.nmt.runs.loaded_run.load_run` and
+            :func:`~attnkit.nmt.export.ctranslate2.export_run`), ``best``, ``last`` or
+            ``averaged``.
         threads: CPU threads for CTranslate2 (default: PyTorch's thread count).
         ensemble: folders of other runs to decode with ``run``'s model, their
             predictions averaged (:mod:`attnkit.nmt.decoding.ensemble`); ``attnkit``
