@@ -53,7 +53,7 @@ from ..runs.loaded_run import LoadedRun, load_run
 from ..runs.run_folder import RunFolder
 from ..vocab_ids import SPECIAL_TOKENS
 from . import model_card
-from .model_card import FORMAT
+from .model_card import FORMAT, VNNI_CPU_FLAGS
 
 __all__ = [
     "DEFAULT_FOLDER",
@@ -73,7 +73,6 @@ MANIFEST = "attnkit_export.json"
 QUANTIZATIONS = ("float32", "int8", "int8_float32")
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which attnkit's layers use
 INSTALL_HINT = "CTranslate2 is not installed; install it with: pip install 'attnkit[export]'"
-VNNI_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # int8 dot products in one instruction
 
 
 class EngineUnavailable(ImportError):

@@ -15,6 +15,7 @@ from ..runs.run_folder import RunFolder
 __all__ = ["checkpoint_sha256", "manifest", "model_card"]
 
 FORMAT = "attnkit-ctranslate2"
+VNNI_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # int8 dot products in one instruction
 _TOKENIZER_MANIFEST = "tokenizer.json"
 _LICENCES = {
     "multi30k": (
@@ -167,7 +168,22 @@ def model_card(run: LoadedRun, m: dict, export_dir: Path | None = None) -> str:
         "`<s>` and allows an empty translation. Greedy search (`beam_size=1`) then gives "
         "attnkit's translations. Score it with attnkit: "
         f"`attnkit evaluate {m['run']} --engine ctranslate2{_export_dir_option(export_dir)}`"
-        ".\n\n" + usage
+        ".\n\n" + _int8_note(m["quantization"]) + usage
+    )
+
+
+def _int8_note(quantization: str) -> str:
+    """For 8-bit weights: the int8 backend a CPU without VNNI needs (what
+    :func:`~attnkit.nmt.export.ctranslate2.int8_backend` sets for attnkit's own engine)."""
+    if not quantization.startswith("int8"):
+        return ""
+    flags = ", ".join(VNNI_CPU_FLAGS)
+    return (
+        "**8-bit weights on a CPU without VNNI.** On a CPU whose flags (`/proc/cpuinfo`) "
+        f"have none of {flags} (an AVX2-only AMD EPYC, say), CTranslate2's default int8 "
+        "path changes far more translations than 8-bit weights otherwise do: set the "
+        "environment variable `CT2_USE_MKL=1` before `ctranslate2` is imported "
+        "(`CT2_USE_MKL=1 python app.py`), as attnkit's `--engine ctranslate2` does.\n\n"
     )
 
 
