@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -180,6 +181,22 @@ def test_the_export_folder_holds_the_model_tokenizer_card_and_manifest(trained, 
     export_run(trained, out, "int8")  # replaced whole, nothing left beside it
     assert json.loads((out / MANIFEST).read_text())["quantization"] == "int8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_the_cards_command_pastes_into_a_shell_with_spaces_in_the_paths(trained, tmp_path):
+    run_dir = tmp_path / "my runs" / "de en"
+    shutil.copytree(trained, run_dir)
+    out = tmp_path / "my exports" / "de en"
+    export_run(run_dir, out)
+    card = (out / "README.md").read_text()
+    (command,) = re.findall(r"`(attnkit evaluate [^`]*)`", card)
+    argv = shlex.split(command)
+    assert argv == [
+        "attnkit", "evaluate", str(run_dir.resolve()), "--engine", "ctranslate2",
+        "--export-dir", str(out.resolve()),
+    ]  # fmt: skip
+    assert "test BLEU" not in card  # nothing records one: no row that is always empty
+    assert "test_bleu" not in json.loads((out / MANIFEST).read_text())
 
 
 @pytest.mark.parametrize("quantization", ["int8", "int8_float32"])

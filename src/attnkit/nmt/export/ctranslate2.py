@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -217,7 +218,7 @@ def read_manifest(export_dir: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(
             f"no CTranslate2 export in {export_dir} ({MANIFEST} not found); make one with: "
-            f"attnkit export RUN {export_dir} --format ctranslate2"
+            f"attnkit export RUN {shlex.quote(str(export_dir))} --format ctranslate2"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))

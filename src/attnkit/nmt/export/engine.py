@@ -38,6 +38,7 @@ Views of other layers or heads than the alignment view (``--layer``, ``--head``,
 from __future__ import annotations
 
 import os
+import shlex
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -126,24 +127,25 @@ def open_engine(
 def _stale(folder: Path, manifest: dict, run: LoadedRun, checkpoint: str) -> str:
     """Why the export in ``folder`` is not of ``run``'s ``checkpoint``, and what to do:
     ask for the checkpoint it holds, or re-export a retrained run's own export; never
-    overwrite another run's."""
+    overwrite another run's. Paths in the commands are shell-quoted, to be pasted."""
     exported = manifest.get("run")
     if exported and Path(exported).resolve() != run.folder.resolve():
+        command = f"attnkit export {shlex.quote(str(run.folder))} --checkpoint {checkpoint}"
         return (
             f"{folder} is an export of {exported}, not of {run.folder}; export this run "
-            f"(attnkit export {run.folder} --checkpoint {checkpoint}) and use its folder"
+            f"({command}) and use its folder"
         )
     held = manifest.get("checkpoint")
     if held and held != checkpoint:
         return (
             f"{folder} holds {run.folder}'s {held!r} checkpoint, not {checkpoint!r}: pass "
             f"--checkpoint {held}, or export {checkpoint!r} to another folder (attnkit export "
-            f"{run.folder} OTHER_FOLDER --checkpoint {checkpoint})"
+            f"{shlex.quote(str(run.folder))} OTHER_FOLDER --checkpoint {checkpoint})"
         )
     return (
         f"{folder} was exported from another model than {run.folder}'s {checkpoint!r} "
-        f"checkpoint (retrained since?); export it again: attnkit export {run.folder} "
-        f"{folder} --checkpoint {checkpoint}"
+        f"checkpoint (retrained since?); export it again: attnkit export "
+        f"{shlex.quote(str(run.folder))} {shlex.quote(str(folder))} --checkpoint {checkpoint}"
     )
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,6 @@ def manifest(run: LoadedRun, checkpoint: str, quantization: str, ct2_version: st
         "checkpoint_sha256": record.get("sha256"),
         "step": step,
         "valid_bleu": valid_bleu,
-        "test_bleu": _test_bleu(RunFolder(run.folder).metrics),
         "data": _data_name(data),
         "src_lang": data.src_lang,
         "tgt_lang": data.tgt_lang,
@@ -100,23 +100,6 @@ def _step_and_bleu(state: dict, folder: RunFolder) -> tuple[int | None, float | 
         rows = {row.get("step"): row.get("valid_bleu") for row in folder.read_history(step)}
         bleu = rows.get(step)
     return step, float(bleu) if isinstance(bleu, int | float) and bleu >= 0 else None
-
-
-def _test_bleu(metrics: Path) -> float | None:
-    """The last ``test_bleu`` in ``metrics.jsonl``, if a row has one."""
-    found = None
-    try:
-        lines = metrics.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("test_bleu"), int | float):
-            found = float(row["test_bleu"])
-    return found
 
 
 def _data_name(data) -> str:
@@ -157,7 +140,6 @@ def model_card(run: LoadedRun, m: dict, export_dir: Path | None = None) -> str:
         f"{'pre' if model['norm_first'] else 'post'}-LN, {model['positions']} positions |\n"
         f"| weights | {m['quantization']} |\n"
         f"| validation BLEU (attnkit, during training) | {bleu(m['valid_bleu'])} |\n"
-        f"| test BLEU | {bleu(m['test_bleu'])} |\n"
         f"| tokenizer | {m['tokenizer']}: {', '.join(m['tokenizer_files'][1:])} |\n\n"
         f"## Licence of the training data\n\n{licence}\n\n"
         "## Use\n\n"
@@ -167,7 +149,8 @@ def model_card(run: LoadedRun, m: dict, export_dir: Path | None = None) -> str:
         "limit, n-gram blocking and the length penalty; the search never emits `<pad>` or "
         "`<s>` and allows an empty translation. Greedy search (`beam_size=1`) then gives "
         "attnkit's translations. Score it with attnkit: "
-        f"`attnkit evaluate {m['run']} --engine ctranslate2{_export_dir_option(export_dir)}`"
+        f"`attnkit evaluate {shlex.quote(m['run'])} --engine ctranslate2"
+        f"{_export_dir_option(export_dir)}`"
         ".\n\n" + _int8_note(m["quantization"]) + usage
     )
 
@@ -189,7 +172,7 @@ def _int8_note(quantization: str) -> str:
 
 def _export_dir_option(export_dir: Path | None) -> str:
     """`` --export-dir DIR`` for an export outside the run's default folder, else nothing."""
-    return "" if export_dir is None else f" --export-dir {export_dir.resolve()}"
+    return "" if export_dir is None else f" --export-dir {shlex.quote(str(export_dir.resolve()))}"
 
 
 def _length_limit(decode: dict, positions: int | None) -> str:
