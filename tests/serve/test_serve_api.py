@@ -166,6 +166,9 @@ def test_explain_masks_and_causal_and_unscaled(served):
     body = {"query": [[1, 0], [0, 1]], "keys": keys, "scaled": False, "mask": [True, False, True]}
     trace = post(client, body, "/explain")["trace"]
     assert trace["scale"] == 1.0 and trace["weights"][0][1] == 0.0
+    rows = {"query": [[1, 0], [0, 1]], "keys": keys, "mask": [[True, True, False], [False] * 3]}
+    per_query = post(client, rows, "/explain")["trace"]["weights"]
+    assert per_query[0][2] == 0.0 and per_query[1] == [0.0, 0.0, 0.0]  # a fully masked row: 0
     causal = post(client, {"query": [[1, 0], [0, 1]], "keys": keys, "causal": True}, "/explain")
     assert causal["trace"]["weights"][0][2] == 0.0  # bottom-right aligned: q1 sees k1, k2
 
@@ -276,6 +279,11 @@ BAD_EXPLAIN = [
     {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": ["yes", "no"]},
     {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": [1, 0]},
     {"query": [1, 0], "keys": [[1, 0]], "precision": "3"},
+    # a mask is one boolean per key, or one row per query: never stretched to fit
+    {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": [True]},
+    {"query": [[1, 0], [0, 1]], "keys": [[1, 0], [0, 1]], "mask": [[True, False]]},
+    {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": [[True], [False]]},
+    {"query": [1, 0], "keys": [[1, 0], [0, 1]], "mask": []},
 ]
 
 

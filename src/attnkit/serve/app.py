@@ -218,6 +218,7 @@ def _explain(request: ExplainRequest, limits: Limits) -> dict[str, Any]:
         width = max((len(r) for r in rows if isinstance(r, list)), default=0)
         if len(rows) > limits.max_explain or width > limits.max_explain:
             raise ApiError(413, f"{name} is limited to {limits.max_explain} rows and columns")
+    _check_mask_shape(request)
     try:
         trace = explain(
             request.query,
@@ -230,6 +231,24 @@ def _explain(request: ExplainRequest, limits: Limits) -> dict[str, Any]:
     except ValueError as err:
         raise ApiError(422, str(err)) from None
     return {"trace": trace.to_dict(), "text": trace.to_text(request.precision)}
+
+
+def _check_mask_shape(request: ExplainRequest) -> None:
+    """A mask of one boolean per key, or one such row per query: the API's shapes, none
+    stretched (:func:`~attnkit.lessons.explain` would broadcast ``[true]`` to every key)."""
+    mask, keys = request.mask, len(request.keys)
+    if mask is None:
+        return
+    vector = not mask or not isinstance(mask[0], list)
+    queries = 1 if not isinstance(request.query[0], list) else len(request.query)
+    rows = [mask] if vector else mask
+    if (not vector and len(rows) != queries) or any(len(row) != keys for row in rows):
+        shape = f"{len(mask)}" if vector else f"{len(mask)} rows of {[len(r) for r in mask]}"
+        raise ApiError(
+            422,
+            f"mask must hold one boolean per key ({keys}) or one such row per query "
+            f"({queries}), got {shape}",
+        )
 
 
 class _Counter:
