@@ -201,3 +201,22 @@ def test_overrides_may_be_any_iterable_of_strings():
     lazily = (f"train.{key}=3" for key in ("max_steps", "seed"))
     config = RunConfig.load(REVERSE, lazily)
     assert (config.train.max_steps, config.train.seed) == (3, 3)
+
+
+def test_a_check_across_keys_blames_the_overrides_its_message_names():
+    # --tokenizer.joint false on a Transformer file said "invalid my.yaml", a file that is fine
+    transformer = {**BASE, "model": {"arch": "transformer"}}
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(transformer, ["tokenizer.joint=false", "train.seed=3"], "my.yaml")
+    assert str(err.value).splitlines()[0] == "invalid override tokenizer.joint=false:"
+    # a section's own check blamed every override of the section, train.seed=3 included
+    linear = ["train.lr_schedule=linear", "train.warmup_steps=100", "train.max_steps=30"]
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(BASE, [*linear, "train.seed=3"], "my.yaml")
+    first = str(err.value).splitlines()[0]
+    assert first == "invalid override train.warmup_steps=100 train.max_steps=30:"
+    # the file's own conflict, with an override it does not name, still blames the file
+    unjoint = {**transformer, "tokenizer": {"kind": "word", "joint": False}}
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(unjoint, ["train.seed=3"], "my.yaml")
+    assert str(err.value).splitlines()[0] == "invalid my.yaml:"

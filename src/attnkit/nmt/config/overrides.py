@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -192,14 +193,16 @@ def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[st
 
     An override ``a.b=v`` is behind an error at ``a.b``, below it (``a.b.c``) or
     above it (``a``, a whole section rejected for the value it set), and behind a key
-    missing beside it (``a.c``: the override made section ``a`` that lacks it).
+    missing beside it (``a.c``: the override made section ``a`` that lacks it). A check
+    across keys (an error at the top level or at a section) is blamed on the overrides
+    whose keys its message names, where it names one.
     """
     keys = {item.partition("=")[0]: item for item in overrides}
     blamed: list[str] = []
     for error in err.errors():
         where = ".".join(str(part) for part in _shown_loc(error["loc"]))
         section = where.rpartition(".")[0] if error["type"] == "missing" else None
-        found = [
+        found = _named_by(error, keys) or [
             item
             for key, item in keys.items()
             if where
@@ -213,6 +216,19 @@ def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[st
             return []
         blamed += [item for item in found if item not in blamed]
     return blamed
+
+
+def _named_by(error: dict, keys: dict[str, str]) -> list[str]:
+    """The overrides whose keys the message of a check across keys names (none for an
+    error at one value, whose location already says which key it is)."""
+    if error["type"] != "value_error" or len(_shown_loc(error["loc"])) > 1:
+        return []
+    return [item for key, item in keys.items() if re.search(_key_pattern(key), error["msg"])]
+
+
+def _key_pattern(key: str) -> str:
+    """``train.max_steps`` as a whole dotted key, not inside ``train.max_steps_x``."""
+    return rf"(?<![\w.]){re.escape(key)}(?!\w|\.\w)"
 
 
 def _deep_copy(raw: Any) -> Any:
