@@ -84,7 +84,7 @@ def test_align_reads_a_bitext_file(run_dir, files, capsys):
 @pytest.mark.parametrize(
     ("gold", "message"),
     [
-        ("1-1\n", "has 1 lines but there are 2 sentence pairs"),
+        ("1-1\n", "has 1 line but there are 2 sentence pairs"),
         ("1-1\n1-3\n", "gold, line 2: link 1-3 is outside the pair (2 source, 2 target words)"),
         ("1-1\n3p1\n", "gold, line 2: link 3p1 is outside the pair (2 source, 2 target words)"),
         ("1-1\n1-x\n", "gold, line 2: '1-x' is not a link"),

@@ -113,6 +113,10 @@ def test_a_step_budget_inside_the_inverse_sqrt_warm_up_warns_once(capsys):
         "4000: the learning rate climbs to 8% of train.lr and no further (lower "
         "warmup_steps, e.g. --train.warmup_steps 30)\n"
     )
+    train._warn_budget_inside_warmup(
+        TrainConfig(lr_schedule="inverse_sqrt", max_steps=10, warmup_steps=4000)
+    )
+    assert "climbs to 0.25% of train.lr" in capsys.readouterr().err  # not "0%"
     for fine in (
         TrainConfig(lr_schedule="inverse_sqrt", max_steps=300, warmup_steps=200),
         TrainConfig(lr_schedule="inverse_sqrt", max_steps=None),

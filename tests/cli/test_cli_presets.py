@@ -48,8 +48,10 @@ def test_a_config_argument_is_a_path_first_then_a_preset_name(tmp_path, monkeypa
     assert config_path("quick") == PRESETS / "quick.yaml"
     assert config_path("configs/quick.yaml") == Path("configs/quick.yaml")  # the loader names it
     assert config_path("mine.yaml") == Path("mine.yaml")
+    (tmp_path / "quick.yaml").write_text("name: mine\n")  # the preset, copied to be edited
+    assert config_path("quick") == Path("quick.yaml")  # a file here wins over the preset
     (tmp_path / "quick").write_text("name: mine\n")
-    assert config_path("quick") == Path("quick")  # a file here wins over the preset
+    assert config_path("quick") == Path("quick")  # the very name first
 
 
 def test_a_preset_name_has_no_folder_in_it():

@@ -299,6 +299,10 @@ def _describe(options) -> str:
     return f"{rule}, shift {options.shift}{context}, {options.merge} merge{jumps}"
 
 
+def _lines(count: int) -> str:
+    return f"{count} line" if count == 1 else f"{count} lines"
+
+
 def _gold(args: argparse.Namespace, src_words, tgt_words):
     """The gold file, checked against the sentences: same count, every index inside."""
     from ..nmt.analysis.align import read_gold
@@ -306,7 +310,8 @@ def _gold(args: argparse.Namespace, src_words, tgt_words):
     gold = read_gold(args.gold, one_based=args.gold_base == 1)
     if len(gold.sure) != len(src_words):
         raise UsageError(
-            f"{args.gold} has {len(gold.sure)} lines but there are {len(src_words)} sentence pairs"
+            f"{args.gold} has {_lines(len(gold.sure))} but there are {len(src_words)} sentence "
+            "pairs"
         )
     for number, (links, s, t) in enumerate(
         zip(gold.possible, src_words, tgt_words, strict=True), start=1

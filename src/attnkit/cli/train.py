@@ -226,9 +226,14 @@ def _warn_budget_inside_warmup(train) -> None:
     if train.lr_schedule == "inverse_sqrt" and isinstance(steps, int) and steps < warmup:
         warn(
             f"train.max_steps {steps} ends inside the warm-up of train.warmup_steps {warmup}: "
-            f"the learning rate climbs to {steps / warmup:.0%} of train.lr and no further "
+            f"the learning rate climbs to {_percent(steps / warmup)} of train.lr and no further "
             f"(lower warmup_steps, e.g. --train.warmup_steps {max(1, steps // 10)})"
         )
+
+
+def _percent(share: float) -> str:
+    """``share`` as a percentage with a digit that is not 0: ``50%``, ``0.25%``."""
+    return f"{share:.0%}" if share >= 0.01 else f"{share * 100:.2g}%"
 
 
 def run_prepare(args: argparse.Namespace) -> int:

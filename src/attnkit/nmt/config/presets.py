@@ -29,7 +29,8 @@ def preset_path(name: str) -> Path | None:
 
 def config_path(config: str) -> Path:
     """The file a CONFIG argument names: the path itself when it exists, else, for a
-    bare name such as ``quick`` (no folder, no suffix), the shipped preset of that name.
+    bare name such as ``quick`` (no folder, no suffix), ``quick.yaml`` in the working
+    directory (a preset copied here to be edited) or else the shipped preset of that name.
 
     Raises:
         FileNotFoundError: ``config`` is a bare name that is neither a file here nor a
@@ -39,6 +40,9 @@ def config_path(config: str) -> Path:
     path = Path(config)
     if path.exists() or path.name != config or path.suffix:
         return path
+    here = path.with_suffix(".yaml")
+    if here.is_file():
+        return here
     preset = preset_path(config)
     if preset is None:
         raise FileNotFoundError(missing_config_message(path))
