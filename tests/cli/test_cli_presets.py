@@ -129,3 +129,7 @@ def test_a_preset_named_as_the_other_architecture_points_to_its_sibling_by_name(
     status, _, err = run(capsys, *argv)
     assert status == 0, err
     assert "; a preset tuned for it: reverse_transformer\n" in err
+    argv = ["prepare", "reverse_transformer", "--model.arch", "rnn", "--out", "runs/back"]
+    status, _, err = run(capsys, *argv, "--data.toy.train_size", "100")
+    assert status == 0, err
+    assert "; a preset tuned for it: reverse\n" in err

@@ -162,7 +162,7 @@ def _load_config(path: Path, args: argparse.Namespace):
     """The config at ``path`` with the command line's overrides; their notes go to stderr.
 
     Switching ``model.arch`` on a preset names the keys it dropped and, when
-    the preset has a sibling for that architecture (``reverse.yaml`` ->
+    the preset has a sibling for that architecture (``reverse.yaml`` <->
     ``reverse_transformer.yaml``), points to it.
     """
     from ..nmt.config import RunConfig
@@ -171,7 +171,9 @@ def _load_config(path: Path, args: argparse.Namespace):
     notes: list[str] = []
     config = RunConfig.load(path, _overrides(args), notes=notes)
     for note in notes:
-        sibling = path.with_name(f"{path.stem}_{config.model.arch}{path.suffix}")
+        base = path.stem.removesuffix("_transformer")  # the RNN's is the bare name
+        arch = "" if config.model.arch == "rnn" else f"_{config.model.arch}"
+        sibling = path.with_name(f"{base}{arch}{path.suffix}")
         named = sibling.stem if path.parent == PRESETS else sibling  # as the user named it
         tuned = f"; a preset tuned for it: {named}" if sibling.is_file() else ""
         stderr(f"attnkit {args.command}: note: {note}{tuned}")
