@@ -95,6 +95,26 @@ def test_argmax_links_each_target_word_once_and_threshold_keeps_heavy_cells():
     assert extract_links(words, "threshold", 0.9) == set()
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda w: extract_links(w, "Argmax"),
+            "method must be 'argmax' or 'threshold', got 'Argmax'",
+        ),
+        (lambda w: extract_links(w, "threshold", 0.0), r"threshold must be in \(0, 1\], got 0.0"),
+        (lambda w: extract_links(w, "threshold", -1), r"threshold must be in \(0, 1\], got -1"),
+        (lambda w: merge_pieces(w, [0, 1], [0, 0], "mean"), "merge must be 'sum' or 'max'"),
+    ],
+)
+def test_the_public_link_functions_refuse_a_rule_they_do_not_know(call, message):
+    # before: an unknown method fell through to the threshold rule, tau <= 0 linked every
+    # pair, and an unknown merge to max: links that looked real
+    words = torch.tensor([[0.7, 0.3], [0.45, 0.55]])  # (Tw=2, Sw=2)
+    with pytest.raises(ValueError, match=message):
+        call(words)
+
+
 def test_bad_options_name_the_option():
     with pytest.raises(ValueError, match="shift must be 0 or 1"):
         AlignOptions(shift=2)

@@ -72,6 +72,21 @@ __all__ = [
 
 Method = Literal["argmax", "threshold"]
 Merge = Literal["sum", "max"]
+METHODS: tuple[str, ...] = ("argmax", "threshold")
+MERGES: tuple[str, ...] = ("sum", "max")
+
+
+def _check_choice(arg: str, value: object, allowed: Sequence[str]) -> None:
+    """Refuse a ``value`` of ``arg`` that is not one of ``allowed`` (no silent fallback)."""
+    if value not in allowed:
+        names = " or ".join(repr(a) for a in allowed)
+        raise ValueError(f"{arg} must be {names}, got {value!r}")
+
+
+def _check_threshold(threshold: float) -> None:
+    """Refuse a link threshold tau outside (0, 1] (0 or less would link every pair)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
 
 
 @dataclass(frozen=True)
@@ -103,14 +118,11 @@ class AlignOptions:
     jump_prior: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.method not in ("argmax", "threshold"):
-            raise ValueError(f"method must be 'argmax' or 'threshold', got {self.method!r}")
-        if self.merge not in ("sum", "max"):
-            raise ValueError(f"merge must be 'sum' or 'max', got {self.merge!r}")
+        _check_choice("method", self.method, METHODS)
+        _check_choice("merge", self.merge, MERGES)
         if self.shift not in (0, 1):
             raise ValueError(f"shift must be 0 or 1, got {self.shift!r}")
-        if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        _check_threshold(self.threshold)
         if not (math.isfinite(self.jump_prior) and self.jump_prior >= 0):
             raise ValueError(f"jump_prior must be >= 0 and finite, got {self.jump_prior}")
 
@@ -244,8 +256,10 @@ def merge_pieces(
         merge: ``sum`` or ``max``.
 
     Raises:
-        ValueError: the piece maps do not match the shape of ``weights``.
+        ValueError: the piece maps do not match the shape of ``weights``, or ``merge``
+            is not ``sum`` or ``max``.
     """
+    _check_choice("merge", merge, MERGES)
     if weights.shape != (len(tgt_word_of), len(src_word_of)):
         raise ValueError(
             f"weights has shape {tuple(weights.shape)} but the piece maps give "
@@ -273,7 +287,13 @@ def extract_links(weights: Tensor, method: Method = "argmax", threshold: float =
 
     Returns:
         ``{(source word i, target word j)}``, 0-based.
+
+    Raises:
+        ValueError: ``method`` is not ``argmax`` or ``threshold``, or ``threshold`` is
+            outside (0, 1].
     """
+    _check_choice("method", method, METHODS)
+    _check_threshold(threshold)
     if method == "argmax":
         return {(int(i), j) for j, i in enumerate(weights.argmax(dim=-1).tolist())}
     rows, cols = (weights >= threshold).nonzero(as_tuple=True)
