@@ -155,11 +155,28 @@ def _aer_within(links: list[set[Link]], gold: SizedGold, low: int, high: int) ->
 GDFA = "grow-diag-final-and"
 
 
+def _install_eflomal(venv: Path) -> None:
+    """Make the virtual environment ``venv`` and pip-install eflomal into it.
+
+    Raises:
+        OSError: either step failed (no network, ``venv`` not writable); the message
+            names ``--eflomal-venv`` and the commands that make it by hand.
+    """
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "eflomal"], check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise OSError(
+            f"eflomal is not installed in --eflomal-venv {venv} and installing it failed "
+            f"({err}); make it by hand: {sys.executable} -m venv {venv} && "
+            f"{venv}/bin/pip install eflomal"
+        ) from None
+
+
 def _eflomal(venv: Path, lines: list[str]) -> tuple[list[set[Link]], list[set[Link]]]:
     """eflomal's forward and reverse links for ``source ||| target`` lines (installed if needed)."""
     if not (venv / "bin" / "eflomal-align").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "eflomal"], check=True)
+        _install_eflomal(venv)
     with tempfile.TemporaryDirectory() as tmp:
         bitext, fwd, rev = (Path(tmp) / name for name in ("bitext", "fwd", "rev"))
         bitext.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -511,16 +528,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_labels:
         if args.config is None:
             parser.error("--write-labels needs --config")
-        write_labels(
-            args.config,
-            args.write_labels,
-            args.eflomal_venv,
-            src,
-            tgt,
-            args.test_copies,
-            args.label_rule,
-            args.join,
-        )
+        try:
+            write_labels(
+                args.config,
+                args.write_labels,
+                args.eflomal_venv,
+                src,
+                tgt,
+                args.test_copies,
+                args.label_rule,
+                args.join,
+            )
+        except (OSError, subprocess.CalledProcessError) as err:  # eflomal: nothing written
+            parser.exit(2, f"{parser.prog}: error: --write-labels: {err}\n")
         return 0
     if args.table:
         if not (args.rnn or args.transformer or args.guided):

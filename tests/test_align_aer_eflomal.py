@@ -26,3 +26,29 @@ def test_the_rows_average_the_draws_and_name_their_range(monkeypatch):
     assert reverse["aer"] == pytest.approx(0.25)
     # the second draw's directions share no link: its intersection is empty (AER 1)
     assert intersection["aer"] == pytest.approx(0.5) and intersection["bleu"] is None
+
+
+def test_write_labels_without_eflomal_is_one_line_naming_the_venv(tmp_path, monkeypatch, capsys):
+    # eflomal missing and not installable (offline, or a venv folder not writable): before,
+    # --write-labels ended in subprocess's CalledProcessError traceback
+    import subprocess
+
+    def fail(cmd, check):
+        raise subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(align_aer.subprocess, "run", fail)
+    corpus = tmp_path / "train.tsv"
+    corpus.write_text("a b\tc d\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"data: {{train: {{tsv: {corpus}}}, valid: {{tsv: {corpus}}}}}\n")
+    venv = tmp_path / "no-eflomal"
+    out = tmp_path / "labels.align"
+    with pytest.raises(SystemExit) as stop:
+        align_aer.main(["--write-labels", str(out), "--config", str(config),
+                        "--eflomal-venv", str(venv)])  # fmt: skip
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"--write-labels: eflomal is not installed in --eflomal-venv {venv}" in err
+    assert f"{venv}/bin/pip install eflomal" in err
+    assert not out.exists()
