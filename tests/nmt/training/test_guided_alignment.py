@@ -202,6 +202,8 @@ def test_full_context_is_refused_for_an_rnn():
         ("heads: [4]", (TRANSFORMER,), r"heads=\[4\] names a head outside 0..3"),
         ("heads: [-1]", (TRANSFORMER,), "names a head outside 0..3"),
         ("layer: -3", (TRANSFORMER,), "layer=-3 is not a decoder layer"),
+        # align would read the mean of both listed heads where only head 0 learned
+        ("heads: [0, 0]", (TRANSFORMER,), r"heads=\[0, 0\] names a head twice"),
     ],
 )
 def test_a_supervised_layer_or_head_the_model_lacks_is_a_config_error(options, model, message):

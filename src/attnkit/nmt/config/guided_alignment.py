@@ -79,9 +79,14 @@ class GuidedAlignmentConfig(_Section):
         """The supervised heads, 0-based, of a layer of ``heads`` heads (``all``: every one).
 
         Raises:
-            ValueError: a configured head is not one of them.
+            ValueError: a configured head is not one of them, or is named twice.
         """
         picked = list(range(heads)) if self.heads == "all" else list(self.heads)
+        if len(set(picked)) < len(picked):
+            raise ValueError(
+                f"train.guided_alignment.heads={self.heads} names a head twice (each head "
+                "once: their mean is supervised)"
+            )
         if any(not 0 <= h < heads for h in picked):
             raise ValueError(
                 f"train.guided_alignment.heads={self.heads} names a head outside "
