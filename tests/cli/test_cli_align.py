@@ -223,6 +223,20 @@ def test_align_without_input_and_bad_layer_are_one_line_errors(run_dir, files, c
     assert_one_line_error(err, "align", "--head must be a whole number or 'mean', got 'all'")
 
 
+@pytest.mark.parametrize(("command", "option"), [("align", "--out"), ("inspect", "--json")])
+def test_a_folder_named_as_the_output_file_is_refused_before_the_work(
+    run_dir, files, capsys, command, option
+):
+    # align --gold and inspect print their figures on stdout before the file is written:
+    # an empty stdout shows that nothing was computed only to be lost
+    argv = [command, str(run_dir), "--src", str(files / "src"), "--tgt", str(files / "tgt")]
+    gold = ["--gold", str(files / "gold")] if command == "align" else []
+    status, out, err = run(capsys, *argv, *gold, option, str(files))
+    assert status == 2 and out == ""
+    message = f"{option} {files} is a folder; give the name of a file to write"
+    assert_one_line_error(err, command, message)
+
+
 def test_inspect_prints_and_writes_the_figures_with_zero_padding_mass(run_dir, tmp_path, capsys):
     json_file, picture = tmp_path / "figures.json", tmp_path / "coverage.png"
     status, out, _ = run(capsys, "inspect", str(run_dir), "--split", "test", "--beam", "2",

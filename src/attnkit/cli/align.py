@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .decoding import decoding_precision, head_selection, view_options
 from .errors import UsageError, warn
+from .outputs import check_output
 from .run_dir import load_batched_run, pair_file_options, run_options
 
 AGREEMENT, MUTUAL = "agreement", "mutual"
@@ -181,6 +182,7 @@ def run_align(args: argparse.Namespace) -> int:
 
 
 def _check_align_options(args: argparse.Namespace) -> None:
+    check_output("--out", args.out)
     if bool(args.symmetrize) != bool(args.reverse_run):
         raise UsageError("--symmetrize and --reverse-run go together (give both or neither)")
     tau = args.threshold

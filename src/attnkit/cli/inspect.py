@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .decoding import check_search_options, decoding_precision, search_options, search_settings
 from .errors import UsageError, warn
+from .outputs import check_output
 from .run_dir import check_split, load_run_folder, pair_file_options, run_options
 
 
@@ -65,6 +66,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     from ..nmt.analysis.inspect import inspect_run
 
     check_search_options(args)
+    check_output("--json", args.json)
     if args.plot:
         from ..plot import check_path
 

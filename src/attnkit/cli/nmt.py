@@ -25,6 +25,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, stderr, warn
+from .outputs import check_output
 from .run_dir import (
     check_run_folder,
     check_split,
@@ -358,21 +359,14 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         raise UsageError("--attention-out needs --show-attention")
     if args.html and not Path(args.html).resolve().parent.is_dir():
         raise UsageError(f"--html {args.html}: its folder does not exist")
-    _check_not_a_folder("--html", args.html)
-
-
-def _check_not_a_folder(option: str, path: str | None) -> None:
-    """A file written after the whole input is translated is checked first: a folder there
-    would lose the work."""
-    if path and Path(path).is_dir():
-        raise UsageError(f"{option} {path} is a folder; give the name of a file to write")
+    check_output("--html", args.html)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
-    _check_not_a_folder("--output", args.output)
+    check_output("--output", args.output)
     if args.output == "-":
         raise UsageError("--output -: stdout carries the scores; give a file name")
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
