@@ -237,6 +237,26 @@ def test_a_folder_named_as_the_output_file_is_refused_before_the_work(
     assert_one_line_error(err, command, message)
 
 
+@pytest.mark.parametrize(
+    ("command", "option", "reads"),
+    [("align", "--out", "--src"), ("align", "--out", "--gold"), ("inspect", "--json", "--tgt")],
+)
+def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(
+    run_dir, files, capsys, command, option, reads
+):
+    # before, the whole corpus was aligned or inspected and the result then replaced the
+    # input file it was read from
+    argv = [command, str(run_dir), "--src", str(files / "src"), "--tgt", str(files / "tgt")]
+    gold = ["--gold", str(files / "gold")] if command == "align" else []
+    given = files / reads[2:]
+    before = given.read_text()
+    status, out, err = run(capsys, *argv, *gold, option, str(given))
+    assert status == 2 and out == ""
+    message = f"{option} {given} is the file {reads} reads: writing it would replace that input"
+    assert_one_line_error(err, command, message)
+    assert given.read_text() == before
+
+
 def test_inspect_prints_and_writes_the_figures_with_zero_padding_mass(run_dir, tmp_path, capsys):
     json_file, picture = tmp_path / "figures.json", tmp_path / "coverage.png"
     status, out, _ = run(capsys, "inspect", str(run_dir), "--split", "test", "--beam", "2",

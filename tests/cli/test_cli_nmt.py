@@ -131,6 +131,42 @@ def test_a_folder_named_as_the_output_file_is_refused_before_translating(
     assert captured.err.strip().splitlines()[-1] == f"attnkit {command}: error: {message}"
 
 
+@pytest.mark.parametrize(
+    ("command", "option", "reads"),
+    [
+        ("translate", "--attention-json", "--src"),
+        ("translate", "--attention-out", "--src"),
+        ("translate", "--html", "--src"),
+        ("evaluate", "--output", "--src"),
+        ("evaluate", "--output", "--tgt"),
+    ],
+)
+def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(
+    run_dir, capsys, tmp_path, command, option, reads
+):
+    # before, --attention-json/--attention-out emptied --src before it was read (nothing
+    # translated, status 0), and --html / evaluate --output replaced the input afterwards
+    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    src.write_text("s1 s2 s3\ns4 s5\n")
+    tgt.write_text("s3 s2 s1\ns5 s4\n")
+    given = {"--src": src, "--tgt": tgt}[reads]
+    link = tmp_path / "link.txt"  # the same file under another name
+    link.symlink_to(given.name)
+    argv = [command, str(run_dir), "--src", str(src)]
+    argv += ["--tgt", str(tgt)] if command == "evaluate" else []
+    argv += ["--show-attention"] if option == "--attention-out" else []
+    for name in (given, link):
+        assert main([*argv, option, str(name)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""  # refused before anything was translated
+        message = (
+            f"{option} {name} is the file {reads} reads: writing it would replace that input; "
+            "give another name"
+        )
+        assert captured.err.strip().splitlines()[-1] == f"attnkit {command}: error: {message}"
+    assert src.read_text() == "s1 s2 s3\ns4 s5\n" and tgt.read_text() == "s3 s2 s1\ns5 s4\n"
+
+
 def test_evaluate_output_dash_is_refused_not_written_to_a_file_named_dash(
     run_dir, capsys, tmp_path, monkeypatch
 ):

@@ -182,7 +182,15 @@ def run_align(args: argparse.Namespace) -> int:
 
 
 def _check_align_options(args: argparse.Namespace) -> None:
-    check_output("--out", args.out)
+    inputs = {
+        "--src": args.src,
+        "--tgt": args.tgt,
+        "--bitext": args.bitext,
+        "--gold": args.gold,
+        "--dev-bitext": args.dev_bitext,
+        "--dev-gold": args.dev_gold,
+    }
+    check_output("--out", args.out, inputs)
     if bool(args.symmetrize) != bool(args.reverse_run):
         raise UsageError("--symmetrize and --reverse-run go together (give both or neither)")
     tau = args.threshold

@@ -66,7 +66,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     from ..nmt.analysis.inspect import inspect_run
 
     check_search_options(args)
-    check_output("--json", args.json)
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        check_output(option, path, {"--src": args.src, "--tgt": args.tgt})
     if args.plot:
         from ..plot import check_path
 

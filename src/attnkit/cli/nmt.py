@@ -359,14 +359,20 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         raise UsageError("--attention-out needs --show-attention")
     if args.html and not Path(args.html).resolve().parent.is_dir():
         raise UsageError(f"--html {args.html}: its folder does not exist")
-    check_output("--html", args.html)
+    outputs = {
+        "--attention-json": args.attention_json,
+        "--attention-out": args.attention_out,
+        "--html": args.html,
+    }
+    for option, path in outputs.items():
+        check_output(option, path, {"--src": args.src})
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
-    check_output("--output", args.output)
+    check_output("--output", args.output, {"--src": args.src, "--tgt": args.tgt})
     if args.output == "-":
         raise UsageError("--output -: stdout carries the scores; give a file name")
     corpus = _own_test_set(args)  # read before the model loads: file errors come first

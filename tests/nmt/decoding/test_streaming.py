@@ -261,7 +261,7 @@ def test_progress_goes_to_stderr_only(word_run, capsys, monkeypatch):
         (["--buffer-size", "0"], "--buffer-size must be >= 1, got 0"),
         (["--n-best", "2"], "--n-best needs --attention-json FILE"),
         (["--attention-out", "x.txt"], "--attention-out needs --show-attention"),
-        (["--attention-json", "."], "cannot write ."),
+        (["--attention-json", "."], "--attention-json . is a folder; give the name of a file"),
     ],
 )
 def test_stream_option_errors_are_one_line(word_run, capsys, argv, message):
