@@ -64,6 +64,40 @@ def test_average_rebuilds_the_mean_of_the_newest_snapshots(copy_of_run, capsys):
     assert f"valid BLEU {averaged.state['valid_bleu']:.2f}" in out
 
 
+def test_an_average_interrupted_before_its_choice_leaves_no_stale_choice(
+    copy_of_run, capsys, monkeypatch
+):
+    # Ctrl-C while the checkpoints are scored again on the whole validation set: before,
+    # choice.json still named the choice among the old checkpoints, and as the new averaged
+    # checkpoint ends at the same step (20), --checkpoint auto followed it unchecked
+    import attnkit.nmt.training.averaged as averaged_module
+
+    folder = RunFolder(copy_of_run)
+    state = load_checkpoint(snapshot_average(copy_of_run)).state  # what --last 2 writes
+    by_scores = "averaged" if state["valid_bleu"] >= state["best_bleu"] else "best"
+    stale = "best" if by_scores == "averaged" else "averaged"  # the old choice said otherwise
+    record = {"chosen": stale, "steps": {"averaged": 20, "best": 20}, "scores": {}}
+    folder.choice.write_text(json.dumps(record))
+    assert folder.resolve_checkpoint("auto") == stale  # such a record is followed
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(averaged_module, "choose_checkpoint", interrupted)
+    status, _, err = run(capsys, "average", str(copy_of_run), "--last", "2")
+    assert status == 130 and "interrupted" in err
+    assert load_checkpoint(folder.averaged).state == state
+    # auto goes by the new average's own scores against best's, as for a run without a choice
+    assert folder.resolve_checkpoint("auto") == by_scores
+
+
+def snapshot_average(run_dir: Path) -> Path:
+    """The averaged record ``average --last 2`` writes, made in a copy of ``run_dir``."""
+    other = Path(shutil.copytree(run_dir, run_dir.with_name("other")))
+    assert main(["average", str(other), "--last", "2"]) == 0
+    return RunFolder(other).averaged
+
+
 def test_average_defaults_to_every_kept_snapshot(copy_of_run, capsys):
     folder = RunFolder(copy_of_run)
     folder.averaged.unlink()

@@ -88,7 +88,9 @@ def write_averaged(
     under ``precision``, and written as the ``averaged`` checkpoint (weights
     only, atomically) with state ``{"averaged_steps", "step", "epoch",
     "valid_loss", "valid_ppl", "valid_bleu", "best_step", "best_bleu"}``. The global
-    random state is left as it was.
+    random state is left as it was. The run's ``choice.json``, which compared the
+    checkpoint being replaced, is removed first: choose again
+    (:func:`.checkpoint_choice.choose_checkpoint`).
 
     Raises:
         ValueError: fewer than 2 snapshots would be averaged, ``count`` is more
@@ -114,6 +116,9 @@ def write_averaged(
     steps = [snapshot.state["step"] for snapshot in loaded]
     state = {"averaged_steps": steps, "step": steps[-1], "epoch": newest.get("epoch"), **scores}
     state.update(best_step=best_step, best_bleu=best_bleu)
+    # choice.json compared the averaged checkpoint being replaced; until it is chosen again,
+    # auto goes by these scores (RunFolder.resolve_checkpoint), not by that comparison
+    folder.choice.unlink(missing_ok=True)
     path = save_checkpoint(folder.path, AVERAGED, weights, state)
     return Averaged(path, steps, scores, best_step, best_bleu)
 
