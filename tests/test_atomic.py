@@ -1,4 +1,5 @@
-"""Scratch left by a killed writer is removed by the next write of the same name."""
+"""attnkit.atomic: scratch left by a killed writer is removed by the next write of the same
+name; a symbolic link is written through."""
 
 from __future__ import annotations
 
@@ -61,3 +62,27 @@ def test_a_sigkilled_writer_s_scratch_is_gone_after_the_next_write(tmp_path):
     assert len(left) == 1 and left[0].startswith(".big.bin.") and left[0].endswith(".tmp")
     atomic_write_bytes(target, b"whole")
     assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
+
+
+def test_a_symbolic_link_is_written_through_and_stays_a_link(tmp_path):
+    # before, the link itself was replaced by a regular file: `evaluate --output latest.txt`
+    # with latest.txt -> runs/2024.txt left runs/2024.txt as it was and the link gone
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "2024.txt"
+    real.write_bytes(b"old")
+    link = tmp_path / "latest.txt"
+    link.symlink_to("runs/2024.txt")  # relative, as ln -s makes it
+    chain = tmp_path / "newest.txt"
+    chain.symlink_to(link)
+    atomic_write_bytes(chain, b"new")
+    assert chain.is_symlink() and link.is_symlink()
+    assert os.readlink(chain) == str(link) and os.readlink(link) == "runs/2024.txt"
+    assert real.read_bytes() == b"new"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["2024.txt"]  # no scratch
+
+
+def test_a_dangling_link_gets_its_file_made(tmp_path):
+    link = tmp_path / "out.txt"
+    link.symlink_to(tmp_path / "made.txt")
+    atomic_write_bytes(link, b"text")
+    assert link.is_symlink() and (tmp_path / "made.txt").read_bytes() == b"text"

@@ -82,7 +82,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     Temporary file in the same folder (same file system), flush + fsync, then
     ``os.replace``; the temporary file is removed if anything fails. A device or a
     pipe (``/dev/stdout``, a named pipe) is written into instead: renaming over it
-    would put a regular file in its place.
+    would put a regular file in its place. A symbolic link is written through, as
+    ``> LINK`` in a shell writes: the file it points to is replaced (atomically, beside
+    it), and the link stays.
 
     Raises:
         WriteError: the folder or the file could not be written (it names ``path``).
@@ -93,9 +95,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             with open(path, "wb") as handle:
                 handle.write(data)
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_and_replace(path, data)
-    _fsync_dir(path.parent)
+        target = Path(os.path.realpath(path)) if path.is_symlink() else path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_and_replace(target, data)
+    _fsync_dir(target.parent)
 
 
 def _is_stream(path: Path) -> bool:
