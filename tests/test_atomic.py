@@ -3,12 +3,15 @@ name; a symbolic link is written through."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
 import sys
 
-from attnkit.atomic import atomic_write_bytes, new_folder_beside
+import pytest
+
+from attnkit.atomic import WriteError, atomic_write_bytes, new_folder_beside
 
 
 def _dead_pid() -> int:
@@ -86,3 +89,15 @@ def test_a_dangling_link_gets_its_file_made(tmp_path):
     link.symlink_to(tmp_path / "made.txt")
     atomic_write_bytes(link, b"text")
     assert link.is_symlink() and (tmp_path / "made.txt").read_bytes() == b"text"
+
+
+def test_a_file_in_the_way_of_the_folder_is_named(tmp_path):
+    # before: "cannot write out/x.txt: File exists", as if x.txt were there already
+    blocking = tmp_path / "out"
+    blocking.write_text("a file, not a folder")
+    for path in (blocking / "x.txt", blocking / "a" / "b" / "x.txt"):
+        with pytest.raises(WriteError) as caught:
+            atomic_write_bytes(path, b"text")
+        assert str(caught.value) == f"cannot write {path}: {blocking} is a file, not a folder"
+        assert caught.value.errno == errno.ENOTDIR
+    assert blocking.read_text() == "a file, not a folder"

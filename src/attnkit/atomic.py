@@ -16,6 +16,7 @@ longer running; a half-built token store can be gigabytes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -32,6 +33,7 @@ __all__ = [
     "STDOUT",
     "WriteError",
     "atomic_write_bytes",
+    "make_folder",
     "new_folder_beside",
     "replace_folder",
     "writing",
@@ -96,9 +98,30 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
                 handle.write(data)
             return
         target = Path(os.path.realpath(path)) if path.is_symlink() else path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(target.parent)
         _write_and_replace(target, data)
     _fsync_dir(target.parent)
+
+
+def make_folder(folder: Path) -> None:
+    """``mkdir -p folder``; a file in the way is named.
+
+    ``Path.mkdir`` says only "File exists" when ``folder`` itself is a file, which
+    reads as if the file being written were there already.
+
+    Raises:
+        NotADirectoryError: ``folder`` or a folder above it is a file
+            (``strerror``: ``out.txt is a file, not a folder``).
+        OSError: another reason it cannot be made.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:
+        blocking = next((p for p in (folder, *folder.parents) if p.is_file()), None)
+        if blocking is None:
+            raise
+        message = f"{blocking} is a file, not a folder"
+        raise NotADirectoryError(errno.ENOTDIR, message) from err
 
 
 def _is_stream(path: Path) -> bool:

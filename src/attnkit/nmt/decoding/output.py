@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from torch import Tensor
 
-from ...atomic import STDOUT, writing
+from ...atomic import STDOUT, make_folder, writing
 from ..runs.loaded_run import LoadedRun
 from .records import explorer_record, translation_record
 from .selection import HeadSelection
@@ -226,7 +226,7 @@ def clear_old_heatmaps(folder: Path) -> None:
         ValueError: the folder cannot be made or read (``cannot write heatmaps to ...``).
     """
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
         for path in folder.iterdir():
             if _HEATMAP_NAME.fullmatch(path.name) and path.is_file():
                 path.unlink()

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...atomic import new_folder_beside, replace_folder, writing
+from ...atomic import make_folder, new_folder_beside, replace_folder, writing
 from ..precision import cpu_flag
 from ..runs.loaded_run import LoadedRun, load_run
 from ..runs.run_folder import RunFolder
@@ -185,7 +185,7 @@ def export_run(
     spec.optimize(quantization=quantization)
     manifest = model_card.manifest(run, checkpoint, quantization, ct2.__version__)
     with writing(out):  # a failure names the export folder, not the folder it is built in
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(out.parent)
         tmp = new_folder_beside(out)
         try:
             _fill(tmp, spec, run, manifest, out)
