@@ -167,6 +167,27 @@ def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(
     assert src.read_text() == "s1 s2 s3\ns4 s5\n" and tgt.read_text() == "s3 s2 s1\ns5 s4\n"
 
 
+def test_an_output_that_is_the_file_on_stdin_is_refused_and_the_input_kept(run_dir, tmp_path):
+    # attnkit translate RUN --attention-json in.txt < in.txt: before, in.txt was emptied
+    # before a line was read, and the command said nothing and ended with status 0
+    import subprocess
+    import sys
+
+    given = tmp_path / "in.txt"
+    given.write_text("s1 s2 s3\ns4 s5\n")
+    command = [sys.executable, "-m", "attnkit", "translate", str(run_dir)]
+    with given.open("rb") as stdin:
+        done = subprocess.run(
+            [*command, "--attention-json", str(given)], stdin=stdin, capture_output=True, text=True
+        )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        f"attnkit translate: error: --attention-json {given} is the file standard input reads: "
+        "writing it would replace that input; give another name"
+    )
+    assert given.read_text() == "s1 s2 s3\ns4 s5\n"
+
+
 def test_evaluate_output_dash_is_refused_not_written_to_a_file_named_dash(
     run_dir, capsys, tmp_path, monkeypatch
 ):

@@ -364,8 +364,10 @@ def _check_stream_options(args: argparse.Namespace) -> None:
         "--attention-out": args.attention_out,
         "--html": args.html,
     }
+    # without sentences or --src the lines come from stdin, which may be a file (< in.txt)
+    stdin = None if args.sentences or args.src else "/dev/stdin"
     for option, path in outputs.items():
-        check_output(option, path, {"--src": args.src})
+        check_output(option, path, {"--src": args.src, "standard input": stdin})
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
