@@ -274,3 +274,16 @@ def test_other_runtime_errors_of_the_search_are_not_called_out_of_memory(run_dir
     monkeypatch.setattr(search, "beam_search_n_best", broken)
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         main(["translate", str(run_dir), "s1 s2", "--beam", "2"])
+
+
+def test_two_outputs_on_one_file_are_refused_before_the_work(run_dir, capsys, tmp_path):
+    # before, --attention-out and --attention-json both wrote same.txt: garbled, status 0
+    same = tmp_path / "same.txt"
+    argv = ["translate", str(run_dir), "s1 s2", "--show-attention", "--attention-out", str(same)]
+    assert main([*argv, "--attention-json", str(same)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not same.exists()
+    assert captured.err.strip().endswith(
+        f"--attention-json {same} and --attention-out {same} are the same file; give each its own"
+    )
+    assert main([*argv, "--attention-json", str(tmp_path / "other.jsonl")]) == 0

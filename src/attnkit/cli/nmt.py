@@ -25,7 +25,7 @@ from .decoding import (
     view_options,
 )
 from .errors import UsageError, stderr, warn
-from .outputs import check_output
+from .outputs import check_distinct_outputs, check_output
 from .run_dir import (
     check_run_folder,
     check_split,
@@ -368,6 +368,7 @@ def _check_stream_options(args: argparse.Namespace) -> None:
     stdin = None if args.sentences or args.src else "/dev/stdin"
     for option, path in outputs.items():
         check_output(option, path, {"--src": args.src, "standard input": stdin})
+    check_distinct_outputs(outputs)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

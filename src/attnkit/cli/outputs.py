@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import UsageError
 
-__all__ = ["check_output"]
+__all__ = ["check_distinct_outputs", "check_output"]
 
 
 def check_output(
@@ -46,4 +46,32 @@ def _same_file(path: str, source: str) -> bool:
     try:
         return os.path.samefile(path, source) and stat.S_ISREG(os.stat(path).st_mode)
     except OSError:  # either does not exist (yet)
+        return False
+
+
+def check_distinct_outputs(outputs: Mapping[str, str | None]) -> None:
+    """Refuse two of a command's outputs (``{"--html": "a.html", ...}``) naming one file:
+    both would write it, and what is left is neither.
+
+    Raises:
+        UsageError: ``--attention-out a.txt and --attention-json a.txt are the same file;
+            give each its own``.
+    """
+    seen: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if not path:
+            continue
+        key = Path(os.path.realpath(path))
+        if key in seen and not _is_device(key):
+            raise UsageError(
+                f"{seen[key]} and {option} {path} are the same file; give each its own"
+            )
+        seen[key] = f"{option} {path}"
+
+
+def _is_device(path: Path) -> bool:
+    """Whether ``path`` is a terminal, a pipe or a device (``/dev/stderr``): writers share it."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # not made yet: a file to be written
         return False
