@@ -123,6 +123,22 @@ def test_previous_checkpoint_is_kept_and_stale_weights_removed(tmp_path):
     assert len(list(tmp_path.glob("last.*.safetensors"))) == 2
 
 
+def test_a_damaged_newest_checkpoint_never_replaces_the_good_previous_one(tmp_path):
+    # a resume that fell back to last.prev.json saves again: before, the damaged last.json
+    # was kept as the new last.prev.json, so no good fallback was left
+    for step in (1, 2):
+        save_checkpoint(
+            tmp_path, "last", {"w": torch.full((2,), step)}, {"step": step}, keep_previous=True
+        )
+    weights = tmp_path / json.loads((tmp_path / "last.json").read_text())["weights"]
+    truncate(weights)
+    assert load_latest(tmp_path / "last.json", warn=lambda _: None).state == {"step": 1}
+    save_checkpoint(tmp_path, "last", {"w": torch.zeros(2)}, {"step": 3}, keep_previous=True)
+    assert load_checkpoint(tmp_path / "last.json").state == {"step": 3}
+    assert load_checkpoint(tmp_path / "last.prev.json").state == {"step": 1}
+    assert not weights.exists()  # the damaged weights, named by no record, are gone
+
+
 def poisoned_loss(bad_calls, kind="loss"):
     """Wrap the training loss so the given training calls (1-based) are non-finite."""
     real, calls = objective_module.token_loss, []

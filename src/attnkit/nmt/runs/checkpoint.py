@@ -114,7 +114,9 @@ def save_checkpoint(
         state: JSON-serialisable training state (epoch, step, metrics...).
         optimizer: whose state to include, for resuming.
         extra: more tensors to keep (e.g. RNG states), stored as ``extra.<key>``.
-        keep_previous: keep the checkpoint being replaced as ``name.prev.json``.
+        keep_previous: keep the checkpoint being replaced as ``name.prev.json``, when it
+            is whole (a damaged one, such as a resume fell back from, leaves the kept
+            previous version as it is).
     """
     folder = Path(folder)
     path = record_path(folder, name)
@@ -132,11 +134,20 @@ def save_checkpoint(
     record["weights"] = weights_name
     record["sha256"] = hashlib.sha256(data).hexdigest()
     previous = _previous_path(path)
-    if keep_previous and _weights_named_by(path):
+    if keep_previous and _is_whole(path):  # a damaged one never replaces a good fallback
         atomic_write_bytes(previous, path.read_bytes())
     atomic_write_bytes(path, json.dumps(record, indent=2).encode("utf-8"))
     _remove_unnamed_weights(folder, name, (path, previous))
     return path
+
+
+def _is_whole(record: Path) -> bool:
+    """Whether ``record`` and its weights are whole (their checksum matches)."""
+    try:
+        _verified(record)
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
 
 
 def _previous_path(record: Path) -> Path:
