@@ -307,3 +307,39 @@ def test_a_typo_in_a_worked_example_matrix_is_named_by_row_and_entry(
     status = _wait(browser, "#explain-status.error")[0]
     assert status.text == message
     assert browser.find_elements("css selector", "#explain-weights td") == []
+
+
+# The page's first POST /translate is sent at once but its answer held until
+# window.__release(done) is called; `done` runs once the page has handled it.
+HOLD_FIRST_TRANSLATION = """
+const send = window.postJSON;
+let held = false;
+window.postJSON = (path, body) => {
+  if (path !== "/translate" || held) return send(path, body);
+  held = true;
+  const answer = send(path, body);
+  return new Promise((resolve, reject) => {
+    window.__release = (done) => {
+      answer.then(resolve, reject);
+      answer.finally(() => setTimeout(done, 0)).catch(() => {});
+    };
+  });
+};
+"""
+
+
+def test_an_earlier_translation_answering_late_never_replaces_the_latest(server, browser):
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    browser.execute_script(HOLD_FIRST_TRANSLATION)
+    box = browser.find_element("id", "text")
+    box.send_keys("ein Mann geht nach Hause")  # its answer comes last
+    browser.find_element("id", "translate").click()
+    box.clear()
+    box.send_keys("zwei Frauen essen")
+    browser.find_element("id", "translate").click()
+    _wait(browser, ".sentence")
+    browser.execute_async_script("window.__release(arguments[0])")
+    sources = [n.text for n in browser.find_elements("css selector", ".sentence .source")]
+    assert sources == ["zwei Frauen essen"]  # the text in the box, not the earlier one
+    assert browser.find_element("id", "translate-status").text.startswith("beam")

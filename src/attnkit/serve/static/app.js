@@ -23,6 +23,18 @@ async function postJSON(path, body) {
   return data;
 }
 
+// A form's submit handler that shows only the answer to its latest request: an earlier
+// request answering late (a slower run, a longer text) must not replace it. The handler
+// gets `current()`, false once a later request was sent, to check after each await.
+function latestOnly(handler) {
+  let latest = 0;
+  return (event) => {
+    event.preventDefault();
+    const mine = ++latest;
+    return handler(() => mine === latest);
+  };
+}
+
 // ---------------------------------------------------------------- tabs
 
 function showTab(id) {
@@ -215,8 +227,7 @@ async function loadRuns() {
     : "";
 }
 
-async function translate(event) {
-  event.preventDefault();
+async function translate(current) {
   const status = $("translate-status");
   const body = { text: $("text").value, run: $("run").value || null };
   if ($("beam").value) body.beam = Number($("beam").value);
@@ -224,9 +235,11 @@ async function translate(event) {
   status.classList.remove("error");
   try {
     const data = await postJSON("/translate", body);
+    if (!current()) return;
     $("results").replaceChildren(...data.sentences.map(sentenceCard));
     status.textContent = data.warnings.join(" ") || `beam ${data.beam}`;
   } catch (err) {  // the previous translations would read as this text's: clear them
+    if (!current()) return;
     $("results").replaceChildren();
     status.textContent = err.message;
     status.classList.add("error");
@@ -282,18 +295,19 @@ function explainBody() {
   return body;
 }
 
-async function explainExample(event) {
-  event.preventDefault();
+async function explainExample(current) {
   const status = $("explain-status");
   status.classList.remove("error");
   try {
     const data = await postJSON("/explain", explainBody());
+    if (!current()) return;
     const t = data.trace;
     const masked = t.mask ? (i, j) => !t.mask[i][j] : undefined;
     $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels, masked));
     $("explain-text").textContent = data.text;
     status.textContent = "";
   } catch (err) {  // the previous result would read as this input's: clear it
+    if (!current()) return;
     $("explain-weights").replaceChildren();
     $("explain-text").textContent = "";
     status.textContent = err.message;
@@ -313,7 +327,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const tab of document.querySelectorAll(".tab")) {
     tab.addEventListener("click", () => showTab(tab.dataset.tab));
   }
-  $("translate-form").addEventListener("submit", translate);
-  $("explain-form").addEventListener("submit", explainExample);
+  $("translate-form").addEventListener("submit", latestOnly(translate));
+  $("explain-form").addEventListener("submit", latestOnly(explainExample));
   loadRuns().catch((err) => { $("translate-status").textContent = err.message; });
 });
