@@ -343,3 +343,9 @@ def test_an_earlier_translation_answering_late_never_replaces_the_latest(server,
     sources = [n.text for n in browser.find_elements("css selector", ".sentence .source")]
     assert sources == ["zwei Frauen essen"]  # the text in the box, not the earlier one
     assert browser.find_element("id", "translate-status").text.startswith("beam")
+
+
+def test_the_view_layer_and_head_pickers_are_labelled(server, browser):
+    _translate(browser, server, "ein Hund rennt")
+    pickers = browser.find_elements("css selector", ".sentence .controls select")
+    assert [p.accessible_name for p in pickers] == ["view", "layer", "head"]

@@ -122,8 +122,9 @@ function viewControls(s, card) {
   }
   const layer = el("select", { class: "layer" });
   const head = el("select", { class: "head" });
-  box.append(el("label", {}, "view "), view, el("label", {}, " layer "), layer,
-    el("label", {}, " head "), head);
+  const labelled = (text, select) => { const label = el("label", {}, text); label.append(select);
+    return label; };  // a label holding its select names it (screen readers, voice control)
+  box.append(labelled("view ", view), labelled(" layer ", layer), labelled(" head ", head));
   const fill = () => {
     const w = s.views[view.value === "alignment" ? "cross" : view.value];
     layer.replaceChildren(...w.map((_, i) => el("option", { value: i }, i)));
