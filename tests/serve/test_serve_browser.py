@@ -349,3 +349,21 @@ def test_the_view_layer_and_head_pickers_are_labelled(server, browser):
     _translate(browser, server, "ein Hund rennt")
     pickers = browser.find_elements("css selector", ".sentence .controls select")
     assert [p.accessible_name for p in pickers] == ["view", "layer", "head"]
+
+
+def test_a_keyboard_alone_reaches_an_output_token_and_opens_its_step(server, browser):
+    from selenium.webdriver import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    card = _translate(browser, server, "ein Hund rennt")
+    expected = _api(server, {"text": "ein Hund rennt"})["sentences"][0]["weights"]
+    first = card.find_element("css selector", ".tok.query")
+    for _ in range(20):  # from the Translate button through the card
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        if browser.switch_to.active_element == first:
+            break
+    assert browser.switch_to.active_element == first
+    keys = card.find_elements("css selector", ".tok.key")
+    assert [float(k.get_attribute("data-weight")) for k in keys] == pytest.approx(expected[0])
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    assert "= 1.000000" in card.find_element("css selector", ".step .sum").text

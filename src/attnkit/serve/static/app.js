@@ -149,19 +149,26 @@ function render(s, card) {
   const queries = q(".queries");
   keys.replaceChildren(el("span", { class: "label" }, "keys:"));
   queries.replaceChildren(el("span", { class: "label" }, "queries:"));
-  const keyNodes = cols.map((t, j) => el("span", { class: "tok key", "data-index": j }, t));
-  const queryNodes = rows.map((t, i) => el("span", { class: "tok query", "data-index": i }, t));
+  // buttons: Tab reaches every token, focus shades as hovering does, Enter opens a step
+  const token = (kind, t, index) =>
+    el("button", { type: "button", class: `tok ${kind}`, "data-index": index }, t);
+  const keyNodes = cols.map((t, j) => token("key", t, j));
+  const queryNodes = rows.map((t, i) => token("query", t, i));
   keys.append(...keyNodes);
   queries.append(...queryNodes);
   const all = [...keyNodes, ...queryNodes];
+  const onShow = (node, show) => {
+    node.addEventListener("mouseenter", show);
+    node.addEventListener("focus", show);
+  };
   queryNodes.forEach((node, i) => {
     const show = () => { clearPaint(all); node.classList.add("focus");
       keyNodes.forEach((k, j) => paint(k, m[i][j])); };
-    node.addEventListener("mouseenter", show);
+    onShow(node, show);
     node.addEventListener("click", () => { show(); explainStep(q(".step"), m[i], rows[i], cols); });
   });
   keyNodes.forEach((node, j) => {
-    node.addEventListener("mouseenter", () => { clearPaint(all); node.classList.add("focus");
+    onShow(node, () => { clearPaint(all); node.classList.add("focus");
       queryNodes.forEach((r, i) => paint(r, m[i][j])); });
   });
   q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked));
