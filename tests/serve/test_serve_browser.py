@@ -367,3 +367,16 @@ def test_a_keyboard_alone_reaches_an_output_token_and_opens_its_step(server, bro
     assert [float(k.get_attribute("data-weight")) for k in keys] == pytest.approx(expected[0])
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     assert "= 1.000000" in card.find_element("css selector", ".step .sum").text
+
+
+def test_a_right_to_left_sentence_reads_right_to_left(server, browser):
+    card = _translate(browser, server, "שלום עולם.\nein Hund rennt.")
+    direction = [
+        e.value_of_css_property("direction")
+        for e in [
+            browser.find_element("id", "text"),
+            *browser.find_elements("css selector", ".source"),
+        ]
+    ]
+    assert direction == ["rtl", "rtl", "ltr"]  # the box (first line), each source as its text
+    assert card.find_element("css selector", ".source").text == "שלום עולם."

@@ -1,6 +1,7 @@
 // attnkit explorer: plain JavaScript, no libraries. Every piece of data reaches
 // the page through textContent or attributes (never parsed as HTML), so a token that
-// spells <script> is shown as text.
+// spells <script> is shown as text. Each text takes its own direction (dir="auto"): a
+// Hebrew or Arabic sentence reads right to left, its final full stop on the left.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -8,7 +9,10 @@ const $ = (id) => document.getElementById(id);
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = String(text);
+  if (text !== undefined) {
+    node.textContent = String(text);
+    node.dir = "auto";
+  }
   return node;
 }
 
