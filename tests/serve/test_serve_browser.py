@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from serve_helpers import ServerProcess, make_runs
+from serve_helpers import CORPUS, ServerProcess, make_runs
 
 pytestmark = pytest.mark.browser
 INJECTED = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> "quoted"'
@@ -380,3 +380,25 @@ def test_a_right_to_left_sentence_reads_right_to_left(server, browser):
     ]
     assert direction == ["rtl", "rtl", "ltr"]  # the box (first line), each source as its text
     assert card.find_element("css selector", ".source").text == "שלום עולם."
+
+
+def test_a_long_sentences_heatmap_scrolls_in_its_card_in_a_narrow_window(server, browser):
+    from selenium.webdriver.support.ui import Select
+
+    narrow = {"width": 400, "height": 800, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", narrow)
+    try:
+        browser.get(server.url)
+        _wait(browser, "#run option", 2)
+        Select(browser.find_element("id", "run")).select_by_value("transformer")
+        browser.find_element("id", "text").send_keys(" ".join(CORPUS * 3))  # 42 tokens
+        browser.find_element("id", "translate").click()
+        _wait(browser, ".heatmap td")
+        page, window, heatmap, shown = browser.execute_script(
+            "const h = document.querySelector('.heatmap'), page = document.documentElement;"
+            "return [page.scrollWidth, innerWidth, h.scrollWidth, h.clientWidth]"
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert page <= window == 400  # the page itself never scrolls sideways
+    assert heatmap > shown  # the wide heatmap scrolls inside its card

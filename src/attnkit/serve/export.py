@@ -41,6 +41,7 @@ def html_page(
     blob = json.dumps(data, ensure_ascii=False).translate(_SCRIPT_SAFE)
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         "<title>attnkit translations</title>\n<style>\n" + style + "</style>\n</head>\n"
         '<body>\n<header><h1>attnkit translations</h1><p id="page-about">'
         + heading
