@@ -402,3 +402,15 @@ def test_a_long_sentences_heatmap_scrolls_in_its_card_in_a_narrow_window(server,
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert page <= window == 400  # the page itself never scrolls sideways
     assert heatmap > shown  # the wide heatmap scrolls inside its card
+
+
+def test_a_stopped_server_is_named_in_the_error_not_failed_to_fetch(browser, tmp_path):
+    gone = ServerProcess(make_runs(tmp_path)["rnn"])
+    browser.get(gone.url)
+    _wait(browser, "#run option")
+    assert gone.stop() == 0
+    browser.find_element("id", "text").send_keys("ein Hund rennt")
+    browser.find_element("id", "translate").click()
+    status = _wait(browser, "#translate-status.error")[0]
+    origin = gone.url.rstrip("/")
+    assert status.text == f"no answer from the server at {origin}: is attnkit serve still running?"

@@ -16,15 +16,33 @@ function el(tag, attrs, text) {
   return node;
 }
 
-async function postJSON(path, body) {
-  const response = await fetch(path, {
+// The server's JSON answer to `path`, or an Error saying what went wrong in words a
+// class can act on (the browser's own "Failed to fetch" names neither server nor cause).
+async function askServer(path, init) {
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {  // no HTTP answer at all: the server was stopped or the connection dropped
+    throw new Error(`no answer from the server at ${location.origin}: ` +
+      "is attnkit serve still running?");
+  }
+  const text = await response.text();
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch {  // e.g. a proxy's HTML error page
+    throw new Error(`the server answered ${response.status} ${response.statusText}, not JSON`);
+  }
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function postJSON(path, body) {
+  return askServer(path, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
   });
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.error || response.statusText);
-  return data;
 }
 
 // A form's submit handler that shows only the answer to its latest request: an earlier
@@ -229,8 +247,7 @@ function explainStep(box, weights, token, cols) {
 // ---------------------------------------------------------------- translate tab
 
 async function loadRuns() {
-  const response = await fetch("/runs");
-  const data = await response.json();
+  const data = await askServer("/runs");
   $("run").replaceChildren(...data.runs.map((r) =>
     el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.direction})`)));
   const missing = data.missing || [];
@@ -341,5 +358,8 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("translate-form").addEventListener("submit", latestOnly(translate));
   $("explain-form").addEventListener("submit", latestOnly(explainExample));
-  loadRuns().catch((err) => { $("translate-status").textContent = err.message; });
+  loadRuns().catch((err) => {
+    $("translate-status").textContent = err.message;
+    $("translate-status").classList.add("error");
+  });
 });
