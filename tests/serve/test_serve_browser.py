@@ -342,7 +342,7 @@ def test_an_earlier_translation_answering_late_never_replaces_the_latest(server,
     browser.execute_async_script("window.__release(arguments[0])")
     sources = [n.text for n in browser.find_elements("css selector", ".sentence .source")]
     assert sources == ["zwei Frauen essen"]  # the text in the box, not the earlier one
-    assert browser.find_element("id", "translate-status").text.startswith("beam")
+    assert browser.find_element("id", "translate-status").text == "run rnn, beam 2"
 
 
 def test_the_view_layer_and_head_pickers_are_labelled(server, browser):
@@ -414,3 +414,17 @@ def test_a_stopped_server_is_named_in_the_error_not_failed_to_fetch(browser, tmp
     status = _wait(browser, "#translate-status.error")[0]
     origin = gone.url.rstrip("/")
     assert status.text == f"no answer from the server at {origin}: is attnkit serve still running?"
+
+
+def test_the_status_names_the_run_and_search_beside_any_warning(server, browser):
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    _translate(browser, server, " ".join(CORPUS[:2]))  # 11 tokens: over the rnn's 8
+    status = browser.find_element("id", "translate-status")
+    warning = "line 1: 11 tokens, truncated to the model's limit of 8"
+    assert status.text == f"run rnn, beam 2. {warning}"
+    Select(browser.find_element("id", "run")).select_by_value("transformer")
+    browser.find_element("id", "beam").send_keys("1")
+    browser.find_element("id", "translate").click()
+    WebDriverWait(browser, 30).until(lambda _: status.text != "translating…")
+    assert status.text == "run transformer, greedy search"

@@ -266,7 +266,9 @@ async function translate(current) {
     const data = await postJSON("/translate", body);
     if (!current()) return;
     $("results").replaceChildren(...data.sentences.map(sentenceCard));
-    status.textContent = data.warnings.join(" ") || `beam ${data.beam}`;
+    // which run and search made these cards (the Run picker may since show another run)
+    const search = data.beam === 1 ? "greedy search" : `beam ${data.beam}`;
+    status.textContent = [`run ${data.run}, ${search}`, ...data.warnings].join(". ");
   } catch (err) {  // the previous translations would read as this text's: clear them
     if (!current()) return;
     $("results").replaceChildren();
