@@ -428,3 +428,22 @@ def test_the_status_names_the_run_and_search_beside_any_warning(server, browser)
     browser.find_element("id", "translate").click()
     WebDriverWait(browser, 30).until(lambda _: status.text != "translating…")
     assert status.text == "run transformer, greedy search"
+
+
+def test_an_empty_translation_says_so_instead_of_showing_nothing(browser, tmp_path):
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+
+    run = load_run(make_runs(tmp_path)["rnn"])
+    [translation] = translate_lines(run, ["ein Hund"], n_best=2)
+    record = sentence_payload(run, translation, 1, n_best=2)
+    record["views"]["cross"] = [[record["weights"][-1:]]]  # as if the model ended at once
+    record.update(translation="", tgt_tokens=["</s>"], weights=record["weights"][-1:])
+    record["hypotheses"][0].update(translation="", tgt_tokens=["</s>"])
+    browser.get(write_html(tmp_path / "empty.html", [record], beam_size=2).as_uri())
+    card = _wait(browser, ".sentence")[0]
+    empty = "(empty: the model ended at once)"
+    assert card.find_element("css selector", ".translation").text == empty
+    assert card.find_element("css selector", ".hyp-text").text == empty

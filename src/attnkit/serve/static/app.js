@@ -119,14 +119,16 @@ function sentenceCard(s) {
     card.append(el("p", { class: "empty" }, "(empty line: nothing to translate)"));
     return card;
   }
+  // a model that outputs </s> first translates to "": say so rather than show nothing
+  const said = (text) => text || "(empty: the model ended at once)";
   const list = el("ol", { class: "hypotheses" });
   for (const h of s.hypotheses) {
     const item = el("li");
-    item.append(el("span", { class: "hyp-text" }, h.translation), el("span", { class: "score" },
-      ` score ${h.score.toFixed(4)}`));
+    item.append(el("span", { class: "hyp-text" }, said(h.translation)),
+      el("span", { class: "score" }, ` score ${h.score.toFixed(4)}`));
     list.append(item);
   }
-  card.append(el("p", { class: "translation" }, s.translation), list);
+  card.append(el("p", { class: "translation" }, said(s.translation)), list);
   card.append(viewControls(s, card));
   card.append(el("div", { class: "keys tokens" }), el("div", { class: "queries tokens" }));
   card.append(el("div", { class: "heatmap" }), el("div", { class: "step" }));
