@@ -237,6 +237,8 @@ def test_the_causal_decoder_view_hatches_the_future_as_masked(server, browser):
     browser.find_element("id", "text").send_keys("ein Hund rennt")
     browser.find_element("id", "translate").click()
     card = _wait(browser, ".sentence")[0]
+    from selenium.webdriver.support.ui import Select
+
     Select(card.find_element("css selector", ".view")).select_by_value("decoder")
     rows = card.find_elements("css selector", ".heatmap tr")[1:]
     for i, row in enumerate(rows):
@@ -447,3 +449,31 @@ def test_an_empty_translation_says_so_instead_of_showing_nothing(browser, tmp_pa
     empty = "(empty: the model ended at once)"
     assert card.find_element("css selector", ".translation").text == empty
     assert card.find_element("css selector", ".hyp-text").text == empty
+
+
+def test_the_step_table_calls_only_a_masked_key_masked(browser, tmp_path):
+    """A cross-attention weight of 0 is an underflow (nothing is masked there); a causal
+    view's future is masked."""
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+
+    run = load_run(make_runs(tmp_path)["transformer"])
+    [translation] = translate_lines(run, ["ein Hund rennt"], n_best=1)
+    record = sentence_payload(run, translation, 1, n_best=1)
+    for row in record["weights"]:  # (T, S): the first key's weight underflowed to 0
+        row[1] += row[0]
+        row[0] = 0.0
+    assert len(record["views"]["decoder_inputs"]) > 1  # a future key for the first step
+    browser.get(write_html(tmp_path / "zero.html", [record], beam_size=2).as_uri())
+    card = _wait(browser, ".sentence")[0]
+    card.find_element("css selector", ".tok.query").click()
+    cells = card.find_elements("css selector", ".step td")
+    assert cells[2].text == "−inf (the weight underflows to 0)"
+    from selenium.webdriver.support.ui import Select
+
+    Select(card.find_element("css selector", ".view")).select_by_value("decoder")
+    card.find_element("css selector", ".tok.query").click()  # step 0 sees only itself
+    cells = card.find_elements("css selector", ".step td")
+    assert cells[5].text == "−inf (masked)"

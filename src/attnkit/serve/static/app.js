@@ -189,7 +189,11 @@ function render(s, card) {
     const show = () => { clearPaint(all); node.classList.add("focus");
       keyNodes.forEach((k, j) => paint(k, m[i][j])); };
     onShow(node, show);
-    node.addEventListener("click", () => { show(); explainStep(q(".step"), m[i], rows[i], cols); });
+    const isMasked = (j) => Boolean(masked && masked(i, j));
+    node.addEventListener("click", () => {
+      show();
+      explainStep(q(".step"), m[i], rows[i], cols, isMasked);
+    });
   });
   keyNodes.forEach((node, j) => {
     onShow(node, () => { clearPaint(all); node.classList.add("focus");
@@ -225,7 +229,8 @@ function heatmap(m, rows, cols, masked = () => false) {
 // "Explain this step": the weights of one query over the keys. The run does not
 // expose its raw scores, but softmax fixes them up to one shared constant:
 // log w_j = s_j - log(sum_k exp(s_k)).
-function explainStep(box, weights, token, cols) {
+// isMasked(j): whether key j was masked (a weight of 0 that is not, underflowed).
+function explainStep(box, weights, token, cols, isMasked) {
   const table = el("table", { class: "step-table" });
   const head = el("tr");
   head.append(el("th", {}, "key"), el("th", {}, "weight w_j"),
@@ -234,7 +239,8 @@ function explainStep(box, weights, token, cols) {
   weights.forEach((w, j) => {
     const tr = el("tr");
     tr.append(el("td", {}, cols[j]), el("td", {}, w.toFixed(6)),
-      el("td", {}, w > 0 ? Math.log(w).toFixed(4) : "−inf (masked)"));
+      el("td", {}, w > 0 ? Math.log(w).toFixed(4)
+        : isMasked(j) ? "−inf (masked)" : "−inf (the weight underflows to 0)"));
     table.append(tr);
   });
   const sum = weights.reduce((a, b) => a + b, 0);
