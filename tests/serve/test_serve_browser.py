@@ -347,6 +347,14 @@ def test_an_earlier_translation_answering_late_never_replaces_the_latest(server,
     assert browser.find_element("id", "translate-status").text == "run rnn, beam 2"
 
 
+def test_the_active_tab_is_announced_not_only_coloured(server, browser):
+    browser.get(server.url)
+    tabs = _wait(browser, ".tab", 2)
+    assert [t.get_attribute("aria-pressed") for t in tabs] == ["true", "false"]
+    tabs[1].click()
+    assert [t.get_attribute("aria-pressed") for t in tabs] == ["false", "true"]
+
+
 def test_the_view_layer_and_head_pickers_are_labelled(server, browser):
     _translate(browser, server, "ein Hund rennt")
     pickers = browser.find_elements("css selector", ".sentence .controls select")

@@ -62,6 +62,7 @@ function latestOnly(handler) {
 function showTab(id) {
   for (const tab of document.querySelectorAll(".tab")) {
     tab.classList.toggle("active", tab.dataset.tab === id);
+    tab.setAttribute("aria-pressed", String(tab.dataset.tab === id));  // not by colour alone
   }
   for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== id;
 }
