@@ -181,7 +181,26 @@ def test_the_page_and_its_files_ship_in_the_package_without_network(served):
         body = client.get(f"/static/{name}").text
         assert "http://" not in body and "https://" not in body
     assert "innerHTML" not in client.get("/static/app.js").text
-    assert '<script src="/static/app.js"' in page.text and "https://" not in page.text
+    assert '<script src="static/app.js"' in page.text and "https://" not in page.text
+
+
+def test_the_page_works_under_a_proxys_sub_path(tmp_path):
+    """A reverse proxy serving the explorer at /attnkit/: the page's files and requests
+    are relative to it (absolute ones went to the proxy's root)."""
+    from urllib.parse import urljoin
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app, _ = make_app(make_runs(tmp_path))
+    with TestClient(Starlette(routes=[Mount("/attnkit", app=app)])) as client:
+        page = client.get("/attnkit/").text
+        for ref in re.findall(r'(?:src|href)="(?!data:)([^"]+)"', page):
+            assert client.get(urljoin("/attnkit/", ref)).status_code == 200, ref
+        script = client.get("/attnkit/static/app.js").text
+        paths = re.findall(r'(?:askServer|postJSON)\("([^"]+)"', script)
+        assert sorted(paths) == ["explain", "runs", "translate"]
+        assert client.get(urljoin("/attnkit/", "runs")).json()["runs"]
 
 
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/app.css", "/runs"])

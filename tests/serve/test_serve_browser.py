@@ -317,7 +317,7 @@ HOLD_FIRST_TRANSLATION = """
 const send = window.postJSON;
 let held = false;
 window.postJSON = (path, body) => {
-  if (path !== "/translate" || held) return send(path, body);
+  if (path !== "translate" || held) return send(path, body);
   held = true;
   const answer = send(path, body);
   return new Promise((resolve, reject) => {

@@ -18,6 +18,8 @@ function el(tag, attrs, text) {
 
 // The server's JSON answer to `path`, or an Error saying what went wrong in words a
 // class can act on (the browser's own "Failed to fetch" names neither server nor cause).
+// Paths are relative to the page, so it also works behind a proxy that serves it under
+// a sub-path (at /attnkit/, say).
 async function askServer(path, init) {
   let response;
   try {
@@ -256,7 +258,7 @@ function explainStep(box, weights, token, cols, isMasked) {
 // ---------------------------------------------------------------- translate tab
 
 async function loadRuns() {
-  const data = await askServer("/runs");
+  const data = await askServer("runs");
   $("run").replaceChildren(...data.runs.map((r) =>
     el("option", { value: r.name }, `${r.name} (${r.arch}, ${r.direction})`)));
   const missing = data.missing || [];
@@ -272,7 +274,7 @@ async function translate(current) {
   status.textContent = "translating…";
   status.classList.remove("error");
   try {
-    const data = await postJSON("/translate", body);
+    const data = await postJSON("translate", body);
     if (!current()) return;
     $("results").replaceChildren(...data.sentences.map(sentenceCard));
     // which run and search made these cards (the Run picker may since show another run)
@@ -339,7 +341,7 @@ async function explainExample(current) {
   const status = $("explain-status");
   status.classList.remove("error");
   try {
-    const data = await postJSON("/explain", explainBody());
+    const data = await postJSON("explain", explainBody());
     if (!current()) return;
     const t = data.trace;
     const masked = t.mask ? (i, j) => !t.mask[i][j] : undefined;
