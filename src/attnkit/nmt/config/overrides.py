@@ -112,7 +112,7 @@ def _holds_text(key: str, root: type[BaseModel]) -> bool:
 # any command line, while a config file's own relative paths mean the config's folder.
 PATH_KEYS = frozenset(
     [f"data.{split}.{key}" for split in ("train", "valid", "test") for key in ("src", "tgt", "tsv")]
-    + ["train.guided_alignment.file"]
+    + ["train.guided_alignment.file", "train.init_from"]
 )
 
 

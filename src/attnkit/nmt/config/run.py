@@ -176,7 +176,8 @@ class RunConfig(_Section):
         return cls.load(path, overrides)
 
     def resolve_paths(self, base: Path) -> None:
-        """Make the user corpus paths absolute, relative to ``base``."""
+        """Make the user corpus paths (and ``train.init_from``'s run folder) absolute,
+        relative to ``base``."""
         for split in (self.data.train, self.data.valid, self.data.test):
             if split is None:
                 continue
@@ -187,6 +188,8 @@ class RunConfig(_Section):
         guided = self.train.guided_alignment
         if guided is not None:
             guided.file = _absolute(base, guided.file)
+        if self.train.init_from is not None:
+            self.train.init_from = _absolute(base, self.train.init_from)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -57,6 +57,15 @@ class TrainConfig(_Section):
     ``avx512_bf16``/``amx_bf16``, a CUDA GPU with bf16), else fp32.
     Checkpoints are float32 either way.
 
+    ``init_from`` fine-tunes: a new run whose model weights start from a trained
+    run folder's checkpoint (``init_checkpoint``: ``auto``, the default, as
+    ``attnkit translate`` takes it, or ``best``, ``last``, ``averaged``), on this
+    config's data, with a fresh optimizer, schedule, counters and early stopping
+    (:mod:`attnkit.nmt.training.init_from`). The run takes that run's tokenizers
+    and needs its model section but for dropout. A relative path is relative to
+    the config file (on the command line, to the current folder). Neither may
+    change on ``--resume``, which continues the run from its own checkpoint.
+
     ``subword_sampling`` trains each epoch on a new sampled segmentation of the
     training pairs (subword regularization, Kudo 2018;
     :mod:`attnkit.nmt.config.subword_sampling`); off by default.
@@ -97,6 +106,8 @@ class TrainConfig(_Section):
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    init_from: str | None = None
+    init_checkpoint: Literal["auto", "best", "last", "averaged"] = "auto"
     guided_alignment: GuidedAlignmentConfig | None = None
     subword_sampling: SubwordSamplingConfig | None = None
 

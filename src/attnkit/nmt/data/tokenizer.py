@@ -37,6 +37,7 @@ __all__ = [
     "SentencePieceTokenizer",
     "Tokenizer",
     "WordTokenizer",
+    "copy_tokenizers",
     "load_tokenizers",
     "train_tokenizers",
 ]
@@ -304,8 +305,38 @@ def save_tokenizers(run_dir: str | Path, src: Tokenizer, tgt: Tokenizer) -> None
 
 
 def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
-    """Rebuild the (source, target) tokenizers saved by :func:`save_tokenizers`."""
+    """Rebuild the (source, target) tokenizers saved by :func:`save_tokenizers`.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` has no ``tokenizer.json``.
+        ValueError: the manifest is invalid (the message names it).
+    """
     run_dir = Path(run_dir)
+    kind, joint, names = _manifest(run_dir)
+    loader = WordTokenizer.load if kind == "word" else SentencePieceTokenizer.load
+    src = loader(run_dir / names[0])
+    tgt = src if joint else loader(run_dir / names[1])
+    return src, tgt
+
+
+def copy_tokenizers(from_dir: str | Path, to_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
+    """Copy the tokenizer files of run folder ``from_dir`` (``tokenizer.json`` and the files
+    it names) into ``to_dir`` byte for byte, atomically; returns them loaded.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`load_tokenizers` for ``from_dir``.
+    """
+    from_dir, to_dir = Path(from_dir), Path(to_dir)
+    tokenizers = load_tokenizers(from_dir)  # the files are whole before any is copied
+    _, _, names = _manifest(from_dir)
+    for name in dict.fromkeys(names):  # a joint tokenizer names one file twice
+        atomic_write_bytes(to_dir / name, (from_dir / name).read_bytes())
+    atomic_write_bytes(to_dir / MANIFEST, (from_dir / MANIFEST).read_bytes())
+    return tokenizers
+
+
+def _manifest(run_dir: Path) -> tuple[str, bool, tuple[str, str]]:
+    """``tokenizer.json`` of ``run_dir``: the kind, whether joint, the (source, target) files."""
     manifest_path = run_dir / MANIFEST
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{manifest_path} not found; is {run_dir} a training run folder?")
@@ -318,10 +349,7 @@ def load_tokenizers(run_dir: str | Path) -> tuple[Tokenizer, Tokenizer]:
         isinstance(n, str) and n and Path(n).name == n for n in names
     ):
         raise ValueError(f"{manifest_path}: unknown kind {kind!r} or bad file names {names!r}")
-    loader = WordTokenizer.load if kind == "word" else SentencePieceTokenizer.load
-    src = loader(run_dir / names[0])
-    tgt = src if joint else loader(run_dir / names[1])
-    return src, tgt
+    return kind, joint, names
 
 
 def _while_ctrl_c_is_heard(call, **kwargs) -> None:

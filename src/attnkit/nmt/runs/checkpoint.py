@@ -82,12 +82,14 @@ def optimizer_from_parts(tensors: dict[str, Tensor], info: dict) -> dict:
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: model weights, training state, optional optimizer state."""
+    """A loaded checkpoint: model weights, training state, optional optimizer state, and the
+    SHA-256 of its weights file (as its record gives it and loading checked it)."""
 
     model: dict[str, Tensor]
     state: dict[str, Any]
     optimizer: dict | None = None
     extra: dict[str, Tensor] = field(default_factory=dict)
+    sha256: str = ""
 
 
 def record_path(folder: str | Path, name: str) -> Path:
@@ -306,7 +308,9 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             optimizer = optimizer_from_parts(groups["optim"], record["optimizer"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: malformed optimizer state ({err!r})") from None
-    return Checkpoint(groups["model"], record["state"], optimizer, groups["extra"])
+    return Checkpoint(
+        groups["model"], record["state"], optimizer, groups["extra"], record["sha256"]
+    )
 
 
 def checkpoint_row(ckpt: Checkpoint) -> dict | None:

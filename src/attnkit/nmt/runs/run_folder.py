@@ -9,7 +9,8 @@ and the vocabularies it names), the ``best``/``last`` checkpoints
 :mod:`.snapshots`), ``choice.json`` (the checkpoint ``--checkpoint auto`` takes:
 :mod:`attnkit.nmt.training.checkpoint_choice`), ``metrics.jsonl`` (one JSON row per
 validation), ``learning_curve.png``,
-``prepared.json`` (what the tokenizers were trained on), ``precision.json`` (the
+``prepared.json`` (what the tokenizers were trained on), ``init_from.json`` (the
+checkpoint a fine-tuning run started from, ``train.init_from``), ``precision.json`` (the
 arithmetic each training session ran in, and why; an unreadable one is moved
 to ``precision.json.damaged``), ``store/train/`` (the
 training split as a memory-mapped token store), ``store/sampled/`` (the current
@@ -133,6 +134,12 @@ class RunFolder:
         return self.path / "precision.json.damaged"
 
     @property
+    def init_record(self) -> Path:
+        """The checkpoint a fine-tuning run's weights started from (``train.init_from``):
+        ``{"run", "checkpoint", "record", "sha256", "step"}``."""
+        return self.path / "init_from.json"
+
+    @property
     def choice(self) -> Path:
         """The checkpoint ``auto`` takes and the scores behind it: ``{"chosen", "steps",
         "scores", "whole_valid_set"}`` (:mod:`attnkit.nmt.training.checkpoint_choice`)."""
@@ -237,6 +244,7 @@ class RunFolder:
             self.path / MANIFEST,
             self.choice,
             self.prepared,
+            self.init_record,
             self.precision,
             self.damaged_precision,
         ):

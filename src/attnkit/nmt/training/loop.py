@@ -3,7 +3,9 @@
 :func:`train` holds the run folder's lock (:mod:`~attnkit.nmt.runs.runlock`)
 throughout, so one training at a time writes it; prepares the folder (a new
 run, a resumed one, or a finished one reused as it is); prepares the data
-(:mod:`.prepare`: tokenizers and token store); then lets a
+(:mod:`.prepare`: tokenizers and token store), and for a new run with
+``train.init_from`` loads the trained run it starts from (:mod:`.init_from`)
+first; then lets a
 :class:`~.trainer.Trainer` train epoch after epoch until :mod:`.stopping`
 gives a reason (early stopping, budgets, stop requests, non-finite steps).
 When training ends, :mod:`.run_end` averages the last snapshots (with
@@ -39,6 +41,7 @@ from ..runs.run_folder import RunFolder
 from ..runs.runlock import run_lock
 from . import messages
 from .distributed import join, report_replicas
+from .init_from import Parent, record_parent, starting_point
 from .prepare import TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .run_end import finish_cut_short, finish_run
@@ -98,9 +101,11 @@ def train(
         # the lock comes before anything in run_dir is written
         lock = run_lock(folder.path, warn=echo) if group.is_main else contextlib.nullcontext()
         with lock:
+            new_run = overwrite or not folder.has_run()  # the same on every rank
+            config, parent = starting_point(config, folder, new_run=new_run, echo=echo)
             trainer = Trainer(config, folder, echo, progress_bar, group)
             try:
-                return _train_locked(trainer, resume, overwrite)
+                return _train_locked(trainer, parent, resume, overwrite)
             except WriteError as err:
                 raise err.with_note(messages.after_write_failure(folder, err)) from err
             finally:
@@ -111,11 +116,15 @@ def _silent(_line: str) -> None:
     pass
 
 
-def _train_locked(trainer: Trainer, resume: bool, overwrite: bool) -> TrainSummary:
+def _train_locked(
+    trainer: Trainer, parent: Parent | None, resume: bool, overwrite: bool
+) -> TrainSummary:
     config, folder, echo, group = trainer.config, trainer.folder, trainer.echo, trainer.group
     with group.main_first():  # rank 0 prepares the folder, then the others read it
         if group.is_main:
             resuming = folder.prepare(config, resume=resume, overwrite=overwrite, echo=echo)
+            if parent is not None:
+                record_parent(folder, parent)
         else:
             resuming = _shared_run_exists(folder)
     ckpt = load_latest(folder.last, warn=echo) if resuming else None
@@ -149,7 +158,7 @@ def _train_locked(trainer: Trainer, resume: bool, overwrite: bool) -> TrainSumma
         config, folder, resuming=ckpt is not None, group=group, echo=echo, progress_bar=trainer.bar
     )
     with trainer.request:
-        summary = _run(trainer, ckpt, data)
+        summary = _run(trainer, ckpt, data, parent)
     if group.is_main and not summary.interrupted:
         finish_run(folder, config, data.validation, trainer.device, trainer.precision, echo)
     return summary
@@ -165,13 +174,17 @@ def _shared_run_exists(folder: RunFolder) -> bool:
     return folder.has_run()
 
 
-def _run(trainer: Trainer, ckpt: Checkpoint | None, data: TrainingData) -> TrainSummary:
+def _run(
+    trainer: Trainer, ckpt: Checkpoint | None, data: TrainingData, parent: Parent | None
+) -> TrainSummary:
     """Train until :meth:`.StopRules.reason_to_stop` gives a reason; save and report."""
     config, folder, echo, group = trainer.config, trainer.folder, trainer.echo, trainer.group
-    trainer.setup(data)
+    trainer.setup(data, parent)
     if ckpt is not None:
         trainer.resume(ckpt)
         echo(f"resumed at epoch {trainer.progress.epoch}, step {trainer.progress.step}")
+    elif parent is not None:
+        echo(parent.line())
     if group.is_main:
         folder.record_precision(trainer.progress.step, trainer.precision.record(), warn=echo)
     p, stop = trainer.progress, trainer.stop

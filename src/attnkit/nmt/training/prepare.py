@@ -18,7 +18,7 @@ from ..data.batching import EpochBatches, Examples, bucket_batches, encode_examp
 from ..data.corpus import ParallelCorpus, load_split, stream_split
 from ..data.store import StoreCounts, TokenStore, file_identity, fingerprint
 from ..data.subword_sampling import SampledSegmentation
-from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers
+from ..data.tokenizer import Tokenizer, copy_tokenizers, load_tokenizers, save_tokenizers
 from ..data.training_split import (
     open_training_store,
     sample_pairs,
@@ -29,6 +29,7 @@ from ..data.training_split import (
 from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
 from .distributed import Group
+from .init_from import starting_point
 from .threads import set_threads, threads_restored
 
 __all__ = [
@@ -138,7 +139,8 @@ def prepare_data(
     copy of the corpus on each machine, at the same path but with its own
     modification time, must not make them rebuild the shared store). A new run
     reuses tokenizers that ``attnkit prepare`` made for the same data and
-    tokenizer settings; a resumed run, and every other rank, loads them. The
+    tokenizer settings, and a new run with ``train.init_from`` copies that run's
+    (:mod:`.init_from`); a resumed run, and every other rank, loads them. The
     :meth:`TrainingData.summary` line goes to ``echo``.
 
     Raises:
@@ -169,7 +171,10 @@ def prepare_data(
 def _tokenizers(
     config: RunConfig, folder: RunFolder, *, reuse: bool, threads: int, echo
 ) -> tuple[Tokenizer, Tokenizer]:
-    """The run's tokenizers: loaded from ``folder`` when they are its own, else trained."""
+    """The run's tokenizers: loaded from ``folder`` when they are its own, else copied from
+    the run ``train.init_from`` names, else trained."""
+    if config.train.init_from is not None and not reuse:
+        return _parent_tokenizers(config, folder, echo)
     key = _tokenizer_key(config)
     if reuse or _prepared_key(folder) in (key, _tokenizer_key(config, legacy=True)):
         if not reuse:
@@ -206,6 +211,16 @@ def _tokenizers(
     }
     atomic_write_bytes(folder.prepared, json.dumps(record, indent=2).encode("utf-8"))
     return src_tok, tgt_tok
+
+
+def _parent_tokenizers(config: RunConfig, folder: RunFolder, echo) -> tuple[Tokenizer, Tokenizer]:
+    """A fine-tuning run's tokenizers: its parent's files, copied into ``folder``
+    (:mod:`.init_from`); a ``prepared.json`` left there names other tokenizers and goes."""
+    folder.path.mkdir(parents=True, exist_ok=True)
+    tokenizers = copy_tokenizers(config.train.init_from, folder.path)
+    folder.prepared.unlink(missing_ok=True)
+    echo(f"tokenizer: the tokenizers of {config.train.init_from} (train.init_from), copied")
+    return tokenizers
 
 
 def _tokenizer_key(config: RunConfig, *, legacy: bool = False) -> str:
@@ -316,7 +331,9 @@ def prepare_run(
     config and folder then starts from what is there. In a folder that holds a
     run already, its own tokenizers are kept and only a missing or stale store
     is rebuilt; ``config`` may then differ from the run's only where ``--resume``
-    allows it. Holds the folder's lock (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
+    allows it. A new run with ``train.init_from`` checks that run first and
+    copies its tokenizers (:mod:`.init_from`). Holds the folder's lock
+    (:mod:`attnkit.nmt.runs.runlock`) meanwhile.
     Uses ``train.threads`` threads (torch's setting, :func:`~.threads.set_threads`),
     as training does: the encoding workers, and sentencepiece, whose model
     depends on its thread count, so ``prepare`` then ``train`` equals ``train``;
@@ -326,7 +343,8 @@ def prepare_run(
         RunInUse: a training holds the folder.
         ValueError: ``folder`` holds a run trained with another config (the
             message lists the keys); nothing in it is changed.
-        ValueError, FileNotFoundError: as :func:`prepare_data`.
+        ValueError, FileNotFoundError: as :func:`prepare_data`, and as
+            :func:`.init_from.load_parent` for a run's ``train.init_from``.
         WriteError: the folder or a file in it cannot be written (it is named).
     """
     with (
@@ -334,6 +352,7 @@ def prepare_run(
         run_lock(folder.path, warn=echo, work="attnkit prepare"),
     ):  # the lock makes the folder
         resuming = folder.has_run()
+        config, _ = starting_point(config, folder, new_run=not resuming, echo=echo)
         if resuming and (fixed := folder.fixed_changes(config)):
             raise ValueError(
                 f"{folder.path} holds a run trained with another config ({changes_text(fixed)}); "

@@ -46,6 +46,7 @@ from ..runs.checkpoint import Checkpoint, checkpoint_row, save_checkpoint
 from ..runs.run_folder import RunFolder
 from . import guided_alignment, messages, objective
 from .distributed import Group
+from .init_from import Parent, load_weights
 from .interrupt import StopRequest
 from .optimizer import adam
 from .prepare import EpochOrder, TrainingData, sampled_epoch
@@ -81,11 +82,20 @@ class Trainer:
         self.epoch_steps = 0  # batches in the current epoch
         self.sampled: tuple[int, Examples] | None = None  # (epoch, pairs): subword sampling
 
-    def setup(self, data: TrainingData) -> None:
+    def setup(self, data: TrainingData, parent: Parent | None = None) -> None:
+        """Build the model (from ``parent``'s weights for a fine-tuning run: :mod:`.init_from`,
+        loaded before DDP wraps it), a fresh optimizer and schedule.
+
+        Raises:
+            ValueError: ``parent``'s weights do not fit the model.
+        """
         cfg, self.data = self.config.train, data
         torch.manual_seed(cfg.seed)
         vocab = (data.src_tok.vocab_size, data.tgt_tok.vocab_size)
-        self.model = build_translator(self.config.model, *vocab).to(self.device)
+        self.model = build_translator(self.config.model, *vocab)
+        if parent is not None:
+            load_weights(self.model, parent)
+        self.model.to(self.device)
         self.forward = self.group.wrap(self.model)  # training passes; DDP averages gradients
         seed_dropout(cfg.seed, self.group)
         self.optimizer = adam(self.model.parameters(), cfg)
