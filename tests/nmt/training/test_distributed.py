@@ -286,6 +286,24 @@ def test_every_rank_takes_rank_0_s_auto_step_budget(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_fine_tuning_run_starts_every_rank_from_the_parents_weights(tmp_path):
+    single, parent = [sys.executable, "-m", "attnkit", "train"], tmp_path / "parent"
+    args = [REVERSE, *SMALL, "--train.max_steps", "2"]
+    ok(launch([*single, *args, "--out", str(parent)]))
+    args += ["--train.init_from", str(parent)]
+    processes = plain_ranks(*args, "--out", str(tmp_path / "two"))
+    one = launch([*single, *args, "--out", str(tmp_path / "one")])
+    logs = [ok(p) for p in processes]
+    ok(one)
+    assert sum(f"initialised from {parent} (checkpoint best, step 2)" in log for log in logs) == 1
+    assert "weights identical on all 2 processes" in logs[0]
+    for x, y in zip(rows(tmp_path / "two"), rows(tmp_path / "one"), strict=True):
+        assert abs(x["train_loss"] - y["train_loss"]) < TOLERANCE, (x, y)
+        assert abs(x["valid_loss"] - y["valid_loss"]) < TOLERANCE, (x, y)
+    assert rows(tmp_path / "one")[0]["valid_loss"] < rows(parent)[0]["valid_loss"]
+
+
+@pytest.mark.slow
 def test_a_dead_peer_is_a_one_line_error_not_a_hang(tmp_path):
     run_dir = tmp_path / "run"
     main, other = plain_ranks(REVERSE, "--out", str(run_dir), *SMALL)
