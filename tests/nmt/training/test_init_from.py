@@ -201,6 +201,14 @@ def test_a_resumed_child_equals_an_uninterrupted_one_without_its_parent(parent, 
     ]
 
 
+def test_a_run_cannot_start_from_its_own_folder(parent, tmp_path):
+    shutil.copytree(parent, tmp_path / "run")
+    cfg = child_config(tmp_path / "run")
+    with pytest.raises(ValueError, match="train.init_from: .* is this run's own folder"):
+        train(cfg, tmp_path / "run", overwrite=True, progress_bar=False, echo=quiet)
+    assert (tmp_path / "run" / "best.json").is_file()  # nothing deleted
+
+
 def test_changing_init_from_on_resume_is_refused(parent, child, tmp_path):
     run_dir, _ = child
     shutil.copytree(run_dir, tmp_path / "run")

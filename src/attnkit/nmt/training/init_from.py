@@ -95,12 +95,18 @@ def starting_point(
     ``init_from`` the config comes back as it is.
 
     Raises:
+        ValueError: ``init_from`` names ``folder`` itself.
         ValueError, FileNotFoundError: as :func:`load_parent`.
     """
     if config.train.init_from is None:
         return config, None
     if not new_run:
         return _own_tokenizer_section(config, folder), None
+    if Path(config.train.init_from).resolve() == folder.path.resolve():
+        raise ValueError(
+            f"{SETTING}: {folder.path} is this run's own folder; a fine-tuning run goes into "
+            "another --out folder"
+        )
     parent = load_parent(config)
     changes = [c for c in config_changes(parent.config, config) if c[0].startswith("tokenizer.")]
     if changes:
