@@ -39,7 +39,14 @@ from ..models.registry import build_translator
 from ..runs.checkpoint import load_checkpoint
 from ..runs.run_folder import RunFolder, checkpoint_step
 
-__all__ = ["FREE_MODEL_KEYS", "Parent", "load_parent", "record_parent", "starting_point"]
+__all__ = [
+    "FREE_MODEL_KEYS",
+    "Parent",
+    "load_parent",
+    "load_weights",
+    "record_parent",
+    "starting_point",
+]
 
 # model keys a fine-tuning run may change: regularisation, no weight depends on them
 FREE_MODEL_KEYS = ("model.dropout", "model.attention_dropout")
@@ -151,7 +158,8 @@ def record_parent(folder: RunFolder, parent: Parent) -> None:
 
 
 def load_weights(model: torch.nn.Module, parent: Parent) -> None:
-    """Copy ``parent``'s weights into ``model`` (a model of the same shapes).
+    """Copy ``parent``'s weights into ``model`` (a model of the same shapes); they are handed
+    over: ``parent.weights`` is empty afterwards, so a run does not hold them twice.
 
     Raises:
         ValueError: they do not fit (one line naming ``train.init_from``).
@@ -161,6 +169,7 @@ def load_weights(model: torch.nn.Module, parent: Parent) -> None:
     except RuntimeError as err:
         first = str(err).strip().splitlines()[0]
         raise ValueError(f"{SETTING}: {parent.record} does not fit the model: {first}") from None
+    parent.weights.clear()
 
 
 def _parent_folder(path: Path) -> RunFolder:

@@ -1,11 +1,10 @@
 """Training a run: :func:`train`, from an empty or resumed run folder to its chosen checkpoint.
 
 :func:`train` holds the run folder's lock (:mod:`~attnkit.nmt.runs.runlock`)
-throughout, so one training at a time writes it; prepares the folder (a new
-run, a resumed one, or a finished one reused as it is); prepares the data
-(:mod:`.prepare`: tokenizers and token store), and for a new run with
-``train.init_from`` loads the trained run it starts from (:mod:`.init_from`)
-first; then lets a
+throughout, so one training at a time writes it; for a new run with
+``train.init_from``, loads the trained run it starts from (:mod:`.init_from`);
+prepares the folder (a new run, a resumed one, or a finished one reused as it
+is); prepares the data (:mod:`.prepare`: tokenizers and token store); then lets a
 :class:`~.trainer.Trainer` train epoch after epoch until :mod:`.stopping`
 gives a reason (early stopping, budgets, stop requests, non-finite steps).
 When training ends, :mod:`.run_end` averages the last snapshots (with
@@ -85,6 +84,8 @@ def train(
     Raises:
         RunInUse: another training holds ``run_dir``'s lock (:mod:`~attnkit.nmt.runs.runlock`).
         ValueError: ``run_dir`` holds another run, or the data/config is unusable.
+        ValueError, FileNotFoundError: ``train.init_from`` names no usable run for a new
+            run, or one whose model differs (:func:`.init_from.load_parent`).
         TrainingError: ``train.max_nonfinite`` steps in a row were not finite.
         WriteError: a file of the run could not be written (e.g. the disk is full);
             the message names the file, the last good checkpoint and its step, and
