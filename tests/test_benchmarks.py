@@ -346,3 +346,16 @@ def test_contention_suite_says_why_it_measured_nothing_at_one_thread(monkeypatch
     (table,) = result.tables
     assert "OMP_NUM_THREADS=1" in table.to_markdown()
     assert "not measured" in table.to_markdown()
+
+
+def test_domain_adaptation_splits_tico_by_position_into_train_valid_test(tmp_path):
+    from benchmarks import domain_adaptation
+
+    pairs = [(f"en {i}", f"fr {i}") for i in range(3071)]  # TICO-19's 3,071 pairs
+    files = domain_adaptation.write_splits(pairs, tmp_path)
+    lines = {k: en.read_text().splitlines() for k, (en, _) in files.items()}
+    assert {k: len(v) for k, v in lines.items()} == {"train": 2071, "valid": 500, "test": 500}
+    assert lines["test"][-1] == "en 3070" and files["test"][1].read_text().endswith("fr 3070\n")
+    if domain_adaptation.TICO.is_file():  # the shared data beside a checkout
+        real = domain_adaptation.tico_pairs(domain_adaptation.TICO)
+        assert len(real) == 3071 and all(en and fr for en, fr in real)
