@@ -137,6 +137,14 @@ def test_beam_hypotheses_come_best_first_and_start_with_the_translation(served):
     assert sentence["hypotheses"][0]["translation"] == sentence["translation"]
 
 
+def test_null_options_take_their_defaults(served):
+    # n_best: null was a 422 while beam: null and run: null meant the default
+    client, _ = served
+    given = post(client, {"text": "ein Mann geht", "beam": 8, "n_best": None, "run": None})
+    default = post(client, {"text": "ein Mann geht", "beam": 8})
+    assert given == default and len(default["sentences"][0]["hypotheses"]) == 5
+
+
 def test_blank_lines_stay_aligned_as_empty_translations(served):
     client, _ = served
     sentences = post(client, {"text": "ein Mann\n\n\u200b\nein Hund"})["sentences"]

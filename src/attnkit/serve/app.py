@@ -88,6 +88,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+N_BEST = 5  # hypotheses listed per sentence when the request names none
+
+
 class TranslateRequest(_Strict):
     """``POST /translate``: lines of ``text`` with ``run`` (default the first), beam size
     ``beam`` (default the run's) and the ``n_best`` hypotheses to list."""
@@ -95,7 +98,7 @@ class TranslateRequest(_Strict):
     text: str
     run: str | None = None
     beam: int | None = Field(default=None, ge=1, le=16)
-    n_best: int = Field(default=5, ge=1, le=16)
+    n_best: int | None = Field(default=N_BEST, ge=1, le=16)  # null: the default, as for beam
 
 
 class ExplainRequest(_Strict):
@@ -195,15 +198,13 @@ def _check_text(text: str, limits: Limits) -> list[str]:
 def _translate(served: ServedRun, lines: list[str], request: TranslateRequest) -> dict[str, Any]:
     """Runs in a worker thread; the run's lock keeps its model to one request at a time.
     The run's precision (``attnkit serve --precision``) is entered here, in that thread."""
-    run = served.run
+    run, n_best = served.run, request.n_best or N_BEST
     settings = SearchSettings.from_config(run.config.decode, beam_size=request.beam)
     warnings: list[str] = []
     with served.lock, run.precision.autocast():
-        translations = translate_lines(
-            run, lines, settings, n_best=request.n_best, warn=warnings.append
-        )
+        translations = translate_lines(run, lines, settings, n_best=n_best, warn=warnings.append)
         sentences = [
-            sentence_payload(run, t, line, n_best=request.n_best)
+            sentence_payload(run, t, line, n_best=n_best)
             for line, t in enumerate(translations, start=1)
         ]
     beam = settings.beam_size
