@@ -485,3 +485,31 @@ def test_the_step_table_calls_only_a_masked_key_masked(browser, tmp_path):
     card.find_element("css selector", ".tok.query").click()  # step 0 sees only itself
     cells = card.find_elements("css selector", ".step td")
     assert cells[5].text == "−inf (masked)"
+
+
+def test_a_guided_runs_page_names_the_supervised_heads_it_shows(browser, tmp_path):
+    from selenium.webdriver.support.ui import Select
+
+    from attnkit.nmt.data.tokenizer import WordTokenizer
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+    from conftest_nmt import make_run
+
+    model = {"arch": "transformer", "d_model": 8, "heads": 2, "encoder_layers": 1,
+             "decoder_layers": 2, "ff_dim": 16}  # fmt: skip
+    guided = {"guided_alignment": {"file": "x.align", "layer": 0}}
+    folder = make_run(tmp_path, WordTokenizer.train(CORPUS), model=model, train=guided)
+    run = load_run(folder)
+    (t,) = translate_lines(run, ["ein Hund rennt"], n_best=1)
+    path = write_html(tmp_path / "t.html", [sentence_payload(run, t, 1, n_best=1)], beam_size=2)
+    browser.get(path.as_uri())
+    card = _wait(browser, ".sentence")[0]
+    view = Select(card.find_element("css selector", ".view"))
+    assert (
+        view.first_selected_option.text == "alignment (supervised heads: layer 0, head 0, shift 1)"
+    )
+    cells = card.find_elements("css selector", ".heatmap td[data-weight]")
+    shown = [float(c.get_attribute("data-weight")) for c in cells]
+    assert shown == pytest.approx(t.weights.flatten().tolist(), abs=1e-6)

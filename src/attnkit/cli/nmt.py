@@ -287,7 +287,13 @@ def run_translate(args: argparse.Namespace) -> int:
         _warn_unused_view_options(args)  # after the output has checked the layer and head
         buffers = input_buffers(args.sentences, lines, args.buffer_size, warn=warn)
         for first, translations in translate_buffers(
-            run, buffers, settings, n_best=sinks.search_n_best, warn=warn, engine=engine
+            run,
+            buffers,
+            settings,
+            n_best=sinks.search_n_best,
+            warn=warn,
+            engine=engine,
+            supervised=sinks.shows_attention,
         ):
             output.write(first, translations)
             bar.update(len(translations))

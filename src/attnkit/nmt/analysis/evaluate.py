@@ -84,8 +84,8 @@ def evaluate_corpus(
         detail = f" ({len(corpus)} lines, each with an empty side)" if len(corpus) else ""
         raise ValueError(f"no sentence pairs in {name}{detail}")
     translations = translate_lines(
-        run, corpus.src, settings, beam_size=beam_size, warn=warn, engine=engine
-    )
+        run, corpus.src, settings, beam_size=beam_size, warn=warn, engine=engine, supervised=False
+    )  # the text alone is scored
     hyps = [t.text for t in translations]
     return Evaluation(
         name,

@@ -67,6 +67,12 @@ class Sinks:
     selection: HeadSelection = HeadSelection()
 
     @property
+    def shows_attention(self) -> bool:
+        """Whether any sink writes attention weights (else only the text is used)."""
+        files = (self.json, self.plot, self.page)
+        return self.show_attention or any(f is not None for f in files)
+
+    @property
     def search_n_best(self) -> int:
         """How many hypotheses per sentence the search must keep for these sinks."""
         return max(self.n_best, HTML_N_BEST if self.page is not None else 0)
@@ -197,6 +203,7 @@ class TranslationOutput(contextlib.AbstractContextManager):
                 head=selection.head,
                 title=t.source,
                 cross=own,
+                cross_from=t.weights_from,
             )
         for path in paths:
             self.echo(f"heatmap: {path}")

@@ -9,7 +9,8 @@ and source tokens again, so that :func:`attnkit.plot.read_weights` reads a
 record as it is) and, when asked, ``hypotheses``: the search's best
 hypotheses, best first, each ``{"translation", "tgt_tokens", "weights",
 "score"}``. The explorer's record (:func:`explorer_record`) adds
-``truncated_from``, ``weight_sums`` and ``views`` (every layer and head).
+``truncated_from``, ``weights_from`` (what ``weights`` shows:
+``Translation.weights_from``), ``weight_sums`` and ``views`` (every layer and head).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def explorer_record(
     """
     record = translation_record(translation, line, hypotheses=n_best, decimals=None)
     record["truncated_from"] = translation.truncated_from
+    record["weights_from"] = translation.weights_from
     record["weight_sums"] = [math.fsum(row) for row in record["weights"] or []]
     record["views"] = None
     if views is not None:

@@ -259,9 +259,10 @@ def translate_buffers(
     n_best: int = 0,
     warn: Callable[[str], None] | None = None,
     engine: SearchEngine | None = None,
+    supervised: bool = True,
 ) -> Iterator[tuple[int, list[Translation]]]:
     """Translate buffer after buffer (:func:`translate_lines` with ``settings``,
-    ``n_best`` and ``engine``), as each one comes.
+    ``n_best``, ``engine`` and ``supervised``), as each one comes.
 
     Yields:
         ``(first, translations)``: the 1-based number of the buffer's first line
@@ -272,7 +273,14 @@ def translate_buffers(
         yield (
             first,
             translate_lines(
-                run, lines, settings, n_best=n_best, warn=warn, first_line=first, engine=engine
+                run,
+                lines,
+                settings,
+                n_best=n_best,
+                warn=warn,
+                first_line=first,
+                engine=engine,
+                supervised=supervised,
             ),
         )
         first += len(lines)

@@ -32,6 +32,7 @@ from ..vocab_ids import EOS, SPECIAL_TOKENS
 from .engine import SearchEngine, TorchEngine
 from .search import Hypothesis
 from .settings import SearchSettings
+from .supervised import SupervisedHeads, supervised_weights
 
 __all__ = [
     "Sources",
@@ -54,7 +55,11 @@ class Translation:
 
     ``weights`` is (T, S): row t is the attention of output token t (the last
     row is the EOS step when EOS was produced) over ``src_pieces`` (the source
-    subwords and EOS). Empty input gives an empty translation with no weights.
+    subwords and EOS); ``weights_from`` says which: ``"search"``, the search's
+    own view (the alignment layer's head mean at the step predicting the
+    token), or for a guided-alignment run its supervised heads as trained
+    (:mod:`attnkit.nmt.decoding.supervised`; e.g. ``"supervised heads: layer 1,
+    head 0, shift 1"``). Empty input gives an empty translation with no weights.
     ``src_ids`` (without EOS) and ``output_ids`` (EOS included when produced)
     are what :func:`attnkit.nmt.decoding.views.attention_views` needs to show every
     layer and head. ``hypotheses`` holds, when :func:`translate_lines` was asked
@@ -72,6 +77,7 @@ class Translation:
     src_ids: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
     hypotheses: list[Translation] = field(default_factory=list)  # the n best, when asked
+    weights_from: str = "search"
 
 
 def input_limit(config: RunConfig, max_source_len: int | None = None) -> int:
@@ -159,6 +165,7 @@ def translate_lines(
     warn: Callable[[str], None] | None = None,
     first_line: int = 1,
     engine: SearchEngine | None = None,
+    supervised: bool = True,
 ) -> list[Translation]:
     """Translate each line; blank lines translate to ``""``. One result per line, same order.
 
@@ -176,8 +183,12 @@ def translate_lines(
             an exported model's engine gives the same kind of translations. Sources
             are cut to what its model reads (``engine.max_source_len``: an
             ensemble's shortest member) as well as to :func:`input_limit`.
+        supervised: read a guided-alignment run's supervised heads as the weights
+            (see below); False skips that forced pass where only the text is used.
 
-    The search runs in ``run.precision`` (``load_run(..., precision=...)``).
+    The search runs in ``run.precision`` (``load_run(..., precision=...)``). A run
+    trained with guided alignment gets, after attnkit's own search, one forced pass
+    that reads its supervised heads as the translations' weights (``weights_from``).
 
     Raises:
         ValueError: bad settings, a length limit < 1, or ``n_best`` < 0.
@@ -204,7 +215,33 @@ def translate_lines(
         results[i].truncated_from = n if n > len(src_ids) else None
         if n_best:
             results[i].hypotheses = [_translation(run, sources.lines[i], src_ids, h) for h in hyps]
+    if supervised and isinstance(engine, TorchEngine) and engine.model is run.model:
+        _read_supervised(run, results)
     return results
+
+
+def _read_supervised(run: LoadedRun, results: list[Translation]) -> None:
+    """A guided-alignment run's translations (and hypotheses) get the attention it was
+    trained on as their weights (:mod:`~attnkit.nmt.decoding.supervised`); others keep
+    search's own."""
+    heads = SupervisedHeads.of_run(run.config, run.model.attention_layout)
+    if heads is None:
+        return
+    shown = [t for r in results for t in (r, *r.hypotheses[1:]) if t.weights is not None]
+    with run.precision.autocast():
+        weights = supervised_weights(
+            run.model,
+            heads,
+            [t.src_ids for t in shown],
+            [t.output_ids for t in shown],
+            device=run.device,
+        )
+    for t, w in zip(shown, weights, strict=True):
+        t.weights, t.weights_from = w, f"supervised heads: {heads.caption()}"
+    for r in results:
+        if r.hypotheses:
+            r.hypotheses[0].weights = r.weights  # the same output as r
+            r.hypotheses[0].weights_from = r.weights_from
 
 
 def _translation(run: LoadedRun, line: str, src_ids: list[int], hyp: Hypothesis) -> Translation:

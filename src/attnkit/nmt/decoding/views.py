@@ -109,6 +109,7 @@ def write_heatmaps(
     head: int | Literal["mean", "all"] | None = None,
     title: str | None = None,
     cross: Tensor | None = None,
+    cross_from: str = "search",
 ) -> list[Path]:
     """Draw a translation's attention: ``STEM.png`` and, with self-attention, two more.
 
@@ -130,7 +131,9 @@ def write_heatmaps(
         head: head index, ``"mean"``, ``"all"``, or None.
         title: text above each picture.
         cross: the cross-attention to draw instead of picking one from ``views``
-            (search's own alignment view when no layer/head was asked for).
+            (the translation's own weights when no layer/head was asked for).
+        cross_from: what ``cross`` is, for the title (``Translation.weights_from``:
+            ``"search"``, or a guided run's supervised heads).
 
     Returns:
         the written files.
@@ -160,7 +163,10 @@ def write_heatmaps(
         mask = causal_mask(len(rows)) if suffix == ".decoder" else None
         own = suffix == "" and cross is not None
         default = views.alignment_layer if suffix == "" else -1
-        which = "the model's alignment view" if own else selection.caption(len(weights), default)
+        own_view = "the model's alignment view" + (
+            "" if cross_from == "search" else f", {cross_from}"
+        )
+        which = own_view if own else selection.caption(len(weights), default)
         labels = dict(xlabel=xlabel, ylabel=ylabel, mask=mask, path=path)
         full = f"{name}, {which}" if title is None else f"{title}\n{name}, {which}"
         if head == ALL:

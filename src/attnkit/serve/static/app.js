@@ -142,7 +142,7 @@ function sentenceCard(s) {
 function viewControls(s, card) {
   const box = el("div", { class: "controls" });
   const view = el("select", { class: "view" });
-  const names = { alignment: "alignment (search)", cross: "cross-attention",
+  const names = { alignment: `alignment (${s.weights_from || "search"})`, cross: "cross-attention",
     encoder: "encoder self-attention", decoder: "decoder self-attention (causal)" };
   for (const [value, label] of Object.entries(names)) {
     if (value === "alignment" || s.views[value]) view.append(el("option", { value }, label));
