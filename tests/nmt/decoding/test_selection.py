@@ -39,3 +39,12 @@ def test_captions_and_default():
     assert HeadSelection().caption(2, 0) == "layer 0, heads averaged"
     assert HeadSelection(-1, 1).caption(2) == "layer 1, head 1"
     assert HeadSelection("mean", "all").caption(2) == "layers averaged, all heads"
+
+
+def test_a_tuple_of_heads_is_their_mean():
+    cross = torch.rand(2, 3, 4, 5, 6)  # (B, L, H, T, S)
+    both = HeadSelection(1, (0, 3))
+    torch.testing.assert_close(both.pick(cross), (cross[:, 1, 0] + cross[:, 1, 3]) / 2)
+    assert both.caption(3) == "layer 1, heads 0, 3 averaged"
+    with pytest.raises(ValueError, match=r"head 4 does not exist: the layer has 4 \(0..3\)"):
+        HeadSelection(0, (1, 4)).pick(cross)

@@ -237,6 +237,13 @@ def test_align_reads_a_guided_run_where_it_was_supervised(tmp_path, capsys):
     assert "shift 1, sum merge, layer 1, heads averaged" in capsys.readouterr().err  # model's view
 
 
+def test_align_reads_the_mean_of_exactly_the_supervised_heads(tmp_path, capsys):
+    from attnkit.cli import main
+
+    assert main(_guided_align_command(tmp_path, "layer: 0, heads: [1, 3]")) == 0
+    assert "shift 1, sum merge, layer 0, heads 1, 3 averaged" in capsys.readouterr().err
+
+
 def test_align_reads_a_full_context_run_in_the_full_context_pass(tmp_path, capsys):
     from attnkit.cli import main
 

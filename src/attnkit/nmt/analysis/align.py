@@ -100,7 +100,8 @@ class AlignOptions:
         merge: ``sum`` or ``max`` over a word's subword pieces.
         layer: cross-attention layer (negative counts from the top), ``"mean"``,
             or None: the model's alignment layer.
-        head: head within the layer, ``"mean"``, or None: the mean over heads.
+        head: head within the layer, a tuple of heads (their mean), ``"mean"``,
+            or None: the mean over heads.
         full_context: force-decode without the causal mask (each target position
             sees the whole target): how a run trained with
             ``train.guided_alignment.full_context`` is read (:func:`reads_full_context`).
@@ -113,7 +114,7 @@ class AlignOptions:
     shift: int = 0
     merge: Merge = "sum"
     layer: int | Literal["mean"] | None = None
-    head: int | Literal["mean"] | None = None
+    head: int | tuple[int, ...] | Literal["mean"] | None = None
     full_context: bool = False
     jump_prior: float = 0.0
 

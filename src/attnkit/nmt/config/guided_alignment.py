@@ -94,10 +94,11 @@ class GuidedAlignmentConfig(_Section):
             )
         return picked
 
-    def read_head(self) -> int | str:
-        """The head alignments are read from: the supervised one, or ``"mean"`` when
-        several are supervised (their mean is what was trained; with a subset of the
-        heads, the mean of all of them is an approximation)."""
-        if self.heads != "all" and len(self.heads) == 1:
-            return self.heads[0]
-        return "mean"
+    def read_head(self) -> int | tuple[int, ...] | str:
+        """The head alignments are read from, as a
+        :class:`~attnkit.nmt.decoding.selection.HeadSelection` names it: the
+        supervised one, the tuple of supervised heads (their mean was trained), or
+        ``"mean"`` for ``all``."""
+        if self.heads == "all":
+            return "mean"
+        return self.heads[0] if len(self.heads) == 1 else tuple(self.heads)

@@ -2,7 +2,8 @@
 explorer and word alignment.
 
 A :class:`HeadSelection` names a layer (an index, negative from the last, or
-``"mean"`` over layers) and a head (an index, ``"mean"`` over heads, or
+``"mean"`` over layers) and a head (an index, ``"mean"`` over heads, a tuple
+of indices: their mean, as a guided-alignment run supervised them, or
 ``"all"``: every head side by side in a picture, their mean where one matrix
 is needed). Left unset, the layer is the model's alignment layer for
 cross-attention (:attr:`AttentionLayout.alignment_layer
@@ -34,11 +35,12 @@ class HeadSelection:
 
     Attributes:
         layer: layer index (negative counts from the last), ``"mean"``, or None.
-        head: head index (negative counts from the last), ``"mean"``, ``"all"``, or None.
+        head: head index (negative counts from the last), a tuple of them (their
+            mean), ``"mean"``, ``"all"``, or None.
     """
 
     layer: int | Literal["mean"] | None = None
-    head: int | Literal["mean", "all"] | None = None
+    head: int | tuple[int, ...] | Literal["mean", "all"] | None = None
 
     @property
     def is_default(self) -> bool:
@@ -94,6 +96,8 @@ class HeadSelection:
         layer = self.layer_index(weights.shape[-4], default_layer)
         chosen = weights.mean(dim=-4) if layer == MEAN else weights.select(-4, layer)
         head = self._head_index(weights.shape[-3])
+        if isinstance(head, tuple):
+            return chosen[..., list(head), :, :].mean(dim=-3)
         return chosen.mean(dim=-3) if head is None else chosen.select(-3, head)
 
     def layer_of(self, weights: Tensor, default_layer: int = -1) -> Tensor:
@@ -109,15 +113,19 @@ class HeadSelection:
         """``layer L, head H`` / ``heads averaged`` / ``all heads`` for a picture's title."""
         layer = self.layer_index(layers, default_layer)
         which = "layers averaged" if layer == MEAN else f"layer {layer % layers}"
+        if isinstance(self.head, tuple):
+            return f"{which}, heads {', '.join(map(str, self.head))} averaged"
         heads = {ALL: "all heads", MEAN: "heads averaged", None: "heads averaged"}
         return f"{which}, {heads.get(self.head, f'head {self.head}')}"
 
-    def _head_index(self, heads: int) -> int | None:
-        """The chosen head, or None for the mean (``"mean"``, ``"all"`` or unset)."""
+    def _head_index(self, heads: int) -> int | tuple[int, ...] | None:
+        """The chosen head(s), or None for the mean (``"mean"``, ``"all"`` or unset)."""
         if self.head in (None, MEAN, ALL):
             return None
-        if not -heads <= self.head < heads:
-            raise ValueError(
-                f"head {self.head} does not exist: the layer has {heads} (0..{heads - 1})"
-            )
+        chosen = self.head if isinstance(self.head, tuple) else (self.head,)
+        for head in chosen:
+            if not -heads <= head < heads:
+                raise ValueError(
+                    f"head {head} does not exist: the layer has {heads} (0..{heads - 1})"
+                )
         return self.head

@@ -35,6 +35,7 @@ from ..data.batching import Examples, make_batch, sorted_batches
 from ..models.translator import AttentionLayout, Translator
 from ..vocab_ids import EOS
 from .inference import inference
+from .selection import HeadSelection
 
 __all__ = ["SupervisedHeads", "supervised_weights"]
 
@@ -119,14 +120,14 @@ def supervised_weights(
     inputs = [_decoder_inputs(out, limit) for out in output_ids]
     examples = Examples([list(s) for s in src_ids], inputs)
     results: list[Tensor] = [torch.empty(0)] * len(src_ids)
-    picked = list(heads.heads)
+    selection = HeadSelection(heads.layer, heads.heads)
     with inference(model):
         for indices in sorted_batches(examples, batch_size):
             batch = make_batch(examples, indices).to(device)
             maps = model.attention_maps(
                 batch.src, batch.src_lengths, batch.tgt_in, full_context=heads.full_context
             )
-            mean = maps.cross[:, heads.layer, picked].mean(dim=1).float().cpu()  # (B, R, S)
+            mean = selection.pick(maps.cross).float().cpu()  # (B, R, S)
             for row, k in enumerate(indices):
                 rows = len(inputs[k]) + 1  # <s> and the inputs
                 read = [min(t + heads.shift, rows - 1) for t in range(len(output_ids[k]))]
