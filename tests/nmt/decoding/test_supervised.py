@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.decoding.records import translation_record
 from attnkit.nmt.decoding.supervised import SupervisedHeads, supervised_weights
 from attnkit.nmt.decoding.translate import translate_lines
 from attnkit.nmt.decoding.views import attention_views
@@ -57,6 +58,8 @@ def test_translations_carry_the_supervised_heads(
     run = _run(tmp_path, guided)
     results = translate_lines(run, LINES, beam_size=3, n_best=3)
     assert results[2].weights is None  # a blank line has no attention still
+    assert translation_record(results[2], 3)["weights_from"] is None
+    assert translation_record(results[0], 1)["weights_from"].startswith("supervised heads: ")
     assert max(len(t.output_ids) for r in results for t in r.hypotheses) >= 4
     for r in (results[0], results[1], results[3]):
         assert r.hypotheses[0].weights is r.weights
@@ -71,6 +74,7 @@ def test_an_unguided_run_keeps_the_search_view(tmp_path):
     run = _run(tmp_path)
     assert SupervisedHeads.of_run(run.config, run.model.attention_layout) is None
     t = translate_lines(run, LINES[:1], beam_size=1)[0]
+    assert translation_record(t, 1)["weights_from"] == "search"
     views = attention_views(run.model, t.src_ids, t.output_ids, "cpu")
     search = views.cross[views.alignment_layer].mean(dim=0)  # the last layer, every head
     torch.testing.assert_close(t.weights, search, atol=1e-6, rtol=1e-5)
@@ -132,8 +136,11 @@ def test_translate_plots_and_writes_the_supervised_view(tmp_path, monkeypatch, c
     assert title.endswith("cross-attention, the model's alignment view, "
                           "supervised heads: layer 0, head 2, shift 1")  # fmt: skip
     torch.testing.assert_close(shown, t.weights)
-    written = torch.tensor(json.loads(json_path.read_text())["weights"])
-    torch.testing.assert_close(written, t.weights, atol=1e-6, rtol=0)
+    record = json.loads(json_path.read_text())
+    torch.testing.assert_close(torch.tensor(record["weights"]), t.weights, atol=1e-6, rtol=0)
+    assert record["weights_from"] == "supervised heads: layer 0, head 2, shift 1"
+    assert main(["translate", *argv, "--layer", "1", "--head", "3"]) == 0
+    assert json.loads(json_path.read_text())["weights_from"] == "layer 1, head 3"
 
 
 def test_text_alone_skips_the_forced_pass(tmp_path, monkeypatch, capsys):

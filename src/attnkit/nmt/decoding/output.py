@@ -152,6 +152,7 @@ class TranslationOutput(contextlib.AbstractContextManager):
                 t,
                 number,
                 weights=weights,
+                weights_from=None if weights is None else self._chosen_caption(),
                 hypotheses=hypotheses,
                 hypothesis_weights=self._hypothesis_weights(t, weights),
             )
@@ -187,6 +188,11 @@ class TranslationOutput(contextlib.AbstractContextManager):
         if views is None or self.sinks.selection.is_default:
             return None
         return self.sinks.selection.pick(views.cross, views.alignment_layer)
+
+    def _chosen_caption(self) -> str:
+        """``layer 1, head 2``: the chosen layer/head's cross-attention, as titles name it."""
+        layout = self.run.model.attention_layout
+        return self.sinks.selection.caption(layout.layers, layout.alignment_layer)
 
     def _plot(self, t: Translation, views: AttentionViews, number: int) -> None:
         selection = self.sinks.selection

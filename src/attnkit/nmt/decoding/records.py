@@ -4,13 +4,14 @@ the ``--html`` page all use :func:`translation_record`.
 Keys: ``line`` (1-based input line), ``source``, ``translation``, ``score``,
 ``src_tokens`` (``S`` source tokens with ``</s>``), ``tgt_tokens`` (``T``
 output tokens, ``</s>`` when produced), ``weights`` (``T`` rows of ``S``
-floats, or null for a blank line), ``row_labels``/``col_labels`` (the target
+floats, or null for a blank line), ``weights_from`` (which attention they
+are: ``Translation.weights_from``, or the layer and head chosen, ``"layer 1,
+head 2"``), ``row_labels``/``col_labels`` (the target
 and source tokens again, so that :func:`attnkit.plot.read_weights` reads a
 record as it is) and, when asked, ``hypotheses``: the search's best
 hypotheses, best first, each ``{"translation", "tgt_tokens", "weights",
 "score"}``. The explorer's record (:func:`explorer_record`) adds
-``truncated_from``, ``weights_from`` (what ``weights`` shows:
-``Translation.weights_from``), ``weight_sums`` and ``views`` (every layer and head).
+``truncated_from``, ``weight_sums`` and ``views`` (every layer and head).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def translation_record(
     line: int,
     *,
     weights: Tensor | None = None,
+    weights_from: str | None = None,
     hypotheses: int | None = None,
     hypothesis_weights: Sequence[Tensor] | None = None,
     decimals: int | None = 6,
@@ -44,6 +46,8 @@ def translation_record(
         line: its 1-based input line.
         weights: ``(T, S)`` to write instead of the translation's own (a chosen
             layer/head).
+        weights_from: what ``weights`` are (e.g. ``"layer 1, head 2"``); None: the
+            translation's own ``weights_from``.
         hypotheses: add the first this many of ``translation.hypotheses``
             (None: no ``hypotheses`` key).
         hypothesis_weights: ``(T_i, S)`` per hypothesis added, to write instead of
@@ -60,6 +64,7 @@ def translation_record(
         "src_tokens": translation.src_pieces,
         "tgt_tokens": translation.tgt_pieces,
         "weights": None if weights is None else _rows(weights, decimals),
+        "weights_from": None if weights is None else weights_from or translation.weights_from,
         "row_labels": translation.tgt_pieces,
         "col_labels": translation.src_pieces,
     }
@@ -90,7 +95,6 @@ def explorer_record(
     """
     record = translation_record(translation, line, hypotheses=n_best, decimals=None)
     record["truncated_from"] = translation.truncated_from
-    record["weights_from"] = translation.weights_from
     record["weight_sums"] = [math.fsum(row) for row in record["weights"] or []]
     record["views"] = None
     if views is not None:
