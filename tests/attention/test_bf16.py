@@ -192,3 +192,27 @@ def test_dot_scores_of_bf16_inputs_under_autocast_are_autocasts_product_of_float
     assert torch.equal(scores, autocast_of_float32)
     exact = (query.float() @ keys.float().transpose(-2, -1)) * scale
     torch.testing.assert_close(scores.float(), exact, rtol=2e-2, atol=2e-2 * scale)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_under_autocast_takes_bf16_activations_with_float32_parameters(need_weights):
+    # Inside autocast an nn.Linear hands on bf16: the next attention layer (float32
+    # parameters, as nn.MultiheadAttention's) must take it, not raise a dtype error.
+    mha = seeded_mha(16, 4, kdim=12, vdim=12)
+    g = torch.Generator().manual_seed(7)
+    query, memory = torch.randn(3, 4, 16, generator=g), torch.randn(3, 6, 12, generator=g)
+    options = dict(key_padding_mask=key_mask(), need_weights=need_weights)
+    with torch.autocast("cpu", dtype=BF16):
+        out, weights = mha(query.to(BF16), memory.to(BF16), **options)
+        # autocast rounds float32 inputs to bf16 itself: bf16 inputs give the same numbers
+        ref, ref_weights = mha(*bf16_round(query, memory), **options)
+    assert out.dtype == BF16
+    assert torch.equal(out, ref)
+    if need_weights:
+        assert torch.equal(weights, ref_weights)
+
+
+def test_multihead_under_autocast_still_refuses_float64_inputs():
+    mha = seeded_mha(16, 4)
+    with torch.autocast("cpu", dtype=BF16), pytest.raises(TypeError, match="query has dtype"):
+        mha(torch.randn(2, 3, 16, dtype=torch.float64))  # autocast does not cast float64

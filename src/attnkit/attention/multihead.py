@@ -24,7 +24,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .functional import attend, takes_fused_kernel, zero_dead_keys
+from .functional import attend, autocast_dtype, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
 from .masks import ResolvedMask, check_float_mask, resolve_mask
 from .torch_interop import TorchInterop
@@ -148,8 +148,10 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         :func:`~attnkit.attention.functional.scaled_dot_product_attention`).
 
         Args:
-            query: ``(B, Tq, E)``, floating, the parameters' dtype; a single step
-                may be ``(B, E)`` (then ``Tq = 1`` and the outputs lose that dim).
+            query: ``(B, Tq, E)``, floating, the parameters' dtype (inside
+                ``torch.autocast`` also autocast's dtype, e.g. a bf16 activation
+                with float32 parameters); a single step may be ``(B, E)`` (then
+                ``Tq = 1`` and the outputs lose that dim).
             key: ``(B, Tk, kdim)`` for cross-attention, or None.
             value: ``(B, Tk, vdim)``; defaults to ``key``.
             key_padding_mask: ``(B, Tk)`` bool, True = real token (the opposite of
@@ -187,7 +189,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
                 allow a key a cross-attention cache has zeroed
                 (:attr:`KVCache.zeroed`, checked on CPU).
             TypeError: non-tensor or non-floating inputs, a dtype other than the
-                parameters', a non-bool ``key_padding_mask``, an ``attn_mask``
+                parameters' (outside autocast), a non-bool ``key_padding_mask``, an ``attn_mask``
                 neither bool nor floating, or ``cache`` not a :class:`KVCache`.
         """
         step = isinstance(query, Tensor) and query.dim() == 2
@@ -348,8 +350,19 @@ def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: tor
         raise ValueError(f"{name} must have shape (B, T, {width}), got {tuple(x.shape)}")
     if batch is not None and x.shape[0] != batch:
         raise ValueError(f"{name} has batch size {x.shape[0]} but query has B={batch}")
-    if x.dtype != dtype:
+    if x.dtype != dtype and not _autocast_casts(x, dtype):
         raise TypeError(f"{name} has dtype {x.dtype} but the parameters are {dtype}")
+
+
+# The dtypes autocast casts to its own for a product (float64 it leaves alone).
+_AUTOCAST_CASTS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _autocast_casts(x: Tensor, dtype: torch.dtype) -> bool:
+    """Inside autocast on ``x``'s device, the projections cast ``x`` and the parameters
+    (``dtype``) to autocast's dtype themselves: a bf16 activation (what an earlier
+    ``nn.Linear`` gives there) meets float32 weights, as in ``nn.MultiheadAttention``."""
+    return autocast_dtype(x.device) is not None and {x.dtype, dtype} <= set(_AUTOCAST_CASTS)
 
 
 _warned_all_padding = False  # the polarity warning is given once per process
