@@ -197,3 +197,38 @@ def test_from_torch_refuses_unsupported_modules():
         MultiHeadAttention.from_torch(nn.MultiheadAttention(E, H, add_bias_kv=True))
     with pytest.raises(TypeError, match="Linear"):
         MultiHeadAttention.from_torch(nn.Linear(E, E))
+
+
+def _xavier_bound(rows, columns):
+    return (6.0 / (rows + columns)) ** 0.5
+
+
+def _spans_its_bound(weight, rows, columns):
+    """Within the Xavier bound of a (rows, columns) matrix, and close to it (64 x 64 draws)."""
+    bound = _xavier_bound(rows, columns)
+    return 0.99 * bound < weight.abs().max() <= bound
+
+
+def test_input_projections_start_with_the_bound_of_torchs_packed_matrix():
+    # torch draws one packed (3E, E) in_proj_weight: its bound is 1/sqrt(2) of an (E, E) one's
+    torch.manual_seed(0)
+    theirs, ours = nn.MultiheadAttention(64, 4), MultiHeadAttention(64, 4)
+    assert _spans_its_bound(theirs.in_proj_weight, 3 * 64, 64)
+    for proj in (ours.q_proj, ours.k_proj, ours.v_proj):
+        assert _spans_its_bound(proj.weight, 3 * 64, 64)
+
+
+def test_input_projections_with_kdim_vdim_start_with_torchs_separate_bounds():
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(64, 4, kdim=24, vdim=40)
+    ours = MultiHeadAttention(64, 4, kdim=24, vdim=40)
+    for name, width in (("q", 64), ("k", 24), ("v", 40)):
+        assert _spans_its_bound(getattr(theirs, f"{name}_proj_weight"), 64, width)
+        assert _spans_its_bound(getattr(ours, f"{name}_proj").weight, 64, width)
+
+
+def test_grouped_query_projections_share_the_packed_bound():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(64, 4, num_kv_heads=2)  # q (64, 64), k and v (32, 64)
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+        assert _spans_its_bound(proj.weight, 64 + 32 + 32, 64)

@@ -101,9 +101,23 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        # As torch.nn.MultiheadAttention: Xavier-uniform input projections, zero biases.
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
-            nn.init.xavier_uniform_(proj.weight)
+        """As ``torch.nn.MultiheadAttention``: Xavier-uniform input projections, zero biases.
+
+        With ``kdim == vdim == E`` PyTorch draws ``W^Q, W^K, W^V`` as one packed
+        ``(3E, E)`` matrix, whose Xavier bound ``sqrt(6 / (E + 3E))`` is ``1/sqrt(2)``
+        of a separate ``(E, E)`` one's; the bound here is the packed matrix's
+        (``E + 2 Hkv Dh`` rows with grouped heads), so the weights, and the
+        spread of the initial scores, are PyTorch's.
+        """
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if self.kdim == self.vdim == self.embed_dim:
+            rows = sum(proj.out_features for proj in projections)  # the packed (rows, E)
+            bound = math.sqrt(6.0 / (self.embed_dim + rows))
+            for proj in projections:
+                nn.init.uniform_(proj.weight, -bound, bound)
+        else:  # PyTorch keeps three matrices, each with its own Xavier bound
+            for proj in projections:
+                nn.init.xavier_uniform_(proj.weight)
         for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
