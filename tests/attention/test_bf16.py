@@ -216,3 +216,30 @@ def test_multihead_under_autocast_still_refuses_float64_inputs():
     mha = seeded_mha(16, 4)
     with torch.autocast("cpu", dtype=BF16), pytest.raises(TypeError, match="query has dtype"):
         mha(torch.randn(2, 3, 16, dtype=torch.float64))  # autocast does not cast float64
+
+
+@pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "weights"])
+@pytest.mark.parametrize("low", ["query", "keys"])
+def test_sdpa_under_autocast_takes_mixed_float32_and_bf16_inputs(return_weights, low):
+    # A float32 query (a layer norm's output) meets bf16 keys and values (a Linear's),
+    # as PyTorch's own kernel takes them there; autocast meets them in bf16 (a bf16
+    # query is scaled before the product: a rounding apart from the float32 query's).
+    g = torch.Generator().manual_seed(8)
+    query, keys = bf16_round(torch.randn(2, 4, 8, generator=g), torch.randn(2, 5, 8, generator=g))
+    mask = key_mask(2, 5)[:, None, :]
+    mixed = (
+        (query.to(BF16), keys, keys) if low == "query" else (query, keys.to(BF16), keys.to(BF16))
+    )
+    with torch.autocast("cpu", dtype=BF16):
+        got = scaled_dot_product_attention(*mixed, mask, return_weights=return_weights)
+        ref = scaled_dot_product_attention(query, keys, keys, mask, return_weights=return_weights)
+    for ours, theirs in zip(*(r if return_weights else (r,) for r in (got, ref)), strict=True):
+        torch.testing.assert_close(ours.float(), theirs.float(), atol=ATOL, rtol=0)
+    output = got[0] if return_weights else got
+    assert output.dtype == BF16 and torch.equal(output[1], torch.zeros_like(output[1]))
+
+
+def test_sdpa_refuses_mixed_dtypes_outside_autocast():
+    q = torch.randn(2, 4, 8)
+    with pytest.raises(TypeError, match="must share a dtype"):
+        scaled_dot_product_attention(q, q.to(BF16), q.to(BF16))

@@ -33,7 +33,9 @@ from .masks import (
 __all__ = [
     "ResolvedMask",
     "attend",
+    "AUTOCAST_CASTS",
     "autocast_dtype",
+    "autocast_mixes",
     "causal_mask",
     "combine_masks",
     "invert_mask",
@@ -187,6 +189,17 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
     return torch.get_autocast_dtype(device.type)
 
 
+# The dtypes autocast casts to its own for a product (it leaves float64 as it is).
+AUTOCAST_CASTS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def autocast_mixes(device: torch.device, *dtypes: torch.dtype) -> bool:
+    """Whether autocast is on for ``device`` and casts each of ``dtypes`` itself, so that
+    tensors of these mixed dtypes meet in its dtype (a bf16 activation and float32
+    weights, a float32 query and bf16 keys), as in autocast's own products."""
+    return autocast_dtype(device) is not None and set(dtypes) <= set(AUTOCAST_CASTS)
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -239,7 +252,9 @@ def scaled_dot_product_attention(
 
     Args:
         query: ``(..., Tq, D)``, floating.
-        key: ``(..., Tk, D)``, same dtype and leading dims as ``query``.
+        key: ``(..., Tk, D)``, same dtype and leading dims as ``query`` (inside
+            ``torch.autocast`` the dtypes may mix, as in PyTorch's kernel: autocast
+            casts them to its own).
         value: ``(..., Tk, Dv)``, same dtype and leading dims.
         mask: broadcastable to ``(..., Tq, Tk)``; bool (True = may attend) or a
             float tensor added to the scores (``-inf`` = masked).
@@ -259,7 +274,7 @@ def scaled_dot_product_attention(
             or only 0.0 and 1.0 (pass a bool mask for 1 = may attend; checked on
             CPU: :func:`~attnkit.attention.masks.check_float_mask`),
             a ``scale`` that is NaN or infinite, or ``dropout_p`` outside [0, 1).
-        TypeError: non-floating inputs, mixed dtypes, a mask that is neither
+        TypeError: non-floating inputs, mixed dtypes outside autocast, a mask that is neither
             bool nor floating, or a ``scale`` that is not a number.
     """
     _check_qkv(query, key, value)
@@ -418,7 +433,8 @@ def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
             )
         if not t.is_floating_point():
             raise TypeError(f"{name} must be floating point, got dtype {t.dtype}")
-    if key.dtype != query.dtype or value.dtype != query.dtype:
+    same = key.dtype == query.dtype == value.dtype
+    if not same and not autocast_mixes(query.device, query.dtype, key.dtype, value.dtype):
         raise TypeError(
             "query, key and value must share a dtype, got "
             f"{query.dtype}, {key.dtype}, {value.dtype}"

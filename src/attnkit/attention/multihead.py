@@ -24,7 +24,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .functional import attend, autocast_dtype, takes_fused_kernel, zero_dead_keys
+from .functional import attend, autocast_mixes, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
 from .masks import ResolvedMask, check_float_mask, resolve_mask
 from .torch_interop import TorchInterop
@@ -364,19 +364,8 @@ def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: tor
         raise ValueError(f"{name} must have shape (B, T, {width}), got {tuple(x.shape)}")
     if batch is not None and x.shape[0] != batch:
         raise ValueError(f"{name} has batch size {x.shape[0]} but query has B={batch}")
-    if x.dtype != dtype and not _autocast_casts(x, dtype):
+    if x.dtype != dtype and not autocast_mixes(x.device, x.dtype, dtype):
         raise TypeError(f"{name} has dtype {x.dtype} but the parameters are {dtype}")
-
-
-# The dtypes autocast casts to its own for a product (float64 it leaves alone).
-_AUTOCAST_CASTS = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def _autocast_casts(x: Tensor, dtype: torch.dtype) -> bool:
-    """Inside autocast on ``x``'s device, the projections cast ``x`` and the parameters
-    (``dtype``) to autocast's dtype themselves: a bf16 activation (what an earlier
-    ``nn.Linear`` gives there) meets float32 weights, as in ``nn.MultiheadAttention``."""
-    return autocast_dtype(x.device) is not None and {x.dtype, dtype} <= set(_AUTOCAST_CASTS)
 
 
 _warned_all_padding = False  # the polarity warning is given once per process
