@@ -537,3 +537,30 @@ def test_bf16_weights_on_the_meta_device_have_their_shapes():
     output, weights = scaled_dot_product_attention(q, k, k, return_weights=True)
     assert output.shape == (2, 3, 8) and weights.shape == (2, 3, 5)
     assert weights.dtype == torch.bfloat16
+
+
+# "meta" stands in for a GPU: a tensor there and one on the CPU do not meet in a product
+@pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "weights"])
+@pytest.mark.parametrize("moved", ["key", "value", "mask"])
+def test_sdpa_names_an_argument_on_another_device_than_the_query(moved, return_weights):
+    args = dict(
+        query=torch.randn(2, 3, 4),
+        key=torch.randn(2, 5, 4),
+        value=torch.randn(2, 5, 4),
+        mask=padding_mask([5, 2])[:, None, :],  # built on the CPU, as by default
+    )
+    args[moved] = args[moved].to("meta")
+    with pytest.raises(ValueError, match=f"^{moved} is on meta, query on cpu: pass {moved}.to"):
+        scaled_dot_product_attention(**args, return_weights=return_weights)
+
+
+def test_sdpa_names_a_cpu_mask_with_queries_elsewhere():
+    query = torch.randn(2, 3, 4, device="meta")
+    with pytest.raises(ValueError, match=r"^mask is on cpu, query on meta: pass mask.to\('meta'\)"):
+        scaled_dot_product_attention(query, query, query, causal_mask(3))
+
+
+def test_masked_softmax_names_a_mask_on_another_device():
+    mask = torch.ones(2, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match="^mask is on meta, scores on cpu"):
+        masked_softmax(torch.randn(2, 3), mask)

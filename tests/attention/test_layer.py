@@ -172,3 +172,21 @@ def test_the_layer_runs_on_the_meta_device_for_shapes(name):
     context, weights = layer(query, keys, mask=mask)
     assert context.shape == (2, 3, dk) and weights.shape == (2, 3, 4)
     assert context.device.type == "meta"
+
+
+# "meta" stands in for a GPU: a tensor there and one on the CPU do not meet in a product
+@pytest.mark.parametrize("moved", ["keys", "values", "mask"])
+@pytest.mark.parametrize("name", ["dot", "additive"])
+def test_an_argument_on_another_device_than_the_query_is_named(moved, name):
+    args = dict(keys=torch.randn(2, 5, 6), values=torch.randn(2, 5, 3), mask=padding_mask([5, 2]))
+    args[moved] = args[moved].to("meta")
+    layer = Attention(build_score(name, 6, 6))
+    with pytest.raises(ValueError, match=f"^{moved} is on meta, query on cpu: pass {moved}.to"):
+        layer(torch.randn(2, 4, 6), **args)
+
+
+def test_a_query_on_another_device_than_the_score_parameters_is_named():
+    layer = Attention(build_score("general", 6, 6))
+    query, keys = torch.randn(2, 4, 6, device="meta"), torch.randn(2, 5, 6, device="meta")
+    with pytest.raises(ValueError, match="^query is on meta, score 'general' on cpu"):
+        layer(query, keys)

@@ -261,3 +261,26 @@ def test_torch_polarity_padding_mask_warns_once_pointing_to_invert_mask(monkeypa
         mha(x, key_padding_mask=torch_style)
         monkeypatch.setattr(multihead, "_warned_all_padding", False)
         mha(x, key_padding_mask=padding_mask([T, 2], T))  # right polarity: no warning
+
+
+# "meta" stands in for a GPU: a tensor there and one on the CPU do not meet in a product
+@pytest.mark.parametrize(
+    "moved,owner",
+    [
+        ("query", "the parameters"),
+        ("key", "the parameters"),
+        ("key_padding_mask", "query"),
+        ("attn_mask", "query"),
+    ],
+)
+def test_an_input_on_another_device_is_named(moved, owner):
+    mha = MultiHeadAttention(8, 2)
+    args = dict(
+        query=torch.randn(2, 3, 8),
+        key=torch.randn(2, 4, 8),
+        key_padding_mask=padding_mask([4, 2]),
+        attn_mask=torch.ones(3, 4, dtype=torch.bool),
+    )
+    args[moved] = args[moved].to("meta")
+    with pytest.raises(ValueError, match=f"^{moved} is on meta, {owner} on cpu: pass {moved}.to"):
+        mha(**args)

@@ -23,6 +23,7 @@ from .dropout import dropout
 from .masks import (
     ResolvedMask,
     causal_mask,
+    check_device,
     check_float_mask,
     combine_masks,
     invert_mask,
@@ -81,7 +82,7 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     Raises:
         TypeError: ``scores`` is not a floating-point tensor or ``mask`` not a
             bool one.
-        ValueError: ``mask`` does not broadcast to ``scores``.
+        ValueError: ``mask`` does not broadcast to ``scores``, or is on another device.
     """
     if not isinstance(scores, Tensor):
         raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
@@ -94,6 +95,7 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
     if mask is not None:
         _check_broadcast("mask", mask.shape, scores.shape)
+        check_device("mask", mask, scores.device, "scores")
     mask = _without_dead_rows(work, mask, dim)
     if mask is None:  # no row of -inf only: torch.softmax gives -inf scores weight 0 itself
         return torch.softmax(work, dim=dim).to(scores.dtype)
@@ -269,7 +271,8 @@ def scaled_dot_product_attention(
         ``query``.
 
     Raises:
-        ValueError: wrong ranks, mismatched widths, lengths or leading dims, a
+        ValueError: wrong ranks, mismatched widths, lengths or leading dims,
+            ``key``, ``value`` or ``mask`` on another device than ``query``, a
             mask that does not broadcast, a float mask holding NaN or ``+inf``
             or only 0.0 and 1.0 (pass a bool mask for 1 = may attend; checked on
             CPU: :func:`~attnkit.attention.masks.check_float_mask`),
@@ -283,6 +286,7 @@ def scaled_dot_product_attention(
     tk = key.shape[-2]
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))
+        check_device("mask", mask, query.device, "query")
         check_float_mask("mask", mask, query.dtype)
     scale = default_scale(query.shape[-1]) if scale is None else _as_scale(scale)
     fused = takes_fused_kernel(query, key, value, dropout_p, return_weights)
@@ -433,6 +437,8 @@ def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
             )
         if not t.is_floating_point():
             raise TypeError(f"{name} must be floating point, got dtype {t.dtype}")
+    check_device("key", key, query.device, "query")
+    check_device("value", value, query.device, "query")
     same = key.dtype == query.dtype == value.dtype
     if not same and not autocast_mixes(query.device, query.dtype, key.dtype, value.dtype):
         raise TypeError(

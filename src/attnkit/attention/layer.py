@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from .dropout import dropout
 from .functional import _check_broadcast, masked_softmax, zero_dead_keys
-from .masks import key_mask_for_queries
+from .masks import check_device, key_mask_for_queries
 from .scores import Score
 
 __all__ = ["Attention"]
@@ -83,8 +83,9 @@ class Attention(nn.Module):
             dtype. Fully masked rows give zero weights and a zero context.
 
         Raises:
-            ValueError: mismatched ranks, batch sizes, lengths or widths, a
-                mask that does not broadcast, or ``prepared_keys`` of another
+            ValueError: mismatched ranks, batch sizes, lengths or widths,
+                ``keys``, ``values`` or ``mask`` on another device than ``query``,
+                a mask that does not broadcast, or ``prepared_keys`` of another
                 shape than ``score.prepare_keys(keys)``.
             TypeError: a non-bool mask; ``query``, ``keys`` or ``values`` not a
                 floating-point tensor; dtypes the score refuses (see
@@ -92,6 +93,9 @@ class Attention(nn.Module):
         """
         values = keys if values is None else values
         _check_tensors(query=query, keys=keys, values=values, mask=mask)
+        for name, t in (("keys", keys), ("values", values), ("mask", mask)):
+            if t is not None:
+                check_device(name, t, query.device, "query")
         step = query.dim() == 2
         if step:
             if mask is not None:

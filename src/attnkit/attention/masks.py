@@ -21,6 +21,7 @@ from torch import Tensor
 __all__ = [
     "ResolvedMask",
     "causal_mask",
+    "check_device",
     "check_float_mask",
     "combine_masks",
     "invert_mask",
@@ -159,6 +160,22 @@ def invert_mask(mask: Tensor | None) -> Tensor | None:
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
     return ~mask
+
+
+def check_device(name: str, tensor: Tensor, device: torch.device, owner: str) -> None:
+    """``tensor`` (the argument ``name``) must be on ``device``, that of ``owner``.
+
+    Without this, PyTorch stops inside a product or a ``torch.where`` with a message
+    that names neither argument (e.g. a mask from :func:`padding_mask`, built on the
+    CPU by default, with queries on a GPU).
+
+    Raises:
+        ValueError: naming both devices and how to move ``tensor``.
+    """
+    if tensor.device != device:
+        raise ValueError(
+            f"{name} is on {tensor.device}, {owner} on {device}: pass {name}.to('{device}')"
+        )
 
 
 def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from .functional import attend, autocast_mixes, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
-from .masks import ResolvedMask, check_float_mask, resolve_mask
+from .masks import ResolvedMask, check_device, check_float_mask, resolve_mask
 from .torch_interop import TorchInterop
 
 __all__ = ["KVCache", "MultiHeadAttention"]
@@ -195,9 +195,10 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             query: ``(B, E)`` and ``(B, Tk)`` / ``(B, H, Tk)``.
 
         Raises:
-            ValueError: wrong ranks, widths, batch sizes or lengths; a mask of the
-                wrong shape; a float ``attn_mask`` holding NaN or ``+inf``, or only
-                0.0 and 1.0 (checked on CPU:
+            ValueError: wrong ranks, widths, batch sizes or lengths; an input on
+                another device than the parameters, a mask on another than
+                ``query``; a mask of the wrong shape; a float ``attn_mask``
+                holding NaN or ``+inf``, or only 0.0 and 1.0 (checked on CPU:
                 :func:`~attnkit.attention.masks.check_float_mask`); a cache
                 of another batch size, kind or key/value head layout; masks that
                 allow a key a cross-attention cache has zeroed
@@ -288,11 +289,13 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         keep = None
         if key_padding_mask is not None:
             _check_mask("key_padding_mask", key_padding_mask, [(b, tk)], bool_only=True)
+            check_device("key_padding_mask", key_padding_mask, q.device, "query")
             _warn_if_all_padding(key_padding_mask)
             keep = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         if attn_mask is not None:
             target = (b, self.num_heads, tq, tk)
             _check_mask("attn_mask", attn_mask, [(tq, tk), target], bool_only=False)
+            check_device("attn_mask", attn_mask, q.device, "query")
             check_float_mask("attn_mask", attn_mask, q.dtype)
             attn_mask = attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]  # 4-D
         return resolve_mask(keep, attn_mask, query=q, tk=tk, is_causal=is_causal, fused=fused)
@@ -303,6 +306,9 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         dtype = self.q_proj.weight.dtype
         _check_input("query", query, self.embed_dim, None, dtype)
         b = query.shape[0]
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t is not None:
+                check_device(name, t, self.q_proj.weight.device, "the parameters")
         if key is None and value is not None:
             raise ValueError("value was given without key; pass key too (or neither)")
         if key is not None:

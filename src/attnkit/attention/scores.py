@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .functional import autocast_dtype, default_scale, dot_scores, score_dtype
+from .masks import check_device
 
 __all__ = [
     "AdditiveScore",
@@ -74,9 +75,11 @@ class Score(nn.Module):
             do (:func:`~attnkit.attention.functional.dot_scores`).
 
         Raises:
-            ValueError: a rank below 2, mismatched leading dims, widths the
-                score cannot combine, or ``prepared_keys`` of another shape than
-                :meth:`prepare_keys` gives for ``keys``.
+            ValueError: a rank below 2, mismatched leading dims, ``keys`` on
+                another device than ``query`` (or ``query`` than the score's
+                parameters), widths the score cannot combine, or
+                ``prepared_keys`` of another shape than :meth:`prepare_keys`
+                gives for ``keys``.
             TypeError: ``query`` or ``keys`` not a floating-point tensor; outside
                 autocast, ``keys`` or the score's parameters of another dtype
                 than ``query``.
@@ -126,6 +129,10 @@ class Score(nn.Module):
                 f"query {tuple(query.shape)} and keys {tuple(keys.shape)} must share their "
                 f"leading (batch) dims for score '{self.name}'"
             )
+        check_device("keys", keys, query.device, "query")
+        param = next(self.parameters(), None)
+        if param is not None:
+            check_device("query", query, param.device, f"score '{self.name}'")
         self._check_dtypes(query, keys)
 
     def _check_dtypes(self, query: Tensor, keys: Tensor) -> None:
