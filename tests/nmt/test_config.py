@@ -134,6 +134,20 @@ def test_exponent_notation_is_a_number_in_files_and_overrides(tmp_path):
     assert RunConfig.load(path, ["name=1e4"]).name == "1e4"  # a text key keeps the text
 
 
+def test_a_saved_config_whose_text_reads_as_a_number_loads_back(tmp_path):
+    # a run named after 5e4.yaml was saved as "name: 5e4", which the loader reads as the
+    # number 50000.0: --resume and translate refused the run's own config.yaml
+    path = tmp_path / "5e4.yaml"
+    path.write_text("data:\n  toy: {task: copy}\n")
+    config = RunConfig.load(path, ["data.src_lang=1e3"])
+    assert (config.name, config.data.src_lang) == ("5e4", "1e3")
+    saved = tmp_path / "run" / "config.yaml"
+    saved.parent.mkdir()
+    saved.write_text(config.to_yaml())
+    assert "name: '5e4'" in saved.read_text()
+    assert RunConfig.load(saved) == config
+
+
 def test_override_paths_are_relative_to_the_current_folder(tmp_path, monkeypatch):
     # the file's own paths mean the config's folder; paths typed on the command line, cwd
     (tmp_path / "configs").mkdir()

@@ -22,7 +22,7 @@ from .overrides import (
 )
 from .section import _Section
 from .train import TrainConfig
-from .yaml_text import load_yaml
+from .yaml_text import dump_yaml, load_yaml
 
 
 class RunConfig(_Section):
@@ -192,7 +192,8 @@ class RunConfig(_Section):
             self.train.init_from = _absolute(base, self.train.init_from)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        """The config as YAML text that :meth:`load` reads back as it is."""
+        return dump_yaml(self.model_dump(mode="json"))
 
 
 def _cross_attention_layout(model: ModelConfig) -> tuple[int, int]:
