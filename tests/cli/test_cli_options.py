@@ -87,6 +87,24 @@ def test_switching_a_presets_architecture_notes_the_dropped_keys(capsys, monkeyp
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "lr"),
+    [
+        (["--train.lr", "2e-3", "--set", "train.lr=1e-3"], 1e-3),
+        (["--set", "train.lr=1e-3", "--train.lr", "2e-3"], 2e-3),
+        (["--train.lr", "2e-3", "--set", "train={lr: 4e-3, epochs: 2}"], 4e-3),
+    ],
+)
+def test_overrides_apply_in_command_line_order(tmp_path, overrides, lr):
+    # the --SECTION.KEY options were applied after every --set, wherever they were typed:
+    # a later --set train.lr=1e-3 was silently dropped
+    from attnkit.cli.train import _config_and_folder
+
+    argv = ["train", str(REPO / "configs/reverse.yaml"), "--out", str(tmp_path / "run")]
+    config, _ = _config_and_folder(build_parser().parse_args([*argv, *overrides]))
+    assert config.train.lr == lr
+
+
 def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
     from attnkit.cli import train
 

@@ -13,8 +13,6 @@ from pathlib import Path
 from .errors import UsageError, stderr, warn
 from .run_dir import prepared_only
 
-OVERRIDE_PREFIX = "override:"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the train and prepare commands."""
@@ -75,8 +73,23 @@ def _config_options(p: argparse.ArgumentParser, config_help: str) -> None:
     )
     for key in leaf_keys():
         keys.add_argument(
-            f"--{key}", dest=OVERRIDE_PREFIX + key, metavar="V", default=argparse.SUPPRESS
+            f"--{key}",
+            action=_KeyOverride,
+            dest="overrides",
+            const=key,
+            metavar="V",
+            default=argparse.SUPPRESS,
         )
+
+
+class _KeyOverride(argparse.Action):
+    """``--SECTION.KEY V`` added to ``--set``'s list as ``SECTION.KEY=V``, where it was typed:
+    the overrides apply in command-line order, so the last one given wins (the options were
+    applied after every ``--set``, so ``--train.lr 2e-3 --set train.lr=1e-3`` trained at 2e-3)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        typed = list(getattr(namespace, self.dest, None) or [])
+        setattr(namespace, self.dest, [*typed, f"{self.const}={values}"])
 
 
 def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
@@ -96,15 +109,6 @@ def _register_prepare(subparsers: argparse._SubParsersAction) -> None:
     _config_options(p, "YAML run config, e.g. configs/quick.yaml, or a shipped preset's name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_prepare, resume=False)
-
-
-def _overrides(args: argparse.Namespace) -> list[str]:
-    dotted = [
-        f"{name.removeprefix(OVERRIDE_PREFIX)}={value}"
-        for name, value in vars(args).items()
-        if name.startswith(OVERRIDE_PREFIX)
-    ]
-    return [*args.overrides, *dotted]
 
 
 def _config_and_folder(args: argparse.Namespace):
@@ -169,7 +173,7 @@ def _load_config(path: Path, args: argparse.Namespace):
     from ..nmt.config.presets import PRESETS
 
     notes: list[str] = []
-    config = RunConfig.load(path, _overrides(args), notes=notes)
+    config = RunConfig.load(path, args.overrides, notes=notes)
     for note in notes:
         base = path.stem.removesuffix("_transformer")  # the RNN's is the bare name
         arch = "" if config.model.arch == "rnn" else f"_{config.model.arch}"
