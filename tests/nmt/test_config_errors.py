@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -47,6 +48,20 @@ def test_impossible_value_is_one_clear_message_and_exit_2(option, value, expecte
     assert captured.err.startswith("attnkit train: error: invalid ")
     assert expected in captured.err
     assert len(captured.err.strip().splitlines()) == 2  # "invalid FILE:" + the one problem
+
+
+@pytest.mark.parametrize("key", ["train.seed", "data.toy.seed"])
+def test_a_seed_torch_cannot_take_is_a_config_error(key):
+    # 2**64 trained on until the first step failed with "Overflow when unpacking long long"
+    with pytest.raises(ValueError, match=rf"{key}: must be < 9223372036854775808, got {2**64}$"):
+        RunConfig.from_dict(BASE, [f"{key}={2**64}"])
+    with pytest.raises(ValueError, match=rf"{key}: must be >= -9223372036854775808, got -"):
+        RunConfig.from_dict(BASE, [f"{key}={-(2**63) - 1}"])
+    for seed in (-(2**63), 2**63 - 1):  # the extremes, with a rank or split index added
+        config = RunConfig.from_dict(BASE, [f"{key}={seed}"])
+        chosen = config.train.seed if key == "train.seed" else config.data.toy.seed
+        for added in (0, 2):
+            torch.Generator().manual_seed(chosen + added)
 
 
 @pytest.mark.parametrize(

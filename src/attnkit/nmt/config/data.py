@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .section import _Section
+from .section import Seed, _Section
 
 # sentencepiece's trainer refuses a lower character_coverage (trainer_interface.cc's
 # spec check: 0.98 <= character_coverage <= 1.0)
@@ -47,7 +47,7 @@ class ToyConfig(_Section):
     train_size: int = Field(5000, gt=0)
     valid_size: int = Field(200, gt=0)
     test_size: int = Field(200, gt=0)
-    seed: int = 0
+    seed: Seed = 0
 
     @model_validator(mode="after")
     def _lengths(self) -> ToyConfig:

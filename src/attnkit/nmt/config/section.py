@@ -12,12 +12,17 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..models.config_base import ConfigModel
 from ..models.registry import ARCHITECTURES
+
+# A seed torch's generators take (torch.manual_seed: -2**63 to 2**64 - 1), with room above
+# for the small number added to it (a rank, a split's index); a larger one failed at the
+# first step with "Overflow when unpacking long long", naming no key.
+Seed = Annotated[int, Field(ge=-(2**63), lt=2**63)]
 
 
 class _Section(ConfigModel):

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .guided_alignment import GuidedAlignmentConfig
-from .section import _Section
+from .section import Seed, _Section
 from .subword_sampling import SubwordSamplingConfig
 
 _Beta = Annotated[float, Field(ge=0, lt=1)]  # an Adam beta (Kingma & Ba 2015, alg. 1)
@@ -102,7 +102,7 @@ class TrainConfig(_Section):
     max_steps: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
     max_minutes: float | None = Field(None, gt=0)
     pool_batches: int = Field(50, gt=0)
-    seed: int = 1
+    seed: Seed = 1
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
