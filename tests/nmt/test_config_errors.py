@@ -235,3 +235,19 @@ def test_a_check_across_keys_blames_the_overrides_its_message_names():
     with pytest.raises(ValueError) as err:
         RunConfig.from_dict(unjoint, ["train.seed=3"], "my.yaml")
     assert str(err.value).splitlines()[0] == "invalid my.yaml:"
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "train.subword_sampling.alpha=0.1",  # README's way to turn sampling on
+        "train={subword_sampling: {}}",
+        "train.guided_alignment={file: a.txt, full_context: true}",
+    ],
+)
+def test_a_check_across_keys_blames_the_override_of_a_section_around_or_inside_its_key(override):
+    # the message names train.subword_sampling (train.guided_alignment.full_context), which
+    # only the override set, yet the error said "invalid my.yaml", a file without it
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(BASE, [override, "train.seed=3"], "my.yaml")
+    assert str(err.value).splitlines()[0] == f"invalid override {override}:"

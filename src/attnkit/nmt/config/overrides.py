@@ -205,12 +205,7 @@ def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[st
         found = _named_by(error, keys) or [
             item
             for key, item in keys.items()
-            if where
-            and (
-                f"{where}.".startswith(f"{key}.")
-                or f"{key}.".startswith(f"{where}.")
-                or (section and key.rpartition(".")[0] == section)
-            )
+            if where and (_nested(key, where) or (section and key.rpartition(".")[0] == section))
         ]
         if not found:
             return []
@@ -218,17 +213,24 @@ def _blamed_overrides(err: ValidationError, overrides: Sequence[str]) -> list[st
     return blamed
 
 
+# a dotted key in a message, whole: train.max_steps, not inside train.max_steps_x
+_DOTTED_KEY = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w+)+")
+
+
 def _named_by(error: dict, keys: dict[str, str]) -> list[str]:
-    """The overrides whose keys the message of a check across keys names (none for an
-    error at one value, whose location already says which key it is)."""
+    """The overrides of the keys that the message of a check across keys names, or of a
+    section or key around or inside one it names (``train.subword_sampling.alpha=0.1``
+    made the ``train.subword_sampling`` its message names); none for an error at one value,
+    whose location already says which key it is."""
     if error["type"] != "value_error" or len(_shown_loc(error["loc"])) > 1:
         return []
-    return [item for key, item in keys.items() if re.search(_key_pattern(key), error["msg"])]
+    named = _DOTTED_KEY.findall(error["msg"])
+    return [item for key, item in keys.items() if any(_nested(key, name) for name in named)]
 
 
-def _key_pattern(key: str) -> str:
-    """``train.max_steps`` as a whole dotted key, not inside ``train.max_steps_x``."""
-    return rf"(?<![\w.]){re.escape(key)}(?!\w|\.\w)"
+def _nested(key: str, other: str) -> bool:
+    """Whether the dotted keys are the same, or one is a section holding the other."""
+    return f"{key}.".startswith(f"{other}.") or f"{other}.".startswith(f"{key}.")
 
 
 def _deep_copy(raw: Any) -> Any:
