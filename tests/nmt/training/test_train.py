@@ -200,6 +200,28 @@ def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
     assert "of train.max_steps=100000" in note and "--resume" in note
 
 
+def test_epochs_that_end_a_linear_schedule_before_its_budget_say_so(tmp_path):
+    # the run stopped with "epochs=1 done" and the rate near its peak, without a word
+    messages = []
+    linear = ("train.lr_schedule=linear", "train.warmup_steps=2", "train.min_lr=0.0")
+    cfg = config(*linear, "train.max_steps=100", "train.epochs=1", "train.valid_every=null")
+    summary = train(cfg, tmp_path / "run", progress_bar=False, echo=messages.append)
+    assert summary.progress.stop_reason == "epochs=1 done" and summary.progress.step == 10
+    assert summary.history[-1]["lr"] == pytest.approx(0.01 * 89 / 98)  # its line at step 11
+    assert messages[-1].startswith("checkpoint auto: ")
+    assert messages[-2] == (
+        "note: train.epochs=1 ended training at step 10 of train.max_steps=100, before the "
+        f"linear schedule's rate fell to train.min_lr=0; `attnkit train --resume {tmp_path / 'run'}"
+        " --train.epochs N` with a larger N finishes the budget (or set max_steps to the steps "
+        "of the epochs)"
+    )
+    # with the budget inside the epochs (or another schedule) nothing is said
+    quiet_run = []
+    cfg = config(*linear, "train.max_steps=10", "train.epochs=1", "train.valid_every=null")
+    train(cfg, tmp_path / "inside", progress_bar=False, echo=quiet_run.append)
+    assert not any(line.startswith("note:") for line in quiet_run)
+
+
 def test_prepare_then_train_reuses_the_tokenizers_and_the_token_store(tmp_path):
     from attnkit.nmt.data.store import TokenStore
     from attnkit.nmt.runs.run_folder import RunFolder

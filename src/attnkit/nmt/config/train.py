@@ -23,7 +23,8 @@ class TrainConfig(_Section):
     raises it linearly to ``lr`` over ``warmup_steps`` steps, then decays it as
     ``lr * sqrt(warmup_steps / step)``; ``linear`` has the same warm-up, then
     falls in a straight line to ``min_lr`` at ``max_steps`` (which it needs), so
-    a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`);
+    a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`; a run
+    that ``epochs`` ends first ends with a note saying so);
     a budget raised on resume redraws the line to the new ``max_steps``, so
     the rate rises again to where that line stands. ``max_steps: auto``
     (linear only, with ``max_minutes``) sizes the budget to the machine: the

@@ -123,17 +123,27 @@ def budget_left(config: TrainConfig, p: Progress) -> bool:
 
 
 def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
-    """A plain warning when the time cap, not the step budget, ended a run that has both."""
+    """A plain warning when the time cap, not the step budget, ended a run that has both; or
+    when ``train.epochs`` ended a linear schedule before its line reached ``min_lr``."""
     limit = step_limit(config, p)
-    if limit is None or p.step >= limit or not p.stop_reason.startswith("max_minutes"):
+    if limit is None or p.step >= limit:
         return ""
-    return (
-        f"note: the time cap (train.max_minutes={config.max_minutes:g}) stopped training at step "
-        f"{p.step} of train.max_steps={limit}: this machine was slower or busier than "
-        "the config assumes, so the result will fall short of the one recorded for it; "
-        f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
-        "finishes the budget"
-    )
+    if p.stop_reason.startswith("max_minutes"):
+        return (
+            f"note: the time cap (train.max_minutes={config.max_minutes:g}) stopped training at "
+            f"step {p.step} of train.max_steps={limit}: this machine was slower or busier than "
+            "the config assumes, so the result will fall short of the one recorded for it; "
+            f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
+            "finishes the budget"
+        )
+    if p.stop_reason.startswith("epochs") and config.lr_schedule == "linear":
+        return (
+            f"note: train.epochs={config.epochs} ended training at step {p.step} of "
+            f"train.max_steps={limit}, before the linear schedule's rate fell to "
+            f"train.min_lr={config.min_lr:g}; `attnkit train --resume {run_dir} --train.epochs "
+            "N` with a larger N finishes the budget (or set max_steps to the steps of the epochs)"
+        )
+    return ""
 
 
 def _early_stop(config: TrainConfig, p: Progress) -> str:
