@@ -144,6 +144,37 @@ def test_a_step_budget_inside_the_inverse_sqrt_warm_up_warns_once(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(
+    ("argv", "warning"),
+    [
+        (
+            ["quick", "--train.lr", "5e-6"],  # fine-tuning rate under the default min_lr 1e-5
+            "attnkit: warning: train.min_lr 1e-05 is not below train.lr 5e-06: the linear "
+            "schedule never lowers the rate (lower min_lr, e.g. --train.min_lr 5e-08)",
+        ),
+        (
+            ["copy", "--train.min_lr", "0.003"],
+            "attnkit: warning: train.min_lr 0.003 is not below train.lr 0.003: the plateau "
+            "schedule never lowers the rate (lower min_lr, e.g. --train.min_lr 3e-05)",
+        ),
+        (["copy"], None),
+        (["copy", "--train.lr_schedule", "inverse_sqrt", "--train.lr", "1e-6"], None),
+    ],
+)
+def test_a_min_lr_not_below_lr_warns_that_the_rate_never_falls(
+    capsys, monkeypatch, tmp_path, argv, warning
+):
+    # the linear line and the plateau decay stop at min_lr: the rate stayed at lr unsaid
+    def before_training(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    status, _, err = run(capsys, "train", *argv, "--out", str(tmp_path / "run"))
+    assert status == 2 and err.endswith("error: stopped before training\n")
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    assert warnings == ([warning] if warning else [])
+
+
 def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
     capsys, monkeypatch, tmp_path
 ):

@@ -191,6 +191,7 @@ def run_train(args: argparse.Namespace) -> int:
     config, folder = _config_and_folder(args)
     _warn_threads_over_cores(config.train.threads)
     _warn_budget_inside_warmup(config.train)
+    _warn_rate_never_falls(config.train)
     try:
         summary = train(
             config,
@@ -234,6 +235,18 @@ def _warn_budget_inside_warmup(train) -> None:
             f"train.max_steps {steps} ends inside the warm-up of train.warmup_steps {warmup}: "
             f"the learning rate climbs to {_percent(steps / warmup)} of train.lr and no further "
             f"(lower warmup_steps, e.g. --train.warmup_steps {max(1, steps // 10)})"
+        )
+
+
+def _warn_rate_never_falls(train) -> None:
+    """One warning when ``train.min_lr`` is not below ``train.lr``: the linear schedule's
+    line and the plateau schedule's decay stop at ``min_lr``, so the rate stays at ``lr``
+    (a fine-tuning rate of 5e-6 on the quick preset, whose min_lr is the default 1e-5)."""
+    if train.lr_schedule != "inverse_sqrt" and train.min_lr >= train.lr:
+        warn(
+            f"train.min_lr {train.min_lr:g} is not below train.lr {train.lr:g}: the "
+            f"{train.lr_schedule} schedule never lowers the rate (lower min_lr, e.g. "
+            f"--train.min_lr {train.lr / 100:g})"
         )
 
 
