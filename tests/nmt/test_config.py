@@ -238,3 +238,15 @@ def test_a_transformer_s_length_limits_fit_its_position_table():
     config = RunConfig.from_dict(TOY, [*table, "data.max_src_len=9"])
     assert (config.data.max_src_len, config.data.max_tgt_len) == (9, 15)  # 50 by default
     assert RunConfig.from_dict(TOY, ["data.max_src_len=null"]).data.max_src_len is None  # RNN
+
+
+def test_an_empty_section_means_its_defaults(tmp_path):
+    # every key under train: and model: commented out: YAML reads each section as null
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  toy: {task: copy}\nmodel:\n  # hidden_size: 64\ntrain:\ndecode:\n")
+    config = RunConfig.load(path)
+    plain = RunConfig.from_dict({"name": "c", "data": {"toy": {"task": "copy"}}})
+    assert config.model_dump() == plain.model_dump()
+    path.write_text("data:\n")
+    with pytest.raises(ValueError, match="data: no data source: set data.bundled"):
+        RunConfig.load(path)

@@ -35,6 +35,16 @@ class RunConfig(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, raw: Any) -> Any:
+        """A section left empty (``train:`` with every key under it commented out) is
+        YAML's null: it means the section's defaults, as leaving it out does."""
+        if not isinstance(raw, dict):
+            return raw
+        sections = ("data", "tokenizer", "model", "train", "decode")
+        return {k: {} if v is None and k in sections else v for k, v in raw.items()}
+
     @model_validator(mode="after")
     def _shared_vocabulary(self) -> RunConfig:
         if getattr(self.model, "share_embeddings", False) and not self.tokenizer.joint:
