@@ -266,3 +266,5 @@ def test_a_float_mask_of_ones_and_zeros_masks_as_the_lessons_write_it():
     np.testing.assert_array_equal(as_float.weights, as_bool.weights)
     with pytest.raises(ValueError, match=r"booleans or 0/1 \(1 = may attend\), got float64 values"):
         explain(QUERY, KEYS, mask=np.array([0.0, -np.inf, 0.0]))  # an additive mask
+    with pytest.raises(ValueError, match=r"0/1 \(1 = may attend\), got object values \[1, None\]"):
+        explain(QUERY, KEYS, mask=[1, None, 1])  # a hole in a mask typed by hand

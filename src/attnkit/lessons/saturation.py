@@ -12,6 +12,7 @@ and footnote 4).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -102,7 +103,8 @@ def saturation(
             whose generators' seeds would not fit in 64 bits.
     """
     dims = list(dims)
-    if not dims or any(int(d) != d or d <= 0 for d in dims):  # 4.5 is not truncated to 4
+    whole = all(isinstance(d, numbers.Real) and math.isfinite(d) and int(d) == d for d in dims)
+    if not dims or not whole or any(d <= 0 for d in dims):  # 4.5 is not truncated to 4
         raise ValueError(f"dims must be a non-empty list of positive whole widths, got {dims}")
     dims = [int(d) for d in dims]
     if trials < 2:

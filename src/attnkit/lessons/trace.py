@@ -307,9 +307,10 @@ def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
         user = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask)
         if user.dtype != np.bool_:
             if user.dtype.kind not in "iubf" or not bool(((user == 0) | (user == 1)).all()):
+                shown = list(dict.fromkeys(user.ravel().tolist()))[:4]  # None does not sort
                 raise ValueError(
                     f"mask must hold booleans or 0/1 (1 = may attend), got {user.dtype} "
-                    f"values {np.unique(user)[:4].tolist()}"
+                    f"values {shown}"
                 )
             user = user.astype(bool)
         try:
