@@ -80,7 +80,9 @@ class Attention(nn.Module):
         Returns:
             ``(context, weights)``: ``(B, Dv)`` and ``(B, Tk)`` for a step query,
             ``(B, Tq, Dv)`` and ``(B, Tq, Tk)`` otherwise, both in the values'
-            dtype. Fully masked rows give zero weights and a zero context.
+            dtype (inside ``torch.autocast`` the context is the product's, autocast's
+            dtype, and the weights stay in the values'). Fully masked rows give zero
+            weights and a zero context.
 
         Raises:
             ValueError: mismatched ranks, batch sizes, lengths or widths,
