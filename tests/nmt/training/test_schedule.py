@@ -110,6 +110,34 @@ def test_linear_schedule_reaches_min_lr_exactly_at_max_steps():
     assert seen[12] == pytest.approx(1e-4)  # a budget raised on resume starts from here
 
 
+def test_a_budget_raised_on_resume_takes_the_new_line_from_the_first_step():
+    options = {"lr": 2e-3, "lr_schedule": "linear", "warmup_steps": 2, "min_lr": 1e-4}
+    first, optimizer = schedule(**options, max_steps=10)
+    for _ in range(6):
+        optimizer.step()
+        first.after_step()
+    for max_steps in (10, 20):  # the same budget, then a raised one
+        second, fresh = schedule(**options, max_steps=max_steps)
+        fresh.load_state_dict(optimizer.state_dict())  # the old line's rate, 1.05e-3
+        second.load_state_dict(first.state_dict())
+        second.resync()
+        want = 1e-4 + 1.9e-3 * (max_steps - 7) / (max_steps - 2)  # t = 7 on its line
+        assert lr(fresh) == pytest.approx(want)
+    assert lr(optimizer) == pytest.approx(1e-4 + 1.9e-3 * 3 / 8)  # what the old line gave
+
+
+def test_resync_with_the_same_config_is_bit_for_bit_the_saved_rate():
+    options = {"lr": 3e-3, "lr_schedule": "linear", "warmup_steps": 7, "max_steps": 1375}
+    first, optimizer = schedule(**options)
+    for _ in range(400):
+        optimizer.step()
+        first.after_step()
+    second, fresh = schedule(**options)
+    second.load_state_dict(first.state_dict())
+    second.resync()
+    assert lr(fresh) == lr(optimizer)
+
+
 @pytest.mark.parametrize(
     ("train", "message"),
     [

@@ -139,7 +139,8 @@ def test_a_resumed_auto_run_keeps_its_budget_and_draws_the_line_to_it(tmp_path):
     # a cap of a minute: under a loaded CI the 6-second one let a slower resumed run
     # lower the budget (as it should), which is not what this test is about
     second, lines = auto_run(tmp_path, "train.epochs=3", "train.max_minutes=1", resume=True)
-    assert second.progress.step == 30
+    # epochs 3 end it at step 30, unless a busy machine chose a budget below that
+    assert second.progress.step == min(30, first.progress.step_budget)
     assert second.progress.step_budget == first.progress.step_budget
     assert not [line for line in lines if line.startswith("train.max_steps auto:")]
 

@@ -107,6 +107,22 @@ class Schedule:
     def load_state_dict(self, state: dict) -> None:
         self.scheduler.load_state_dict(state)
 
+    def resync(self) -> None:
+        """Set the optimizer's rate to this schedule's at the step it resumes from.
+
+        The rate restored with the optimizer's state is the old config's; after a
+        budget raised on resume (``max_steps`` 30 -> 60 of a linear schedule) the
+        first step would take it and only the next the new line's. With the same
+        config the value is the same (computed as ``LambdaLR`` computes it).
+        """
+        if not self.per_step:
+            return
+        s = self.scheduler
+        for group, base, factor in zip(
+            s.optimizer.param_groups, s.base_lrs, s.lr_lambdas, strict=True
+        ):
+            group["lr"] = base * factor(s.last_epoch)
+
     def _per_step_factor(self, config: TrainConfig, peak: float) -> Callable[[int], float]:
         warmup = config.warmup_steps
         if config.lr_schedule == "inverse_sqrt":

@@ -126,6 +126,7 @@ class Trainer:
             self.folder.drop_averaging_after(self.progress.step)
         self.started -= self.progress.elapsed_s
         self._keep_budget()
+        self.scheduler.resync()  # a budget raised on resume: its line from the first step
         then = ckpt.state.get("training_data")  # absent from checkpoints before 2026-12-07
         note = None if then is None else messages.data_changed(then, asdict(self.data.counts))
         if note and self.group.is_main:
