@@ -1,8 +1,10 @@
 """Odd corpora through ``attnkit train``: a clear error naming the file (and line), exit
 status 2 and no traceback, or a documented skip whose count reaches the log."""
 
+import bz2
 import gzip
 import json
+import lzma
 
 import pytest
 
@@ -65,8 +67,27 @@ def write_run(folder, **changes):
             "{dir}/valid.de, line 1: invalid UTF-8 at byte 0 (invalid start byte); the file "
             "starts with a UTF-16 byte order mark",
         ),
+        (  # read as text, it was "invalid UTF-8 ... iconv -c", advice that ruins the file
+            {"train_de": lzma.compress(b"ein Haus\nein Hund\nder Hund\n")},
+            "{dir}/train.de is compressed with xz, which attnkit does not read (plain or "
+            "gzipped UTF-8 text only): decompress it first (xz -d {dir}/train.de)",
+        ),
+        (
+            {"valid_en": bz2.compress(b"a house\n")},
+            "{dir}/valid.en is compressed with bzip2, which attnkit does not read",
+        ),
     ],
-    ids=["line-counts", "utf8", "missing", "all-empty", "bad-gzip", "utf16-le", "utf16-be"],
+    ids=[
+        "line-counts",
+        "utf8",
+        "missing",
+        "all-empty",
+        "bad-gzip",
+        "utf16-le",
+        "utf16-be",
+        "xz",
+        "bzip2",
+    ],
 )
 def test_bad_corpus_is_a_clear_error_naming_the_file(tmp_path, capsys, changes, expected):
     argv = write_run(tmp_path, **changes)

@@ -3,6 +3,7 @@ only the reader sees (files of different lengths, alignments too short or too lo
 travels in the chunk that ends at it."""
 
 import gzip
+import lzma
 import os
 import threading
 
@@ -57,6 +58,29 @@ def test_an_alignment_file_of_another_length_is_named(tmp_path, align, count, me
 def test_a_missing_file_is_named_at_the_first_chunk(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus file not found: .*nope"):
         next(read_chunks(LineFiles((tmp_path / "nope",), (0, 1)), 3))
+
+
+@pytest.mark.parametrize(
+    ("data", "name"),
+    [
+        (lzma.compress(b"a\nb\n"), "xz"),
+        (b"\x28\xb5\x2f\xfd" + bytes(20), "zstd"),
+        (b"PK\x03\x04" + bytes(20), "zip"),
+    ],
+    ids=["xz", "zstd", "zip"],
+)
+def test_a_file_of_another_compressor_is_named_not_read_as_bad_utf8(tmp_path, data, name):
+    src = _write(tmp_path / "s", b"a\nb\n")
+    tgt = _write(tmp_path / "t", data)
+    with pytest.raises(ValueError, match=f"{tgt} is compressed with {name}, which attnkit does"):
+        next(read_chunks(LineFiles((src, tgt)), 5))
+    with pytest.raises(ValueError, match="decompress it first .* or recompress it with gzip"):
+        read_lines(tgt)
+
+
+def test_text_that_starts_like_a_magic_number_is_read_as_text(tmp_path):
+    text = _write(tmp_path / "s", b"BZh9 is not bzip2\nPK is a word\n")
+    assert read_lines(text) == ["BZh9 is not bzip2", "PK is a word"]
 
 
 def _fifo_fed_with(path, data: bytes):

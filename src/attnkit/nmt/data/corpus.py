@@ -1,7 +1,8 @@
 """Reading parallel text: two line-aligned files, a TSV, or the bundled Multi30k.
 
 A parallel corpus is a list of (source, target) sentence pairs. Files may be
-gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped).
+gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped); a
+file of another compressor (xz, bzip2, zstd, zip, 7z) is refused, named.
 Errors name the file and the 1-based line.
 Pairs where either side is empty (:func:`attnkit.nmt.data.text.is_blank`: only
 whitespace and invisible characters) are skipped and counted, never silently

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -61,16 +62,44 @@ def check_readable(path: str | Path, what: str = "corpus file") -> None:
 GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)
 
 
+# other compressors' magic numbers: such a file is refused by name, not read as bad UTF-8
+_OTHER_COMPRESSION = (
+    (re.compile(rb"\xfd7zXZ\x00"), "xz", "xz -d"),
+    (re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), "bzip2", "bunzip2"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", "zstd -d"),
+    (re.compile(rb"PK\x03\x04"), "zip", "unzip"),
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), "7z", "7z x"),
+)
+
+
 def open_bytes(path: Path) -> BinaryIO:
     """``path`` opened once for reading bytes, through gzip when it starts with gzip's
-    magic (looked at without consuming it, so a pipe loses nothing)."""
+    magic (looked at without consuming it, so a pipe loses nothing).
+
+    Raises:
+        ValueError: ``path`` starts with the magic number of another compressor (xz,
+            bzip2, zstd, zip, 7z); the message names it and says to decompress the file.
+    """
     raw = open(path, "rb")  # noqa: SIM115 (returned open)
     try:
-        gzipped = raw.peek(2)[:2] == GZIP_MAGIC
+        head = raw.peek(10)[:10]
+        _refuse_other_compression(path, head)
     except BaseException:
         raw.close()
         raise
-    return _ClosingGzip(raw) if gzipped else raw
+    return _ClosingGzip(raw) if head[:2] == GZIP_MAGIC else raw
+
+
+def _refuse_other_compression(path: Path, head: bytes) -> None:
+    """Raise for a file whose first bytes ``head`` are another compressor's magic: read
+    as text, it failed as invalid UTF-8 with advice (``iconv -c``) that ruins it."""
+    for magic, name, tool in _OTHER_COMPRESSION:
+        if magic.match(head):
+            raise ValueError(
+                f"{path} is compressed with {name}, which attnkit does not read (plain or "
+                f"gzipped UTF-8 text only): decompress it first ({tool} {path}), or "
+                "recompress it with gzip"
+            )
 
 
 class _ClosingGzip(gzip.GzipFile):
