@@ -394,3 +394,30 @@ def test_guided_alignment_on_two_ranks_with_uneven_links_is_the_one_process_step
     scale = max(g.abs().max().item() for g in one.values())
     for name, grad in one.items():
         assert (two[name] - grad).abs().max().item() < 1e-5 * scale, name
+
+
+def _slow_main_rank(rank: int, port: int, folder: Path) -> None:
+    """Rank 0's block in ``main_first`` outlasts the collective timeout (1 s) three times,
+    as a large corpus's tokenizers and token store outlast ATTNKIT_DIST_TIMEOUT_S."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    timeout = datetime.timedelta(seconds=1)
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=timeout)
+    try:
+        group = Group(rank, 2)
+        with group.main_first():
+            if group.is_main:
+                time.sleep(3.0)
+                (folder / "prepared").write_text("by rank 0")
+            seen = (folder / "prepared").read_text()
+        mean = group.mean(float(rank))  # the usual collectives still work afterwards
+        (folder / f"rank{rank}.json").write_text(json.dumps([seen, mean]))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_other_ranks_wait_for_rank_0_s_data_work_past_the_collective_timeout(tmp_path):
+    # they raised PeerLost ('another process of this training stopped answering ...
+    # resume from the last checkpoint') once rank 0's data work passed the timeout
+    mp.spawn(_slow_main_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == ["by rank 0", 0.5]

@@ -29,7 +29,8 @@ Distributed: Experiences on Accelerating Data Parallel Training", VLDB):
   all ranks after each step (:meth:`Group.any`), so all stop at the same step.
 
 Failures: collectives time out after ``ATTNKIT_DIST_TIMEOUT_S`` seconds
-(default 1800; validation on rank 0 must fit in it) and a collective whose
+(default 1800; validation on rank 0 must fit in it; the wait for rank 0's data
+preparation, :meth:`Group.main_first`, does not) and a collective whose
 peer died raises :class:`PeerLost` (one line, no hang). A worker whose
 launcher disappeared (``kill -9`` of torchrun, which would leave its workers
 running and holding the run folder) kills itself, as the launcher's own kill
@@ -56,6 +57,9 @@ __all__ = ["ENV_TIMEOUT", "Group", "MainFailed", "PeerLost", "join", "report_rep
 
 ENV_TIMEOUT = "ATTNKIT_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
+# how long the other ranks wait for rank 0's data work (Group.main_first): a week, not
+# the collective timeout, which a large corpus's tokenizers and token store outlast
+MAIN_FIRST_TIMEOUT = datetime.timedelta(days=7)
 _WATCH_INTERVAL_S = 0.2
 
 
@@ -86,6 +90,7 @@ class Group:
     ) -> None:
         self.rank, self.world_size, self.local_world_size = rank, world_size, local_world_size
         self.device = device or torch.device("cpu")
+        self._patient: dist.ProcessGroup | None = None  # for main_first's wait
 
     @property
     def is_main(self) -> bool:
@@ -169,31 +174,49 @@ class Group:
     def main_first(self) -> Iterator[None]:
         """Rank 0 runs the block first while the others wait; then they run it.
 
-        If rank 0's block raises, the others raise :class:`MainFailed`
-        instead of running theirs (rank 0 reports its own error).
+        The block is rank 0's data work (the tokenizers' training, the token
+        store's build), which takes as long as the corpus asks: the others
+        wait for it without the collective timeout (``ATTNKIT_DIST_TIMEOUT_S``),
+        on a gloo group of their own (:data:`MAIN_FIRST_TIMEOUT`); a rank 0
+        that dies still ends their wait at once. If rank 0's block raises, the
+        others raise :class:`MainFailed` instead of running theirs (rank 0
+        reports its own error).
         """
         if not self.distributed:
             yield
-        elif self.is_main:
+            return
+        if self._patient is None:  # made by every rank at its first call, before the block
+            self._patient = self._collective(
+                dist.new_group, backend="gloo", timeout=MAIN_FIRST_TIMEOUT
+            )
+        if self.is_main:
             try:
                 yield
             except BaseException:
-                self.broadcast([0.0])
+                self._main_done(0.0)
                 raise
-            self.broadcast([1.0])
+            self._main_done(1.0)
         else:
-            if self.broadcast(None) != [1.0]:
+            if self._main_done(None) != 1.0:
                 raise MainFailed("the main process (rank 0) failed; see its error")
             yield
+
+    def _main_done(self, flag: float | None) -> float:
+        """Rank 0's ``flag`` (1: its block succeeded, 0: it failed) on every rank, waited
+        for on the patient group."""
+        data = torch.tensor([flag or 0.0], dtype=torch.float64)  # gloo: on the CPU
+        self._collective(dist.broadcast, data, src=0, group=self._patient)
+        return float(data[0])
 
     def _all_reduce(self, values: list[float], op) -> list[float]:
         data = torch.tensor(values, dtype=torch.float64, device=self.device)
         self._collective(dist.all_reduce, data, op=op)
         return data.tolist()
 
-    def _collective(self, function, *args, **kwargs) -> None:
+    def _collective(self, function, *args, **kwargs):
+        """``function(*args, **kwargs)``'s result; a peer's death or the timeout is PeerLost."""
         try:
-            function(*args, **kwargs)
+            return function(*args, **kwargs)
         except RuntimeError as err:  # gloo/NCCL: a peer died, or the timeout passed
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise PeerLost(
