@@ -119,3 +119,17 @@ def test_empty_lines_bom_and_crlf_are_handled_and_counted_in_the_log(tmp_path, c
     vocab = json.loads((tmp_path / "out" / "vocab.json").read_text())
     assert "ein" in vocab and "lost" not in vocab  # BOM gone, skipped pairs unused
     assert not any("\ufeff" in word or "\r" in word for word in vocab)
+
+
+def test_a_run_resumes_from_its_token_store_when_its_training_files_are_gone(tmp_path, capsys):
+    # it was 'corpus file not found' (checking the prepared tokenizers and the store)
+    argv = write_run(tmp_path)
+    assert main(argv) == 0
+    (tmp_path / "train.de").unlink()
+    resume = ["train", "--resume", str(tmp_path / "out"), "--no-progress"]
+    assert main([*resume, "--train.max_steps", "4"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: corpus file not found: {tmp_path}/train.de; the token store " in err
+    assert "data: 3 training pairs" in err.split("note:")[-1]
+    rows = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(row)["step"] for row in rows][-1] == 4

@@ -99,3 +99,21 @@ def test_a_store_keyed_by_the_whole_data_section_is_still_reused(tmp_path, tsv_d
     heard = []
     store = open_training_store(tsv_data, tmp_path / "store", tok, tok, echo=heard.append)
     assert heard == [] and store.fingerprint == old
+
+
+def test_a_training_file_gone_leaves_the_built_store_as_it_is(tmp_path, tsv_data):
+    # a scratch disk purged after prepare: the store was 'corpus file not found', unusable
+    tok = WordTokenizer.train(["ein Haus der Hund a house the dog"])
+    built = open_training_store(tsv_data, tmp_path / "store", tok, tok)
+    os.remove(tsv_data.train.tsv)
+    heard = []
+    store = open_training_store(tsv_data, tmp_path / "store", tok, tok, echo=heard.append)
+    assert [store.src[i] for i in range(len(store))] == [built.src[i] for i in range(2)]
+    assert store.counts == built.counts and store.fingerprint == built.fingerprint
+    assert heard == [
+        f"note: corpus file not found: {tsv_data.train.tsv}; the token store "
+        f"{tmp_path / 'store'} built from it is used as it is (2 pairs): without the file "
+        "it can be neither checked nor rebuilt"
+    ]
+    with pytest.raises(FileNotFoundError, match="corpus file not found: .*train.tsv"):
+        open_training_store(tsv_data, tmp_path / "other", tok, tok)  # nothing to fall back on

@@ -213,12 +213,20 @@ def open_training_store(
             and the alignment file's (missing, line count, bad link; file and line).
         ValueError: both ``alignments`` and ``sampling``.
         TypeError: ``sampling`` of a side whose tokenizer is not sentencepiece.
+
+    A training file that is gone leaves a complete store in ``folder`` as it is,
+    with a note to ``echo`` (but for ``sampling``, which encodes from the files).
     """
     if alignments is not None and not Path(alignments).is_file():
         raise FileNotFoundError(f"alignment file not found: {alignments}")
     if alignments is not None and sampling is not None:
         raise ValueError("alignment links need one segmentation: no sampling with alignments")
-    key = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling)
+    try:
+        key = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling)
+    except FileNotFoundError as gone:  # a training file deleted since the store was built
+        if sampling is not None:  # each epoch's sample is encoded from the files
+            raise
+        return _store_without_files(folder, gone, echo)
     legacy = store_fingerprint(data, src_tok, tgt_tok, alignments, words, sampling, legacy=True)
 
     encoders = (
@@ -253,3 +261,25 @@ def open_training_store(
         )
 
     return open_or_build(folder, key, build, echo, also=(legacy,))
+
+
+def _store_without_files(
+    folder: str | Path, gone: FileNotFoundError, echo: Callable[[str], None] | None
+) -> TokenStore:
+    """The complete store in ``folder``, used as it is although a training file is gone
+    (``gone``: a scratch disk purged after ``prepare``): without the file it can be
+    neither checked nor rebuilt. ``echo`` hears a note that says so.
+
+    Raises:
+        FileNotFoundError: ``gone``, when ``folder`` holds no complete store.
+    """
+    try:
+        store = TokenStore.open(folder)
+    except (FileNotFoundError, ValueError):
+        raise gone from None
+    if echo is not None:
+        echo(
+            f"note: {gone}; the token store {folder} built from it is used as it is "
+            f"({len(store):,} pairs): without the file it can be neither checked nor rebuilt"
+        )
+    return store

@@ -175,10 +175,11 @@ def _tokenizers(
     the run ``train.init_from`` names, else trained."""
     if config.train.init_from is not None and not reuse:
         return _parent_tokenizers(config, folder, echo)
+    if reuse:  # the run's own: no key to check (its training files may be gone)
+        return load_tokenizers(folder.path)
     key = _tokenizer_key(config)
-    if reuse or _prepared_key(folder) in (key, _tokenizer_key(config, legacy=True)):
-        if not reuse:
-            echo(f"using the tokenizers prepared in {folder.path}")
+    if _prepared_key(folder) in (key, _tokenizer_key(config, legacy=True)):
+        echo(f"using the tokenizers prepared in {folder.path}")
         return load_tokenizers(folder.path)
     pairs = stream_split(config.data, "train")
     sample = sample_pairs(pairs, config.tokenizer.sample_sentences, config.train.seed)
