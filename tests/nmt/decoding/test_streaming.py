@@ -289,3 +289,10 @@ def test_stdin_from_a_file_shows_progress_and_reads_the_descriptor(word_run, cap
     assert status == 0 and "Traceback" not in err
     assert out.count("\n") == 4 and out.split("\n")[2] == "" and "lines" not in out
     assert "line 2: invalid UTF-8" in err and "4 lines" in err and "lines/s" in err
+
+
+@pytest.mark.parametrize(("magic", "name"), [(b"\xfd7zXZ\x00\x00", "xz"), (b"PK\x03\x04", "zip")])
+def test_input_of_another_compressor_is_refused_by_name_not_translated_as_garbage(magic, name):
+    with pytest.raises(ValueError, match=f"the input is compressed with {name}, which attnkit"):
+        LineSplitter().feed(magic + b"\x00\x04\xe6\xd6\xb4\x46 binary")
+    assert LineSplitter().feed(b"PK is a fine start\n") == ["PK is a fine start"]

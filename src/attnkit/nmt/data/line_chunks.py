@@ -90,16 +90,26 @@ def open_bytes(path: Path) -> BinaryIO:
     return _ClosingGzip(raw) if head[:2] == GZIP_MAGIC else raw
 
 
+def other_compression(head: bytes) -> tuple[str, str] | None:
+    """The compressor (not gzip) whose magic number ``head``, a stream's first bytes,
+    starts with, and the command that decompresses it: ``("xz", "xz -d")``; else None."""
+    for magic, name, tool in _OTHER_COMPRESSION:
+        if magic.match(head):
+            return name, tool
+    return None
+
+
 def _refuse_other_compression(path: Path, head: bytes) -> None:
     """Raise for a file whose first bytes ``head`` are another compressor's magic: read
     as text, it failed as invalid UTF-8 with advice (``iconv -c``) that ruins it."""
-    for magic, name, tool in _OTHER_COMPRESSION:
-        if magic.match(head):
-            raise ValueError(
-                f"{path} is compressed with {name}, which attnkit does not read (plain or "
-                f"gzipped UTF-8 text only): decompress it first ({tool} {path}), or "
-                "recompress it with gzip"
-            )
+    found = other_compression(head)
+    if found is not None:
+        name, tool = found
+        raise ValueError(
+            f"{path} is compressed with {name}, which attnkit does not read (plain or "
+            f"gzipped UTF-8 text only): decompress it first ({tool} {path}), or "
+            "recompress it with gzip"
+        )
 
 
 class _ClosingGzip(gzip.GzipFile):

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, TextIO
 
-from ..data.line_chunks import GZIP_MAGIC
+from ..data.line_chunks import GZIP_MAGIC, other_compression
 from ..runs.loaded_run import LoadedRun
 from .engine import SearchEngine
 from .settings import SearchSettings
@@ -119,6 +119,18 @@ class LineSplitter:
             return raw.decode("utf-8", errors="replace")
 
 
+def _refuse_other_compression(head: bytes) -> None:
+    """A stream that starts with another compressor's magic would be translated as
+    garbage, one U+FFFD warning a line: refuse it, naming the compressor."""
+    found = other_compression(head[:10])
+    if found is not None:
+        name, tool = found
+        raise ValueError(
+            f"the input is compressed with {name}, which attnkit does not read (plain or "
+            f"gzipped UTF-8 text only): decompress it first ({tool} FILE)"
+        )
+
+
 class _Gunzip:
     """A stream's bytes as they arrive, decompressed when its first bytes are gzip's magic."""
 
@@ -138,6 +150,7 @@ class _Gunzip:
                 self._head = data  # wait for the byte that decides
                 return b""
             if not data.startswith(GZIP_MAGIC):
+                _refuse_other_compression(data)
                 self._plain = True
                 return data
             self._inflate = zlib.decompressobj(wbits=31)
