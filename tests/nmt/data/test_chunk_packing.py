@@ -9,8 +9,9 @@ import re
 import pytest
 
 from attnkit.nmt.config import DataConfig
+from attnkit.nmt.data.chunk_packing import PairEncoder
 from attnkit.nmt.data.corpus import stream_split
-from attnkit.nmt.data.store import PairEncoder, build_store, build_store_from_lines
+from attnkit.nmt.data.store_build import build_store, build_store_from_lines
 from attnkit.nmt.data.tokenizer import WordTokenizer
 from attnkit.nmt.data.training_split import train_line_files
 
@@ -109,7 +110,7 @@ def _both(tmp_path, data, tok, workers):
 
 @pytest.fixture(params=[1, 2], ids=["1-worker", "2-workers"])
 def workers(request, monkeypatch):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 3)  # chunks of 3 lines
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 3)  # chunks of 3 lines
     return request.param
 
 

@@ -12,16 +12,10 @@ import torch
 
 from attnkit.atomic import WriteError
 from attnkit.nmt.data.batching import Examples, bucket_batches, make_batch
+from attnkit.nmt.data.chunk_packing import PairEncoder
 from attnkit.nmt.data.corpus import bundled_multi30k
-from attnkit.nmt.data.store import (
-    PairEncoder,
-    TokenStore,
-    build_store,
-    file_identity,
-    fingerprint,
-    id_dtype,
-    open_or_build,
-)
+from attnkit.nmt.data.store import TokenStore, file_identity, fingerprint, id_dtype
+from attnkit.nmt.data.store_build import build_store, open_or_build
 from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
 
 
@@ -237,7 +231,7 @@ def _files(folder):
 def test_a_store_built_on_worker_processes_is_byte_for_byte_the_serial_one(
     tmp_path, corpus, spm, monkeypatch
 ):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 100)  # 11 chunks, 10 in workers
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 100)  # 11 chunks, 10 in workers
     pairs = list(zip(corpus.src, corpus.tgt, strict=True))
     serial = _build(tmp_path / "serial", pairs, spm, max_src_len=12)
     parallel = _build(tmp_path / "parallel", pairs, spm, max_src_len=12, workers=2)
@@ -246,7 +240,7 @@ def test_a_store_built_on_worker_processes_is_byte_for_byte_the_serial_one(
 
 
 def test_an_error_while_encoding_in_a_worker_leaves_no_store(tmp_path, monkeypatch):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 2)
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 2)
     tok = WordTokenizer(["<pad>", "<unk>", "<s>", "</s>", "a", "b"])
     pairs = [("a", "b")] * 5 + [("a", None)]  # the last chunk cannot be encoded
     with pytest.raises(AttributeError):
@@ -270,7 +264,7 @@ def test_a_store_build_on_a_full_disk_is_a_write_error_naming_the_store(tmp_path
     def full_disk_open(path, mode="r", *args, **kwargs):  # every write: ENOSPC
         return real_open("/dev/full", mode, *args, **kwargs) if "w" in mode else real_open(path)
 
-    monkeypatch.setattr("attnkit.nmt.data.store.open", full_disk_open, raising=False)
+    monkeypatch.setattr("attnkit.nmt.data.store_build.open", full_disk_open, raising=False)
     with pytest.raises(WriteError) as caught:
         _build(tmp_path / "s", [("a", "b")] * 3, tok, key="b")
     assert str(caught.value) == f"cannot write {tmp_path / 's'}: No space left on device"
@@ -315,7 +309,7 @@ def test_a_build_holds_nothing_per_pair_in_memory(tmp_path, monkeypatch):
     # kept (int64) and turned into offsets at the end, about 48 bytes a pair at the peak
     import tracemalloc
 
-    import attnkit.nmt.data.store as store_module
+    import attnkit.nmt.data.store_build as store_module
 
     monkeypatch.setattr(store_module, "CHUNK_PAIRS", 1000)
     pairs = 100_000

@@ -5,7 +5,7 @@ import pytest
 
 from attnkit.nmt.config import DataConfig
 from attnkit.nmt.config.subword_sampling import SubwordSamplingConfig
-from attnkit.nmt.data import store as store_module
+from attnkit.nmt.data import store_build as store_module
 from attnkit.nmt.data.corpus import load_split
 from attnkit.nmt.data.subword_sampling import SampledEncoder, SampledSegmentation
 from attnkit.nmt.data.tokenizer import WordTokenizer, train_tokenizers

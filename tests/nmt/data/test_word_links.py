@@ -121,7 +121,7 @@ def test_a_changed_alignment_file_changes_the_fingerprint_and_rebuilds(tmp_path,
 def test_a_misaligned_alignment_file_is_an_error_naming_file_and_line(
     tmp_path, aligned_data, text, message, threads, monkeypatch
 ):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 2)  # with 2 threads: workers
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 2)  # with 2 threads: workers
     data, align, tok = aligned_data
     align.write_text(text)
     with pytest.raises(ValueError, match=message):
@@ -130,7 +130,7 @@ def test_a_misaligned_alignment_file_is_an_error_naming_file_and_line(
 
 
 def test_links_stored_by_worker_processes_are_the_serial_ones(tmp_path, aligned_data, monkeypatch):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 1)
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 1)
     data, align, tok = aligned_data
     serial = open_training_store(data, tmp_path / "serial", tok, tok, alignments=align)
     parallel = open_training_store(
@@ -238,7 +238,7 @@ def punct_data(tmp_path, french_english):
 def test_the_store_holds_punctuation_word_links_on_one_process_and_in_workers(
     tmp_path, punct_data, threads, monkeypatch
 ):
-    monkeypatch.setattr("attnkit.nmt.data.store.CHUNK_PAIRS", 1)  # with 2 threads: workers
+    monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 1)  # with 2 threads: workers
     data, align, tok = punct_data
     store = open_training_store(
         data, tmp_path / "store", tok, tok, alignments=align, words="punctuation", threads=threads

@@ -1,6 +1,6 @@
 """A chunk of a corpus made ready to append to a token store: encoded, filtered, flattened.
 
-This is the work of the store's worker processes (:func:`~.store.build_store`,
+This is the work of the store's worker processes (:func:`~.store_build.build_store`,
 :func:`~.worker_pool.ordered_map`). :class:`ChunkPacker` takes sentence
 pairs: it encodes them (sentencepiece's batch encoder, or the word-by-word
 encoder of guided alignment), leaves out the pairs over the length limits

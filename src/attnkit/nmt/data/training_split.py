@@ -16,17 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import DataConfig, TokenizerConfig
+from .chunk_packing import PairEncoder
 from .corpus import multi30k_path, stream_split
 from .line_chunks import LineFiles
-from .store import (
-    PairEncoder,
-    TokenStore,
-    build_store,
-    build_store_from_lines,
-    file_identity,
-    fingerprint,
-    open_or_build,
-)
+from .store import TokenStore, file_identity, fingerprint
+from .store_build import build_store, build_store_from_lines, open_or_build
 from .subword_sampling import SampledSegmentation
 from .tokenizer import Tokenizer, train_tokenizers
 from .word_links import AlignedEncoder
@@ -197,7 +191,7 @@ def open_training_store(
         data: the run's data section.
         folder: where the store lives (``RUN/store/train``).
         src_tok, tgt_tok: the run's tokenizers.
-        threads: processes that encode (:func:`~.store.build_store`'s ``workers``).
+        threads: processes that encode (:func:`~.store_build.build_store`'s ``workers``).
         echo: hears why an existing store is rebuilt.
         progress: told the number of pairs read so far while building.
         alignments: a Pharaoh file line-aligned with the training corpus file(s)
