@@ -5,7 +5,9 @@ Same sizes and parameters as attnkit's
 ``share_embeddings: true`` and pre-LN: one embedding matrix (source, target
 and output layer), sinusoidal positions, ``sqrt(D)`` scaling, an output bias,
 and ``nn.Transformer(norm_first=True)`` (whose final encoder/decoder LayerNorms
-match attnkit's). Masks use PyTorch's polarity (True = ignore).
+match attnkit's). ``nn.Transformer`` takes one dropout rate for everything; its
+attention layers are then set to ``config.attention_dropout``, as attnkit's are,
+so both sides drop the same things. Masks use PyTorch's polarity (True = ignore).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class TorchTransformerTranslator(nn.Module):
             batch_first=True,
             norm_first=config.norm_first,
         )
+        for module in self.transformer.modules():  # attnkit's rate on the attention weights
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = config.attention_dropout
         self.output_bias = nn.Parameter(torch.zeros(vocab_size))
         self.scale = math.sqrt(d)
 

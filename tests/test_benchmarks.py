@@ -1,5 +1,7 @@
 """The benchmark harness measures what it claims (no timing is asserted here)."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -63,6 +65,52 @@ def test_tutorial_baseline_is_attnkit_bahdanau_weight_for_weight():
     src, tgt_in = torch.randint(1, 11, (3, 5)), torch.randint(1, 13, (3, 4))
     expected, _ = ours(src, torch.full((3,), 5), tgt_in)
     torch.testing.assert_close(tutorial(src, tgt_in), expected, atol=1e-5, rtol=1e-5)
+
+
+def _attnkit_transformer_weight(own, name):
+    """attnkit's tensor for a parameter of :class:`TorchTransformerTranslator`."""
+    for theirs, ours in (
+        ("transformer.encoder.norm", "encoder_norm"),
+        ("transformer.decoder.norm", "decoder_norm"),
+        ("transformer.encoder.layers", "encoder_layers"),
+        ("transformer.decoder.layers", "decoder_layers"),
+        (".linear", ".ff.linear"),
+        ("embedding.weight", "tgt_embedding.weight"),
+    ):
+        name = name.replace(theirs, ours)
+    if ".in_proj_" in name:  # one packed q, k, v projection in nn.MultiheadAttention
+        prefix, kind = name.split(".in_proj_")
+        return torch.cat([own[f"{prefix}.{p}_proj.{kind}"] for p in "qkv"])
+    return own[name]
+
+
+def test_torch_transformer_peer_is_attnkits_transformer_weight_for_weight():
+    """Equal work against torch.nn.Transformer: the same logits with copied weights, and
+    the same dropout rates (nn.Transformer's one rate used to drop attention weights at
+    the residual rate, 0.1, where the benchmark's attnkit model drops none)."""
+    from attnkit.nmt.models.transformer import TransformerConfig, TransformerTranslator
+    from benchmarks.torch_transformer import TorchTransformerTranslator
+
+    config = TransformerConfig(
+        d_model=16, heads=2, encoder_layers=2, decoder_layers=2, ff_dim=32, dropout=0.1,
+        attention_dropout=0.0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ours = TransformerTranslator(config, 20, 20).eval()
+    with warnings.catch_warnings():  # nn.Transformer's note on nested tensors and pre-LN
+        warnings.simplefilter("ignore", UserWarning)
+        peer = TorchTransformerTranslator(config, 20).eval()
+    own = ours.state_dict()
+    peer.load_state_dict({k: _attnkit_transformer_weight(own, k) for k in peer.state_dict()})
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in peer.parameters())
+    src, lengths = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), torch.tensor([4, 3])
+    tgt_in = torch.tensor([[1, 5, 6], [1, 7, 0]])
+    expected, _ = ours(src, lengths, tgt_in, need_weights=False)
+    torch.testing.assert_close(peer(src, lengths, tgt_in), expected, atol=1e-5, rtol=1e-5)
+    attention = [m for m in peer.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+    assert len(attention) == 2 + 2 * 2 and {m.dropout for m in attention} == {0.0}
+    others = [m for m in peer.modules() if isinstance(m, torch.nn.Dropout)]
+    assert others and {m.p for m in others} == {0.1}
 
 
 def test_feed_forward_int8_quantizes_exactly_the_feed_forward_layers():
