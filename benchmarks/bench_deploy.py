@@ -128,8 +128,26 @@ def _worker(args: argparse.Namespace) -> None:
         seconds = _attnkit_worker(args.run, lines, args.beam, args.threads, args.kind)
     else:
         seconds = _ct2_worker(args.run, args.export, lines, args.beam, args.threads)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"sentences_per_s": len(lines) / seconds, "rss_mb": rss_mb}))
+    print(json.dumps({"sentences_per_s": len(lines) / seconds, "rss_mb": _peak_rss_mb()}))
+
+
+def _peak_rss_mb() -> float:
+    """This process's own peak resident size in MiB: ``VmHWM``, the high-water mark of
+    the memory it has had since it started its program.
+
+    Not ``ru_maxrss``: Linux carries the peak of the memory a process leaves at ``exec``
+    into it, so a worker started by the driver (which has loaded torch and the model)
+    would report at least the driver's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # no /proc: an upper bound
+    return peak / (2**20 if sys.platform == "darwin" else 1024)  # bytes there, KiB on Linux
 
 
 # ------------------------------------------------------------------ the driver

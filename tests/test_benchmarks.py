@@ -257,6 +257,35 @@ def test_data_suite_peak_rss_is_the_commands_not_the_benchmark_process():
     assert 10 < peak_mb < 300  # one Python with attnkit imported, not this process's 512 MiB
 
 
+def test_deploy_worker_peak_rss_is_its_own_not_the_drivers(tmp_path):
+    """A worker started by the driver reported ru_maxrss, which on Linux starts at the
+    driver's peak: every CTranslate2 cell of docs/deploy.md read 330-331 MB, int8 or not."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    lines = tmp_path / "lines.json"
+    lines.write_text(json.dumps(["a"] * 10))
+    code = (
+        "from benchmarks import bench_deploy as d\n"
+        "d._ct2_worker = lambda *args: 0.5  # half a second, no engine\n"
+        f"d.main(['RUN', '--worker', 'ctranslate2', '--lines', {str(lines)!r}])"
+    )
+    held = torch.ones(2**27)  # 512 MiB, touched, in the driver (this process)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert held.sum().item() == 2**27
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["sentences_per_s"] == 20.0
+    assert 5 < found["rss_mb"] < 200  # one small Python, not the driver's 512 MiB
+
+
 def test_bench_precision_times_nothing_where_bf16_is_emulated(monkeypatch):
     from benchmarks import bench_precision
 
