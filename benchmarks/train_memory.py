@@ -9,6 +9,7 @@ shows as quarters that keep rising, a healthy run as flat quarters.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -35,14 +36,21 @@ def main(steps: int) -> dict:
     for _ in range(steps):
         trainer.step(trainer.batches())
         rss.append(status_mb("VmRSS:"))
-    quarter = max(steps // 4, 1)
     return {
         "batch_size": BATCH,
         "steps": steps,
         "rss_before_training_mb": before,
         "peak_mb": status_mb("VmHWM:"),
-        "quarter_max_rss_mb": [max(rss[i : i + quarter]) for i in range(0, steps, quarter)],
+        "quarter_max_rss_mb": quarter_maxima(rss),
     }
+
+
+def quarter_maxima(rss: list[float]) -> list[float]:
+    """The largest value in each quarter of ``rss`` (four runs of steps whose lengths
+    differ by one at most; as many as there are steps when there are fewer than four)."""
+    parts = min(4, len(rss))
+    bounds = [len(rss) * i // parts for i in range(parts + 1)]
+    return [max(rss[start:end]) for start, end in itertools.pairwise(bounds)]
 
 
 if __name__ == "__main__":

@@ -286,6 +286,16 @@ def test_deploy_worker_peak_rss_is_its_own_not_the_drivers(tmp_path):
     assert 5 < found["rss_mb"] < 200  # one small Python, not the driver's 512 MiB
 
 
+def test_training_memory_has_four_quarters_of_equal_length():
+    """227 steps (the train suite's) gave five "quarters", the last of three steps."""
+    from benchmarks.train_memory import quarter_maxima
+
+    rss = [float(i % 56) for i in range(227)]  # each 56-step run rises from 0 to 55
+    assert quarter_maxima(rss) == [55.0, 55.0, 55.0, 55.0]
+    assert quarter_maxima([3.0, 1.0, 2.0, 9.0, 4.0]) == [3.0, 1.0, 2.0, 9.0]
+    assert quarter_maxima([5.0, 7.0]) == [5.0, 7.0]
+
+
 def test_bench_precision_times_nothing_where_bf16_is_emulated(monkeypatch):
     from benchmarks import bench_precision
 
