@@ -9,9 +9,9 @@ shows as quarters that keep rising, a healthy run as flat quarters.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
-import sys
 
 BATCH = 128
 
@@ -53,5 +53,13 @@ def quarter_maxima(rss: list[float]) -> list[float]:
     return [max(rss[start:end]) for start, end in itertools.pairwise(bounds)]
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.train_memory", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("steps", type=int, help="training steps to watch (the train suite: 227)")
+    return parser
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]))))
+    print(json.dumps(main(_parser().parse_args().steps)))

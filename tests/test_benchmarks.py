@@ -391,6 +391,7 @@ def test_profiled_search_times_the_search_not_the_profilers_start(monkeypatch):
         ("profile_train_step", [], {"data": "reverse", "steps": 10}),
         ("profile_precision", ["multi30k", "--shapes"], {"preset": "multi30k", "shapes": True}),
         ("profile_precision", ["quick"], {"preset": "quick", "shapes": False}),
+        ("train_memory", ["227"], {"steps": 227}),
     ],
 )
 def test_memory_and_profile_scripts_read_the_commands_results_md_quotes(module, argv, expected):
@@ -402,7 +403,14 @@ def test_memory_and_profile_scripts_read_the_commands_results_md_quotes(module, 
 
 @pytest.mark.parametrize(
     "module",
-    ["rank_memory", "store_memory", "step_memory", "profile_train_step", "profile_precision"],
+    [
+        "rank_memory",
+        "store_memory",
+        "step_memory",
+        "profile_train_step",
+        "profile_precision",
+        "train_memory",
+    ],
 )
 def test_memory_and_profile_scripts_answer_help_and_refuse_a_typo(module, capsys):
     """--help used to start the work (rank_memory: a 1M-pair corpus and two torchrun
