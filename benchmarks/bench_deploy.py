@@ -289,14 +289,36 @@ def _skipped(reason: str) -> Result:
     return Result([table], {})
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _check_driver(p: argparse.ArgumentParser, run_dir: Path) -> None:
+    """Refuse, before any export or timing, a run folder without a config or a missing
+    ctranslate2 (each a one-line usage error, as the suite's own run() says them)."""
+    if not (run_dir / "config.yaml").is_file():
+        p.error(f"run: not a run folder (no config.yaml): {run_dir}")
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        p.error("ctranslate2 is not installed (pip install 'attnkit[export]')")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_deploy", description=__doc__)
     p.add_argument("run", help="a trained Transformer run folder")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_LINES} sentences, one repeat")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="beam sizes to time")
+    p.add_argument("--repeats", type=_positive, default=3)
+    p.add_argument("--beams", type=_positive, nargs="+", default=[1, 5], help="beam sizes to time")
     p.add_argument(
-        "--thread-counts", type=int, nargs="+", default=[1, 2], help="thread counts to time"
+        "--thread-counts", type=_positive, nargs="+", default=[1, 2], help="thread counts to time"
     )
     p.add_argument("--worker", choices=("attnkit", "ctranslate2"), help=argparse.SUPPRESS)
     p.add_argument("--export", help=argparse.SUPPRESS)
@@ -308,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(args)
         return 0
+    _check_driver(p, Path(args.run))
     result = measure_run(Path(args.run), args.quick, args.repeats, args.beams, args.thread_counts)
     for table in result.tables:
         print(table.to_markdown())

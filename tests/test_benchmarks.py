@@ -1,5 +1,6 @@
 """The benchmark harness measures what it claims (no timing is asserted here)."""
 
+import sys
 import warnings
 
 import pytest
@@ -294,6 +295,49 @@ def test_training_memory_has_four_quarters_of_equal_length():
     assert quarter_maxima(rss) == [55.0, 55.0, 55.0, 55.0]
     assert quarter_maxima([3.0, 1.0, 2.0, 9.0, 4.0]) == [3.0, 1.0, 2.0, 9.0]
     assert quarter_maxima([5.0, 7.0]) == [5.0, 7.0]
+
+
+def test_bench_deploy_reads_the_commands_docs_quote(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from benchmarks import bench_deploy
+
+    (tmp_path / "config.yaml").write_text("")
+    calls = []
+    monkeypatch.setattr(
+        bench_deploy, "measure_run", lambda *args: calls.append(args) or SimpleNamespace(tables=[])
+    )
+    argv = [str(tmp_path), "--repeats", "3", "--beams", "5", "--thread-counts", "1"]
+    assert bench_deploy.main(argv) == 0 and bench_deploy.main([str(tmp_path), "--quick"]) == 0
+    assert calls == [(tmp_path, False, 3, [5], [1]), (tmp_path, True, 3, [1, 5], [1, 2])]
+
+
+def test_bench_deploy_refuses_a_missing_run_engine_or_count_in_one_line(
+    capsys, monkeypatch, tmp_path
+):
+    """A missing run folder ended in a FileNotFoundError traceback, --repeats 0 in a
+    KeyError after every export was made, a missing ctranslate2 in an ImportError."""
+    from benchmarks import bench_deploy
+
+    monkeypatch.setattr(bench_deploy, "measure_run", lambda *a: pytest.fail("measured"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("")
+    run = str(tmp_path / "run")
+    cases = [
+        ([str(tmp_path)], f"run: not a run folder (no config.yaml): {tmp_path}"),
+        ([run, "--repeats", "0"], "argument --repeats: must be a whole number of at least 1"),
+        ([run, "--beams", "1", "-5"], "argument --beams: must be a whole number of at least 1"),
+        ([run, "--thread-counts", "two"], "argument --thread-counts: must be a whole number"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as stop:
+            bench_deploy.main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and message in err and "Traceback" not in err
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 fails
+    with pytest.raises(SystemExit) as stop:
+        bench_deploy.main([run])
+    assert stop.value.code == 2 and "ctranslate2 is not installed" in capsys.readouterr().err
 
 
 def test_bench_precision_times_nothing_where_bf16_is_emulated(monkeypatch):
