@@ -11,7 +11,8 @@ runs in a fresh process (load, warm up on 20 sentences, then translate the whole
 from text to text), the engines alternate within each repeat, and the table gives
 medians. Equal work: the same sentences, checkpoint, search settings (the run's input
 cut, length limit, length penalty and n-gram blocking, from the export's
-``attnkit_export.json``; sentences batched 64 at a time) and threads.
+``attnkit_export.json``; ``BATCH`` = 64 sentences at a time on both sides, whatever
+the run's ``decode.batch_size``) and threads.
 
 The CTranslate2 worker imports only ctranslate2 and sentencepiece, as a deployment
 would (no PyTorch, no attnkit): its peak RSS is what a server would hold; its int8
@@ -40,6 +41,7 @@ from pathlib import Path
 from .report import Result, Table
 
 WARMUP = 20
+BATCH = 64  # sentences a batch, both engines
 QUICK_LINES = 100
 DEFAULT_RUN = Path("runs/transformer")
 EARLY = ", early stopping"  # attnkit with decode.early_stopping (beam search only)
@@ -64,7 +66,7 @@ def _attnkit_worker(run_dir: str, lines: list[str], beam: int, threads: int, kin
     torch.set_num_threads(threads)
     run = load_run(run_dir, precision=kind.split(",")[0])
     settings = SearchSettings.from_config(
-        run.config.decode, beam_size=beam, early_stopping=kind.endswith(EARLY)
+        run.config.decode, beam_size=beam, early_stopping=kind.endswith(EARLY), batch_size=BATCH
     )
     with run.precision.autocast():
         translate_lines(run, lines[:WARMUP], settings)
@@ -100,8 +102,8 @@ def _ct2_worker(run_dir: str, export: str, lines: list[str], beam: int, threads:
             groups.setdefault(limit, []).append(i)
         out = [""] * len(pieces)
         for limit, indices in groups.items():
-            for start in range(0, len(indices), 64):
-                chunk = indices[start : start + 64]
+            for start in range(0, len(indices), BATCH):
+                chunk = indices[start : start + BATCH]
                 results = translator.translate_batch(
                     [pieces[i] for i in chunk],
                     beam_size=beam,

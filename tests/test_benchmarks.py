@@ -297,6 +297,30 @@ def test_training_memory_has_four_quarters_of_equal_length():
     assert quarter_maxima([5.0, 7.0]) == [5.0, 7.0]
 
 
+def test_deploy_attnkit_worker_decodes_in_the_batches_of_the_ctranslate2_worker(monkeypatch):
+    """Equal work: attnkit decoded in the run's decode.batch_size (100 for
+    configs/transformer.yaml) while the CTranslate2 worker sent 64 sentences a batch."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from attnkit.nmt.config import DecodeConfig
+    from attnkit.nmt.decoding import translate
+    from attnkit.nmt.runs import loaded_run
+    from benchmarks import bench_deploy
+
+    run = SimpleNamespace(
+        config=SimpleNamespace(decode=DecodeConfig(batch_size=100)),
+        precision=SimpleNamespace(autocast=nullcontext),
+    )
+    searched = []
+    monkeypatch.setattr(loaded_run, "load_run", lambda *a, **k: run)
+    monkeypatch.setattr(translate, "translate_lines", lambda r, lines, s: searched.append(s))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    bench_deploy._attnkit_worker("RUN", ["a"] * 30, 5, 1, "fp32" + bench_deploy.EARLY)
+    assert [s.batch_size for s in searched] == [64, 64] and bench_deploy.BATCH == 64
+    assert [(s.beam_size, s.early_stopping) for s in searched] == [(5, True)] * 2
+
+
 def test_bench_deploy_reads_the_commands_docs_quote(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
