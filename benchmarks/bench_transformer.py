@@ -33,6 +33,7 @@ from .bench_train import (
     matmul_ceiling,
     multi30k_examples,
     optimise,
+    real_share,
     throughput,
 )
 from .report import Result, Table
@@ -90,14 +91,18 @@ def _greedy(model: TransformerTranslator, batch: Batch, cached: bool) -> float:
     return time.perf_counter() - start
 
 
-def _useful_flop_s(model: TransformerTranslator, batch: Batch, step_s: float) -> float:
-    with FlopCounterMode(display=False) as counter:
-        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, need_weights=False)
-        _cross_entropy(logits, batch.tgt_out).backward()
-    model.zero_grad(set_to_none=True)
-    real = int(batch.src_lengths.sum()) + batch.num_target_tokens
-    positions = batch.src.numel() + batch.tgt_in.numel()
-    return counter.get_total_flops() * real / positions / step_s
+def _useful_flop_s(model: TransformerTranslator, sample: list[Batch], tgt_tok_s: float) -> float:
+    """Useful FLOP/s at ``tgt_tok_s``: counted FLOPs per real target token of ``sample``
+    (batches of the stream the throughput was timed on, each count scaled by its share of
+    real positions) times the target tokens a second, as bench_train counts its own."""
+    flops = 0.0
+    for batch in sample:
+        with FlopCounterMode(display=False) as counter:
+            logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, need_weights=False)
+            _cross_entropy(logits, batch.tgt_out).backward()
+        model.zero_grad(set_to_none=True)
+        flops += counter.get_total_flops() * real_share(batch)
+    return flops / sum(b.num_target_tokens for b in sample) * tgt_tok_s
 
 
 def run(quick: bool) -> Result:
@@ -134,7 +139,8 @@ def run(quick: bool) -> Result:
 
     model.train()
     ceiling = matmul_ceiling() * 1e9
-    useful = _useful_flop_s(model, make_batch(examples, range(BATCH)), ours["step_s"])
+    sample = [trainers[0].batches() for _ in range(5)]  # the bucketed batches timed
+    useful = _useful_flop_s(model, sample, ours["tgt_tok_s"])
     flops = Table(
         "Transformer training FLOP/s (real tokens only) vs the fp32 matmul ceiling",
         ["useful GFLOP/s", "matmul ceiling GFLOP/s", "fraction"],
