@@ -513,3 +513,28 @@ def test_a_guided_runs_page_names_the_supervised_heads_it_shows(browser, tmp_pat
     cells = card.find_elements("css selector", ".heatmap td[data-weight]")
     shown = [float(c.get_attribute("data-weight")) for c in cells]
     assert shown == pytest.approx(t.weights.flatten().tolist(), abs=1e-6)
+
+
+def test_a_mean_of_heads_is_not_explained_as_one_softmax_of_scores(browser, tmp_path):
+    from selenium.webdriver.support.ui import Select
+
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+
+    run = load_run(make_runs(tmp_path)["transformer"])  # several heads: search averages them
+    [translation] = translate_lines(run, ["ein Hund rennt"], n_best=1)
+    record = sentence_payload(run, translation, 1, n_best=1)
+    browser.get(write_html(tmp_path / "mean.html", [record], beam_size=2).as_uri())
+    card = _wait(browser, ".sentence")[0]
+
+    def step_header_and_notes():
+        card.find_element("css selector", ".tok.query").click()
+        header = card.find_elements("css selector", ".step th")[2].text
+        return header, len(card.find_elements("css selector", ".step .averaged"))
+
+    assert step_header_and_notes() == ("log w_j", 1)
+    Select(card.find_element("css selector", ".view")).select_by_value("cross")
+    Select(card.find_element("css selector", ".head")).select_by_value("0")
+    assert step_header_and_notes() == ("log w_j = s_j − logΣexp(s)", 0)

@@ -80,15 +80,21 @@ function pick(weights, layer, head) {
 }
 
 // The matrix a sentence shows now, with its row (query) and column (key) labels.
+// averaged: the matrix is a mean of several heads' softmaxes (not one softmax of scores).
 function chosen(s, view, layer, head) {
-  if (view === "alignment") return { m: s.weights, rows: s.tgt_tokens, cols: s.src_tokens };
+  const heads = s.views.cross[0].length;
+  if (view === "alignment") {  // "search" averages every head; a guided run names its own
+    const averaged = heads > 1 && !/\bhead \d/.test(s.weights_from || "search");
+    return { m: s.weights, rows: s.tgt_tokens, cols: s.src_tokens, averaged };
+  }
   const m = pick(s.views[view], layer, head);
-  if (view === "encoder") return { m, rows: s.src_tokens, cols: s.src_tokens };
+  const averaged = head === "mean" && s.views[view][0].length > 1;
+  if (view === "encoder") return { m, rows: s.src_tokens, cols: s.src_tokens, averaged };
   if (view === "decoder") {  // causal: a query never sees a later key
     const masked = (i, j) => j > i;
-    return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs, masked };
+    return { m, rows: s.views.decoder_inputs, cols: s.views.decoder_inputs, masked, averaged };
   }
-  return { m, rows: s.tgt_tokens, cols: s.src_tokens };
+  return { m, rows: s.tgt_tokens, cols: s.src_tokens, averaged };
 }
 
 const shade = (w) => `rgba(30, 90, 200, ${Math.max(0, Math.min(1, w)).toFixed(4)})`;
@@ -170,8 +176,8 @@ function viewControls(s, card) {
 
 function render(s, card) {
   const q = (sel) => card.querySelector(sel);
-  const { m, rows, cols, masked } = chosen(s, q(".view").value, Number(q(".layer").value),
-    q(".head").value);
+  const { m, rows, cols, masked, averaged } = chosen(s, q(".view").value,
+    Number(q(".layer").value), q(".head").value);
   const keys = q(".keys");
   const queries = q(".queries");
   keys.replaceChildren(el("span", { class: "label" }, "keys:"));
@@ -195,7 +201,7 @@ function render(s, card) {
     const isMasked = (j) => Boolean(masked && masked(i, j));
     node.addEventListener("click", () => {
       show();
-      explainStep(q(".step"), m[i], rows[i], cols, isMasked);
+      explainStep(q(".step"), m[i], rows[i], cols, isMasked, averaged);
     });
   });
   keyNodes.forEach((node, j) => {
@@ -230,14 +236,14 @@ function heatmap(m, rows, cols, masked = () => false) {
 }
 
 // "Explain this step": the weights of one query over the keys. The run does not
-// expose its raw scores, but softmax fixes them up to one shared constant:
-// log w_j = s_j - log(sum_k exp(s_k)).
+// expose its raw scores, but one softmax fixes them up to one shared constant:
+// log w_j = s_j - log(sum_k exp(s_k)). A mean of heads is no one softmax: no scores.
 // isMasked(j): whether key j was masked (a weight of 0 that is not, underflowed).
-function explainStep(box, weights, token, cols, isMasked) {
+function explainStep(box, weights, token, cols, isMasked, averaged = false) {
   const table = el("table", { class: "step-table" });
   const head = el("tr");
   head.append(el("th", {}, "key"), el("th", {}, "weight w_j"),
-    el("th", {}, "log w_j = s_j − logΣexp(s)"));
+    el("th", {}, averaged ? "log w_j" : "log w_j = s_j − logΣexp(s)"));
   table.append(head);
   weights.forEach((w, j) => {
     const tr = el("tr");
@@ -251,8 +257,13 @@ function explainStep(box, weights, token, cols, isMasked) {
   const why = Math.abs(sum - 1) > 1e-4
     ? "softmax weights sum to 1; these were computed in bf16, rounded to about 3 digits each"
     : "softmax weights sum to 1";
-  box.replaceChildren(el("h4", {}, `Step for “${token}”`), table,
-    el("p", { class: "sum" }, `Σ w_j = ${sum.toFixed(6)} (${why})`));
+  const notes = [el("p", { class: "sum" }, `Σ w_j = ${sum.toFixed(6)} (${why})`)];
+  if (averaged) {
+    notes.push(el("p", { class: "averaged" }, "These weights are the mean of several " +
+      "heads' softmaxes: they sum to 1, but they are no single softmax of scores, so " +
+      "log w_j is not a score minus one constant. Pick one head to see a softmax's."));
+  }
+  box.replaceChildren(el("h4", {}, `Step for “${token}”`), table, ...notes);
 }
 
 // ---------------------------------------------------------------- translate tab
