@@ -1,5 +1,7 @@
 """train.precision / --precision: auto from the CPU flags, explicit settings, autocast."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -95,3 +97,48 @@ def test_autocast_runs_matrix_products_in_bf16_only_for_bf16():
         assert layer(x).dtype == torch.bfloat16
     assert layer.weight.dtype == torch.float32  # autocast casts copies, never the weights
     assert layer(x).dtype == torch.float32  # and ends with its block
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A CUDA GPU of the given compute capability, as torch describes it: its
+    ``is_bf16_supported()`` is True on any GPU that emulates bf16 (capability >= 7 here)."""
+
+    def make(name, capability):
+        cuda = torch.cuda
+        monkeypatch.setattr(cuda, "get_device_name", lambda device=None: name)
+        monkeypatch.setattr(cuda, "get_device_capability", lambda device=None: capability)
+        monkeypatch.setattr(
+            cuda,
+            "is_bf16_supported",
+            lambda including_emulation=True: (
+                capability[0] >= 8 or (including_emulation and capability[0] >= 7)
+            ),
+        )
+        monkeypatch.setattr(cuda, "device", lambda device: contextlib.nullcontext())
+        monkeypatch.setattr(torch.version, "hip", None)
+        return torch.device("cuda")
+
+    return make
+
+
+def test_auto_is_fp32_on_a_gpu_that_only_emulates_bf16(gpu):
+    t4 = gpu("Tesla T4", (7, 5))
+    chosen = resolve_precision("auto", t4)
+    assert chosen.name == "fp32"
+    assert chosen.reason == (
+        "fp32: Tesla T4 (compute capability 7.5) has no bf16 tensor cores, so bf16 is "
+        "emulated, no faster than fp32"
+    )
+    explicit = resolve_precision("bf16", t4, option="--precision")
+    assert explicit.name == "bf16"
+    assert explicit.reason.endswith("emulated, no faster than fp32 (auto would choose fp32)")
+
+
+def test_auto_is_bf16_on_an_ampere_gpu_and_bf16_is_refused_where_it_cannot_run(gpu):
+    chosen = resolve_precision("auto", gpu("NVIDIA A100", (8, 0)))
+    assert (chosen.name, chosen.reason) == ("bf16", "bf16: NVIDIA A100 supports bf16")
+    p100 = gpu("Tesla P100", (6, 0))
+    assert resolve_precision("auto", p100).reason == "fp32: Tesla P100 does not support bf16"
+    with pytest.raises(ValueError, match="train.precision is bf16 but Tesla P100 does not"):
+        resolve_precision("bf16", p100)

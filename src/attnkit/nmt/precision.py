@@ -10,8 +10,9 @@ softmax over attention scores (:func:`attnkit.attention.functional.masked_softma
 layer norms (autocast's float32 list) and the fused Bahdanau/GRU loop
 (:mod:`attnkit.nmt.models.rnn.fused_loop`).
 
-``auto`` picks bf16 only where it is fast: a CUDA device that supports it
-(``torch.cuda.is_bf16_supported()``), or a CPU whose flags include
+``auto`` picks bf16 only where it is fast: a CUDA GPU of compute capability 8.0
+or later (Ampere on; ``torch.cuda.is_bf16_supported()`` also answers True on
+older GPUs, which emulate bf16 without bf16 tensor cores), or a CPU whose flags include
 ``avx512_bf16`` or ``amx_bf16`` (the instructions oneDNN's bf16 matrix
 products use). Without them a CPU still computes bf16 (PyTorch emulates it),
 but its matrix products are slower than float32 (3.2x slower on an Ice Lake
@@ -142,20 +143,41 @@ def resolve_precision(
         return Precision(
             "bf16" if fast else "fp32", setting, kind, f"{'bf16' if fast else 'fp32'}: {why}"
         )
-    if kind == "mps" or (kind == "cuda" and not fast):
+    if kind == "mps" or (kind == "cuda" and not fast and not _cuda_emulates_bf16(device)):
         raise ValueError(f"{option} is bf16 but {why}; use fp32 or auto")
-    return Precision("bf16", setting, kind, f"bf16: {option} is bf16; {why if fast else _EMULATED}")
+    slow = _EMULATED if kind == "cpu" else f"{why} (auto would choose fp32)"
+    return Precision("bf16", setting, kind, f"bf16: {option} is bf16; {why if fast else slow}")
 
 
 def _fast_bf16(device: torch.device, cpu_flags: str | None) -> tuple[bool, str]:
     """Whether ``device`` runs bf16 matrix products faster than fp32, and why (one clause)."""
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return True, f"{torch.cuda.get_device_name(device)} supports bf16"
-        return False, f"{torch.cuda.get_device_name(device)} does not support bf16"
+        return _cuda_bf16(device)
     if device.type != "cpu":
         return False, f"attnkit does not use bf16 on {device.type}"
     flag = cpu_bf16_flag(cpu_flags)
     if flag is None:
         return False, _SLOW_CPU
     return True, f"this CPU has {flag}"
+
+
+def _cuda_bf16(device: torch.device) -> tuple[bool, str]:
+    """Whether the GPU ``device`` has bf16 tensor cores (compute capability >= 8.0, or
+    ROCm), and why. ``torch.cuda.is_bf16_supported()`` is not the test: it answers True
+    on older GPUs too (a V100, a T4), which run bf16 emulated, no faster than fp32."""
+    name = torch.cuda.get_device_name(device)
+    major, minor = torch.cuda.get_device_capability(device)
+    if torch.version.hip or major >= 8:
+        return True, f"{name} supports bf16"
+    if _cuda_emulates_bf16(device):
+        return False, (
+            f"{name} (compute capability {major}.{minor}) has no bf16 tensor cores, so bf16 "
+            "is emulated, no faster than fp32"
+        )
+    return False, f"{name} does not support bf16"
+
+
+def _cuda_emulates_bf16(device: torch.device) -> bool:
+    """Whether bf16 runs at all on the GPU ``device`` (natively or emulated)."""
+    with torch.cuda.device(device):
+        return torch.cuda.is_bf16_supported(including_emulation=True)
