@@ -119,6 +119,49 @@ def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+def test_threads_per_process_of_a_torchrun_job_are_checked_against_the_shared_cores(
+    capsys, monkeypatch
+):
+    # 2 processes x train.threads 2 on 2 cores: 4 threads fought over 2 cores, unsaid
+    from attnkit.cli import train
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    train._warn_threads_over_cores(2, processes=2)
+    assert capsys.readouterr().err == (
+        "attnkit: warning: train.threads 2 is per process: the 2 processes on this machine "
+        "ask for 4 threads, more than the 2 CPU core(s) they share; threads beyond the cores "
+        "wait for each other and slow training down (use 1, or 'auto')\n"
+    )
+    for threads, processes in ((1, 2), (1, 3), ("auto", 2), (2, 1)):
+        train._warn_threads_over_cores(threads, processes=processes)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_under_torchrun_only_rank_0_prints_the_warnings_before_training(
+    capsys, monkeypatch, tmp_path, rank
+):
+    # every rank printed each config note and warning: one copy per process
+    def before_training(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", rank), ("LOCAL_WORLD_SIZE", "2")):
+        monkeypatch.setenv(name, value)
+    argv = ["copy", "--train.threads", "2", "--train.min_lr", "0.01"]
+    status, _, err = run(capsys, "train", *argv, "--out", str(tmp_path / "run"))
+    assert status == 2 and err.endswith("error: stopped before training\n")  # every rank's
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    if rank == "1":
+        assert warnings == []
+    else:
+        assert [w.split(":")[2].split(" is ")[0] for w in warnings] == [
+            " train.threads 2",
+            " train.min_lr 0.01",
+        ]
+
+
 def test_a_step_budget_inside_the_inverse_sqrt_warm_up_warns_once(capsys):
     from attnkit.cli import train
     from attnkit.nmt.config import TrainConfig

@@ -185,13 +185,15 @@ def _load_config(path: Path, args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..nmt.training.distributed import MainFailed, PeerLost
+    from ..nmt.training.distributed import MainFailed, PeerLost, launch
     from ..nmt.training.loop import TrainingError, train
 
-    config, folder = _config_and_folder(args)
-    _warn_threads_over_cores(config.train.threads)
-    _warn_budget_inside_warmup(config.train)
-    _warn_rate_never_falls(config.train)
+    placed = launch()
+    with _said_by_rank_0(placed.is_main):  # torchrun: one copy of each note, not one a rank
+        config, folder = _config_and_folder(args)
+        _warn_threads_over_cores(config.train.threads, placed.local_world_size)
+        _warn_budget_inside_warmup(config.train)
+        _warn_rate_never_falls(config.train)
     try:
         summary = train(
             config,
@@ -213,17 +215,35 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_threads_over_cores(threads) -> None:
-    """One warning when train.threads asks for more threads than this process has cores."""
+def _said_by_rank_0(main: bool):
+    """A block whose notes and warnings (on stderr) only rank 0 of a torchrun job prints;
+    an error raised in it is still reported by every rank."""
+    import contextlib
+    import io
+
+    return contextlib.nullcontext() if main else contextlib.redirect_stderr(io.StringIO())
+
+
+def _warn_threads_over_cores(threads, processes: int = 1) -> None:
+    """One warning when train.threads asks for more threads than this process's share of
+    the cores: ``train.threads`` is per process, and the ``processes`` training processes
+    on this machine (torchrun's ``--nproc_per_node``) share its cores."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if isinstance(threads, int) and cores and threads > cores:
-        warn(
-            f"train.threads {threads} is more than the {cores} CPU core(s) this process may use; "
-            "threads beyond the cores wait for each other and slow training down "
-            f"(use {cores}, or 'auto')"
+    share = max((cores or 1) // processes, 1)
+    if not (isinstance(threads, int) and cores and threads > share):
+        return
+    asked = f"train.threads {threads} is more than the {cores} CPU core(s) this process may use"
+    if processes > 1:
+        asked = (
+            f"train.threads {threads} is per process: the {processes} processes on this machine "
+            f"ask for {threads * processes} threads, more than the {cores} CPU core(s) they share"
         )
+    warn(
+        f"{asked}; threads beyond the cores wait for each other and slow training down "
+        f"(use {share}, or 'auto')"
+    )
 
 
 def _warn_budget_inside_warmup(train) -> None:

@@ -48,12 +48,22 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-__all__ = ["ENV_TIMEOUT", "Group", "MainFailed", "PeerLost", "join", "report_replicas"]
+__all__ = [
+    "ENV_TIMEOUT",
+    "Group",
+    "Launch",
+    "MainFailed",
+    "PeerLost",
+    "join",
+    "launch",
+    "report_replicas",
+]
 
 ENV_TIMEOUT = "ATTNKIT_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
@@ -234,6 +244,31 @@ def report_replicas(group: Group, model: nn.Module, echo: Callable[[str], None])
             echo(f"warning: the weights differ between the {group.world_size} processes")
 
 
+class Launch(NamedTuple):
+    """What torchrun told this process before it joins the group: its global ``rank``,
+    ``world_size`` W, and ``local_world_size``, the processes on this machine (they
+    share its cores). ``Launch(0, 1, 1)`` without torchrun."""
+
+    rank: int
+    world_size: int
+    local_world_size: int
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that logs and writes."""
+        return self.rank == 0
+
+
+def launch() -> Launch:
+    """This process's place in a torchrun job, from torchrun's environment (``RANK``,
+    ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``); rank 0 of 1 when not launched by it."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Launch(0, 1, 1)
+    rank = int(os.environ.get("RANK", "0"))
+    return Launch(rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+
+
 @contextlib.contextmanager
 def join(device: torch.device) -> Iterator[Group]:
     """The group of this process: torchrun's job if launched by it, else a group of one.
@@ -248,8 +283,8 @@ def join(device: torch.device) -> Iterator[Group]:
     Raises:
         ValueError: CUDA training with fewer visible GPUs than local ranks.
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    placed = launch()
+    if placed.world_size <= 1:
         yield Group(device=device)
         return
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -261,9 +296,8 @@ def join(device: torch.device) -> Iterator[Group]:
         dist.init_process_group(backend, timeout=timeout)
     if "TORCHELASTIC_RUN_ID" in os.environ:
         _die_with_launcher()
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     try:
-        yield Group(dist.get_rank(), dist.get_world_size(), local_world, device)
+        yield Group(dist.get_rank(), dist.get_world_size(), placed.local_world_size, device)
     finally:
         if created:
             # DDP's reducer and its threads go before the group they use (a rank once
