@@ -421,3 +421,29 @@ def test_the_other_ranks_wait_for_rank_0_s_data_work_past_the_collective_timeout
     mp.spawn(_slow_main_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
     for rank in (0, 1):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == ["by rank 0", 0.5]
+
+
+def _join_in_callers_group(rank: int, port: int, folder: Path) -> None:
+    """A rank of a group the caller set up itself (mp.spawn, no torchrun variables)."""
+    timeout = datetime.timedelta(seconds=60)
+    store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=timeout)
+    try:
+        with join(torch.device("cpu")) as group:
+            seen = [group.rank, group.world_size, group.local_world_size, group.mean(rank)]
+        seen.append(dist.is_initialized())  # the caller's group is left to the caller
+        (folder / f"rank{rank}.json").write_text(json.dumps(seen))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_process_group_the_caller_initialised_is_joined_without_torchrun_variables(
+    tmp_path, monkeypatch
+):
+    # join() read only WORLD_SIZE: under mp.spawn each process trained alone into the same
+    # run folder, the second stopping with RunInUse
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    mp.spawn(_join_in_callers_group, args=(free_port(), tmp_path), nprocs=2, join=True)
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert seen == [[0, 2, 2, 0.5, True], [1, 2, 2, 0.5, True]]

@@ -245,11 +245,13 @@ def report_replicas(group: Group, model: nn.Module, echo: Callable[[str], None])
 
 
 class Launch(NamedTuple):
-    """What torchrun told this process before it joins the group: its global ``rank``,
-    ``world_size`` W, and ``local_world_size``, the processes on this machine (they
-    share its cores). ``Launch(0, 1, 1)`` without torchrun."""
+    """This process's place in the job before training starts: its global ``rank``,
+    ``local_rank`` (its GPU; None where ``LOCAL_RANK`` is not set: the current CUDA
+    device), ``world_size`` W, and ``local_world_size``, the processes on this machine
+    (they share its cores). ``Launch(0, 0, 1, 1)`` for one process."""
 
     rank: int
+    local_rank: int | None
     world_size: int
     local_world_size: int
 
@@ -260,13 +262,19 @@ class Launch(NamedTuple):
 
 
 def launch() -> Launch:
-    """This process's place in a torchrun job, from torchrun's environment (``RANK``,
-    ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``); rank 0 of 1 when not launched by it."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    """This process's place in a job: the process group the caller initialised, else
+    torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``),
+    else rank 0 of 1. A caller's group without torchrun's variables (``mp.spawn`` and
+    ``init_process_group(rank=..., world_size=...)``) is taken as one machine's processes."""
+    env = os.environ
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return Launch(0, 1, 1)
-    rank = int(os.environ.get("RANK", "0"))
-    return Launch(rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        return Launch(0, 0, 1, 1)
+    local = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
+    return Launch(rank, local, world, int(env.get("LOCAL_WORLD_SIZE", world)))
 
 
 @contextlib.contextmanager
@@ -275,7 +283,8 @@ def join(device: torch.device) -> Iterator[Group]:
 
     Joins the default process group (gloo for a CPU ``device``, NCCL for CUDA,
     where each process takes ``cuda:LOCAL_RANK``) and leaves it when the block
-    ends. A process group initialised by the caller is used as it is.
+    ends. A process group initialised by the caller is used as it is, with or
+    without torchrun's environment (:func:`launch`), and left to the caller.
 
     Args:
         device: the device training asked for (``train.device`` resolved).
@@ -287,8 +296,7 @@ def join(device: torch.device) -> Iterator[Group]:
     if placed.world_size <= 1:
         yield Group(device=device)
         return
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = _rank_device(device, local)
+    device = _rank_device(device, placed.local_rank)
     created = not dist.is_initialized()
     if created:
         backend = "nccl" if device.type == "cuda" else "gloo"
@@ -318,9 +326,13 @@ def _timeout_s() -> float:
     return seconds
 
 
-def _rank_device(device: torch.device, local_rank: int) -> torch.device:
+def _rank_device(device: torch.device, local_rank: int | None) -> torch.device:
+    """``cuda:local_rank`` for CUDA training (None: the current device, as the caller
+    set it), made current; ``device`` itself otherwise."""
     if device.type != "cuda":
         return device
+    if local_rank is None:
+        local_rank = torch.cuda.current_device()
     if local_rank >= torch.cuda.device_count():
         raise ValueError(
             f"LOCAL_RANK {local_rank} needs a GPU but only {torch.cuda.device_count()} are "

@@ -77,8 +77,9 @@ def train(
     worker processes that import the main module: a script that calls this keeps
     its top-level code under ``if __name__ == "__main__":``.
 
-    Under ``torchrun`` every process calls this and trains its share of each
-    batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
+    Under ``torchrun``, or in a process group the caller initialised (e.g. under
+    ``torch.multiprocessing.spawn``), every process calls this and trains its share
+    of each batch (:mod:`.distributed`); rank 0 alone echoes, writes ``run_dir`` and
     returns a summary with ``main`` True.
 
     Raises:
