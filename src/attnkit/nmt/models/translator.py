@@ -56,6 +56,11 @@ __all__ = [
 
 _Self = TypeVar("_Self")
 
+# Token ids: the dtypes nn.Embedding takes. Lengths: the integer dtypes torch reduces and
+# compares (its uint16/uint32/uint64, the token store's dtypes, lack min and max on the CPU).
+TOKEN_DTYPES = (torch.int64, torch.int32)
+LENGTH_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
 
 class SourceMemory(Protocol):
     """What the decoder reads from a source batch, computed once per sentence.
@@ -221,7 +226,7 @@ class Translator(nn.Module, ABC):
             weights over the source (the architecture's alignment view).
 
         Raises:
-            ValueError: ``prev_tokens`` is not ``(B,)`` integer with the batch of
+            ValueError: ``prev_tokens`` is not ``(B,)`` int64/int32 with the batch of
                 ``memory`` (or, with ``beams_share_memory``, a multiple of it).
         """
         batch = memory.lengths.shape[0]
@@ -230,12 +235,13 @@ class Translator(nn.Module, ABC):
         if (
             not isinstance(prev_tokens, Tensor)
             or prev_tokens.shape != ((rows,) if shared else (batch,))
-            or prev_tokens.is_floating_point()
+            or prev_tokens.dtype not in TOKEN_DTYPES
         ):
             multiple = " or a multiple of it" if self.beams_share_memory else ""
             raise ValueError(
-                f"prev_tokens must be a 1-D integer tensor (B={batch}{multiple},) matching "
-                f"memory, got {describe_tensor(prev_tokens)}"
+                f"prev_tokens must be a 1-D int64 or int32 tensor (B={batch}{multiple},) "
+                f"matching memory, got {describe_tensor(prev_tokens)}"
+                f"{_convert_hint(prev_tokens, TOKEN_DTYPES)}"
             )
         return self._step(prev_tokens, state, memory)
 
@@ -354,9 +360,10 @@ class Translator(nn.Module, ABC):
             )
 
     def _check_target(self, tgt_in: Tensor, src: Tensor) -> None:
-        if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.is_floating_point():
+        if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2 or tgt_in.dtype not in TOKEN_DTYPES:
             raise ValueError(
-                f"tgt_in must be a 2-D integer tensor (B, T), got {describe_tensor(tgt_in)}"
+                f"tgt_in must be a 2-D int64 or int32 tensor (B, T), got "
+                f"{describe_tensor(tgt_in)}{_convert_hint(tgt_in, TOKEN_DTYPES)}"
             )
         if tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
             raise ValueError(
@@ -419,18 +426,23 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
     """Check a padded source batch and its lengths; raise a ValueError naming the argument.
 
     Raises:
-        ValueError: ``src`` is not a 2-D integer tensor ``(B, S)``, ``src_lengths``
-            is not 1-D integer ``(B,)``, or a length is outside ``[1, S]``.
+        ValueError: ``src`` is not a 2-D int64/int32 tensor ``(B, S)`` (the token ids
+            an embedding takes), ``src_lengths`` is not 1-D integer ``(B,)`` (bool and
+            the unsigned 16-64-bit dtypes refused), or a length is outside ``[1, S]``.
     """
-    if not isinstance(src, Tensor) or src.dim() != 2 or src.is_floating_point():
-        raise ValueError(f"src must be a 2-D integer tensor (B, S), got {describe_tensor(src)}")
+    if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype not in TOKEN_DTYPES:
+        raise ValueError(
+            f"src must be a 2-D int64 or int32 tensor (B, S), got "
+            f"{describe_tensor(src)}{_convert_hint(src, TOKEN_DTYPES)}"
+        )
     if (
         not isinstance(src_lengths, Tensor)
         or src_lengths.dim() != 1
-        or src_lengths.is_floating_point()
+        or src_lengths.dtype not in LENGTH_DTYPES
     ):
         raise ValueError(
-            f"src_lengths must be a 1-D integer tensor (B,), got {describe_tensor(src_lengths)}"
+            f"src_lengths must be a 1-D integer tensor (B,), got "
+            f"{describe_tensor(src_lengths)}{_convert_hint(src_lengths, LENGTH_DTYPES)}"
         )
     if src_lengths.shape[0] != src.shape[0]:
         raise ValueError(
@@ -444,6 +456,13 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
         raise ValueError(
             f"src_lengths must lie in [1, S={src.shape[1]}], got min {low} and max {high}"
         )
+
+
+def _convert_hint(t: object, allowed: tuple[torch.dtype, ...]) -> str:
+    """``; convert it with .long()`` for an integer (or bool) tensor of a dtype not ``allowed``."""
+    if not isinstance(t, Tensor) or t.dtype in allowed or t.is_floating_point() or t.is_complex():
+        return ""
+    return "; convert it with .long()"
 
 
 def describe_tensor(t: object) -> str:
