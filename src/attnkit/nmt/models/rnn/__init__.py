@@ -1,7 +1,8 @@
 """The RNN encoder-decoder with attention (Bahdanau et al. 2015; Luong et al. 2015).
 
 ``config`` (``RNNConfig``, plain pydantic), ``encoder`` (bidirectional GRU/LSTM
-over packed sequences), ``decoder`` (the attention decoder, Bahdanau or Luong
+each sentence for its own length: a GRU that keeps its state past it, a packed
+LSTM), ``decoder`` (the attention decoder, Bahdanau or Luong
 timing), ``fused_loop`` (its Bahdanau/GRU teacher-forced loop with a
 hand-written backward) and ``model`` (``RNNTranslator``). The torch modules are
 imported on first use, so validating a config does not load torch.

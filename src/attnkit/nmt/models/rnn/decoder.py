@@ -7,7 +7,9 @@ Two axes from the literature choose where attention sits in the decoder step:
   computed before the RNN step and fed into it,
   ``s_t = RNN([E y_{t-1}; c_t], s_{t-1})``, and the output vector is
   ``o_t = tanh(W_o [s_t; c_t; E y_{t-1}])`` (the paper's deep output with
-  ``tanh`` in place of the maxout layer).
+  ``tanh`` in place of the maxout layer; with ``s_t`` as in its eq. 4,
+  ``p(y_t) = g(y_{t-1}, s_t, c_t)``, and as dl4mt and Nematus compute it,
+  where A.2.2 writes ``s_{t-1}``).
 * query timing ``"current"`` (Luong et al. 2015, sec. 3.1, eqs. 5-6): the RNN
   steps first, ``h_t = RNN(x_t, h_{t-1})``, then ``h_t`` attends and the
   attentional hidden state is ``o_t = h~_t = tanh(W_c [c_t; h_t])``.
