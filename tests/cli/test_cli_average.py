@@ -52,6 +52,7 @@ def test_average_rebuilds_the_mean_of_the_newest_snapshots(copy_of_run, capsys):
     status, out, err = run(capsys, "average", str(copy_of_run), "--last", "2")
     assert status == 0, err
     assert out.startswith("averaged 2 snapshots (steps 15, 20): valid BLEU ")
+    assert "attnkit: precision " in err  # auto: fp32 or bf16 with why, as translate says it
     line, choice = out.splitlines()
     assert "vs best " in line
     record = json.loads(folder.choice.read_text())  # the choice made again, averaged included
