@@ -227,7 +227,7 @@ def _read_supervised(run: LoadedRun, results: list[Translation]) -> None:
     heads = SupervisedHeads.of_run(run.config, run.model.attention_layout)
     if heads is None:
         return
-    shown = [t for r in results for t in (r, *r.hypotheses[1:]) if t.weights is not None]
+    shown = [t for r in results for t in (r, *r.hypotheses[1:]) if t.output_ids]
     with run.precision.autocast():
         weights = supervised_weights(
             run.model,
