@@ -231,7 +231,8 @@ class Group:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise PeerLost(
                 f"rank {self.rank}: another process of this training stopped answering "
-                f"({first[:200]}); resume from the last checkpoint with --resume"
+                f"({first[:200]}); the other processes' output says why; then run the same "
+                "command with --resume (it continues from the last checkpoint, if one was saved)"
             ) from None
 
 
