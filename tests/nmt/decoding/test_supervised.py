@@ -121,26 +121,61 @@ def test_an_output_cut_at_the_position_table_reads_its_last_row(tmp_path):
 
 def test_translate_plots_and_writes_the_supervised_view(tmp_path, monkeypatch, capsys):
     from attnkit.cli import main
-    from attnkit.nmt.decoding import views as views_module
 
     run = _run(tmp_path / "run", {"layer": 0, "heads": [2]})
-    pictures = []
-    record = lambda weights, *args, title=None, **kwargs: pictures.append((title, weights))  # noqa: E731
-    monkeypatch.setattr(views_module, "heatmap", record)
+    pictures = _drawn_titles(monkeypatch)
     json_path = tmp_path / "a.jsonl"
     argv = [str(run.folder), LINES[3], "--beam", "1", "--plot", str(tmp_path / "maps"),
             "--attention-json", str(json_path)]  # fmt: skip
     assert main(["translate", *argv]) == 0
     (t,) = translate_lines(run, LINES[3:], beam_size=1)
     title, shown = pictures[0]
-    assert title.endswith("cross-attention, the model's alignment view, "
-                          "supervised heads: layer 0, head 2, shift 1")  # fmt: skip
+    assert title.split("\n")[1:] == [
+        "cross-attention, the model's alignment view,",
+        "supervised heads: layer 0, head 2, shift 1",
+    ]
     torch.testing.assert_close(shown, t.weights)
     record = json.loads(json_path.read_text())
     torch.testing.assert_close(torch.tensor(record["weights"]), t.weights, atol=1e-6, rtol=0)
     assert record["weights_from"] == "supervised heads: layer 0, head 2, shift 1"
     assert main(["translate", *argv, "--layer", "1", "--head", "3"]) == 0
     assert json.loads(json_path.read_text())["weights_from"] == "layer 1, head 3"
+
+
+def _drawn_titles(monkeypatch) -> list[tuple[str, torch.Tensor]]:
+    """Every cross-attention heatmap drawn from now on: its title as the picture shows it
+    (each line cut to ``TITLE_MAX`` characters) and its weights."""
+    from attnkit.nmt.decoding import views as views_module
+
+    pictures, draw = [], views_module.heatmap
+
+    def record(weights, *args, **kwargs):
+        figure = draw(weights, *args, **kwargs)
+        pictures.append((figure.axes[0].get_title(), weights))
+        return figure
+
+    monkeypatch.setattr(views_module, "heatmap", record)
+    return pictures
+
+
+def test_a_heatmap_title_names_every_supervised_head(tmp_path, monkeypatch):
+    """A title line is cut at 70 characters: a long caption is broken after commas instead."""
+    from attnkit.nmt.decoding.views import AttentionViews, write_heatmaps
+
+    caption = SupervisedHeads(0, (0, 1, 2, 3, 4, 5), 0, True).caption()
+    pictures = _drawn_titles(monkeypatch)
+    weights = torch.full((2, 3), 1 / 3)
+    views = AttentionViews(weights.expand(1, 6, 2, 3), None, None)
+    stem = tmp_path / "sentence_001"
+    shown = f"supervised heads: {caption}"
+    write_heatmaps(views, ["a", "b", "</s>"], ["x", "</s>"], stem, title="a b", cross=weights,
+                   cross_from=shown)  # fmt: skip
+    assert pictures[0][0].split("\n") == [
+        "a b",
+        "cross-attention, the model's alignment view,",
+        "supervised heads: layer 0, heads' mean 0, 1, 2, 3, 4, 5, shift 0,",
+        "full context",
+    ]
 
 
 def test_text_alone_skips_the_forced_pass(tmp_path, monkeypatch, capsys):

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ...attention import causal_mask
-from ...plot import heatmap, heatmap_grid
+from ...plot import TITLE_MAX, heatmap, heatmap_grid
 from ..models.translator import Translator
 from ..vocab_ids import BOS, EOS, SPECIAL_TOKENS
 from .inference import inference
@@ -129,7 +129,9 @@ def write_heatmaps(
         stem: the path without extension, e.g. ``heatmaps/sentence_001``.
         layer: layer index, ``"mean"``, or None.
         head: head index, ``"mean"``, ``"all"``, or None.
-        title: text above each picture.
+        title: text above each picture; under it the panel's caption (which view,
+            layer and heads), broken after commas into lines that the picture
+            does not cut (:data:`attnkit.plot.TITLE_MAX`).
         cross: the cross-attention to draw instead of picking one from ``views``
             (the translation's own weights when no layer/head was asked for).
         cross_from: what ``cross`` is, for the title (``Translation.weights_from``:
@@ -168,7 +170,8 @@ def write_heatmaps(
         )
         which = own_view if own else selection.caption(len(weights), default)
         labels = dict(xlabel=xlabel, ylabel=ylabel, mask=mask, path=path)
-        full = f"{name}, {which}" if title is None else f"{title}\n{name}, {which}"
+        full = _wrapped(f"{name}, {which}")
+        full = full if title is None else f"{title}\n{full}"
         if head == ALL:
             heatmap_grid(selection.layer_of(weights, default), rows, cols, title=full, **labels)
         else:
@@ -176,3 +179,19 @@ def write_heatmaps(
             heatmap(shown, rows, cols, title=full, **labels)
         written.append(path)
     return written
+
+
+def _wrapped(caption: str) -> str:
+    """``caption`` broken after commas into lines of at most ``TITLE_MAX`` characters (where
+    a part allows): the picture cuts a longer line, and a caption's end names what it shows
+    (``supervised heads: layer 0, heads' mean 0, 1, 2, 3, shift 0, full context``)."""
+    lines = [""]
+    for part in caption.split(", "):
+        if not lines[-1]:
+            lines[-1] = part
+        elif len(lines[-1]) + 2 + len(part) < TITLE_MAX:  # room for a comma after it
+            lines[-1] = f"{lines[-1]}, {part}"
+        else:
+            lines[-1] += ","
+            lines.append(part)
+    return "\n".join(lines)
