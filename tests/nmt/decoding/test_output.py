@@ -88,9 +88,16 @@ def transformer_run(tmp_path_factory):
     return make_run(folder, tok, model=model, decode={"beam_size": 3})
 
 
-@pytest.mark.parametrize(("layer", "head"), [("0", "1"), ("0", "mean")])
+@pytest.mark.parametrize(
+    ("layer", "head", "caption"),
+    [
+        ("0", "1", "layer 0, head 1"),
+        ("0", "mean", "layer 0, heads averaged"),
+        ("0", "all", "layer 0, heads averaged"),  # one matrix a line: all heads' mean
+    ],
+)
 def test_n_best_hypotheses_show_the_chosen_layer_and_head(
-    transformer_run, capsys, tmp_path, layer, head
+    transformer_run, capsys, tmp_path, layer, head, caption
 ):
     from attnkit.nmt.decoding.translate import EOS_LABEL
     from attnkit.nmt.decoding.views import attention_views
@@ -103,6 +110,7 @@ def test_n_best_hypotheses_show_the_chosen_layer_and_head(
     assert status == 0, err
     (record,) = [json.loads(line) for line in records.read_text().splitlines()]
     assert len(record["hypotheses"]) == 3
+    assert record["weights_from"] == caption
     assert record["hypotheses"][0]["weights"] == record["weights"]
     loaded = load_run(transformer_run)
     src_ids = loaded.src_tok.encode("ein Mann mit")
@@ -112,6 +120,6 @@ def test_n_best_hypotheses_show_the_chosen_layer_and_head(
         output_ids = loaded.tgt_tok.encode(" ".join(words)) + ended
         views = attention_views(loaded.model, src_ids, output_ids, "cpu")
         cross = views.cross[int(layer)]  # (H, T, S)
-        want = cross.mean(0) if head == "mean" else cross[int(head)]
+        want = cross[int(head)] if head.isdigit() else cross.mean(0)
         got = torch.tensor(hypothesis["weights"])
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)  # rounded to 6 decimals

@@ -32,7 +32,7 @@ from torch import Tensor
 from ...atomic import STDOUT, make_folder, writing
 from ..runs.loaded_run import LoadedRun
 from .records import explorer_record, translation_record
-from .selection import HeadSelection
+from .selection import ALL, MEAN, HeadSelection
 from .translate import Translation, alignment_text
 from .views import AttentionViews, attention_views, write_heatmaps
 
@@ -190,9 +190,13 @@ class TranslationOutput(contextlib.AbstractContextManager):
         return self.sinks.selection.pick(views.cross, views.alignment_layer)
 
     def _chosen_caption(self) -> str:
-        """``layer 1, head 2``: the chosen layer/head's cross-attention, as titles name it."""
+        """``layer 1, head 2``: the chosen layer/head's cross-attention, as titles name it;
+        ``--head all`` writes one matrix a line, the heads' mean, and is named so."""
         layout = self.run.model.attention_layout
-        return self.sinks.selection.caption(layout.layers, layout.alignment_layer)
+        selection = self.sinks.selection
+        if selection.head == ALL:
+            selection = HeadSelection(selection.layer, MEAN)
+        return selection.caption(layout.layers, layout.alignment_layer)
 
     def _plot(self, t: Translation, views: AttentionViews, number: int) -> None:
         selection = self.sinks.selection
