@@ -514,6 +514,16 @@ def test_a_guided_runs_page_names_the_supervised_heads_it_shows(browser, tmp_pat
     shown = [float(c.get_attribute("data-weight")) for c in cells]
     assert shown == pytest.approx(t.weights.flatten().tolist(), abs=1e-6)
 
+    def pickers():  # the layer and head the (disabled) pickers beside the view show
+        return [Select(card.find_element("css selector", c)).first_selected_option.text
+                for c in (".layer", ".head")]  # fmt: skip
+
+    assert pickers() == ["—", "—"]  # not "layer 1, head mean": the view names its own
+    view.select_by_value("cross")
+    assert pickers() == ["1", "mean"]
+    view.select_by_value("alignment")
+    assert pickers() == ["—", "—"]
+
 
 def test_a_mean_of_heads_is_not_explained_as_one_softmax_of_scores(browser, tmp_path):
     from selenium.webdriver.support.ui import Select

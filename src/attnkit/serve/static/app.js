@@ -159,13 +159,18 @@ function viewControls(s, card) {
     return label; };  // a label holding its select names it (screen readers, voice control)
   box.append(labelled("view ", view), labelled(" layer ", layer), labelled(" head ", head));
   const fill = () => {
-    const w = s.views[view.value === "alignment" ? "cross" : view.value];
+    const fixed = view.value === "alignment";
+    layer.disabled = head.disabled = fixed;
+    if (fixed) {  // its own layer and heads, which its name gives: the pickers claim none
+      layer.replaceChildren(el("option", { value: "" }, "—"));
+      head.replaceChildren(el("option", { value: "" }, "—"));
+      return;
+    }
+    const w = s.views[view.value];
     layer.replaceChildren(...w.map((_, i) => el("option", { value: i }, i)));
     layer.value = String(w.length - 1);
     head.replaceChildren(el("option", { value: "mean" }, "mean"),
       ...w[0].map((_, i) => el("option", { value: i }, i)));
-    const fixed = view.value === "alignment";
-    layer.disabled = head.disabled = fixed;
   };
   fill();
   view.addEventListener("change", () => { fill(); render(s, card); });
