@@ -123,3 +123,25 @@ def test_n_best_hypotheses_show_the_chosen_layer_and_head(
         want = cross[int(head)] if head.isdigit() else cross.mean(0)
         got = torch.tensor(hypothesis["weights"])
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)  # rounded to 6 decimals
+
+
+def test_an_html_page_opens_on_the_chosen_layer_and_head(transformer_run, tmp_path):
+    from attnkit.nmt.decoding.output import Sinks, TranslationOutput
+    from attnkit.nmt.decoding.selection import HeadSelection
+    from attnkit.nmt.decoding.streaming import translate_buffers
+    from attnkit.nmt.decoding.views import attention_views
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    loaded, pages = load_run(transformer_run), []
+    sinks = Sinks(
+        page=lambda records: pages.append(records) or tmp_path, selection=HeadSelection(0, 1)
+    )
+    with TranslationOutput(loaded, sinks, stdout=open(tmp_path / "out", "w")) as output:  # noqa: SIM115
+        for first, translations in translate_buffers(loaded, [["ein Mann mit"]], n_best=5):
+            output.write(first, translations)
+        output.finish()
+    (record,) = pages[0]
+    (t,) = translations
+    want = attention_views(loaded.model, t.src_ids, t.output_ids, "cpu").cross[0, 1]
+    torch.testing.assert_close(torch.tensor(record["weights"]), want)
+    assert record["weights_from"] == "layer 0, head 1"  # the page's view menu names it

@@ -132,11 +132,13 @@ class TranslationOutput(contextlib.AbstractContextManager):
         if self.json is not None:
             with writing(self.sinks.json):
                 self._write_json(numbered, chosen)
-        for (number, t), v in zip(numbered, views, strict=True):
+        for (number, t), v, c in zip(numbered, views, chosen, strict=True):
             if self.sinks.plot is not None and v is not None:
                 self._plot(t, v, number)
             if self.sinks.page is not None:
-                self.records.append(explorer_record(t, number, v, HTML_N_BEST))
+                named = None if c is None else self._chosen_caption()
+                record = explorer_record(t, number, v, HTML_N_BEST, weights=c, weights_from=named)
+                self.records.append(record)
 
     def _write_alignments(self, numbered: list, chosen: list) -> None:
         for (number, t), weights in zip(numbered, chosen, strict=True):

@@ -84,16 +84,28 @@ def translation_record(
 
 
 def explorer_record(
-    translation: Translation, line: int, views: AttentionViews | None, n_best: int
+    translation: Translation,
+    line: int,
+    views: AttentionViews | None,
+    n_best: int,
+    *,
+    weights: Tensor | None = None,
+    weights_from: str | None = None,
 ) -> dict[str, Any]:
     """:func:`translation_record` with every digit, plus what the explorer's page draws.
+
+    ``weights`` and ``weights_from``, as for :func:`translation_record`, replace the
+    translation's own as the page's first view (``translate --html --layer/--head``).
 
     ``views`` (None for a blank line) become ``views``: ``cross (L, H, T, S)``
     and, for a Transformer, ``encoder (Le, H, S, S)`` and ``decoder (L, H, T, T)``
     as nested lists, with ``decoder_inputs`` (the labels of the decoder's
     self-attention). ``weight_sums`` holds each weight row's sum (1 up to rounding).
     """
-    record = translation_record(translation, line, hypotheses=n_best, decimals=None)
+    record = translation_record(
+        translation, line, weights=weights, weights_from=weights_from, hypotheses=n_best,
+        decimals=None,
+    )  # fmt: skip
     record["truncated_from"] = translation.truncated_from
     record["weight_sums"] = [math.fsum(row) for row in record["weights"] or []]
     record["views"] = None
