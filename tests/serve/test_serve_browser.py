@@ -548,3 +548,22 @@ def test_a_mean_of_heads_is_not_explained_as_one_softmax_of_scores(browser, tmp_
     Select(card.find_element("css selector", ".view")).select_by_value("cross")
     Select(card.find_element("css selector", ".head")).select_by_value("0")
     assert step_header_and_notes() == ("log w_j = s_j − logΣexp(s)", 0)
+
+
+def test_an_ensembles_mean_of_models_is_not_explained_as_one_softmax(browser, tmp_path):
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+
+    run = load_run(make_runs(tmp_path)["rnn"])  # one attention: alone, one softmax
+    [translation] = translate_lines(run, ["ein Hund rennt"], n_best=1)
+    headers = []
+    for label in ("search", "search, the mean of 2 models' views"):
+        translation.weights_from = label  # as translate_lines names an ensemble's
+        record = sentence_payload(run, translation, 1, n_best=1)
+        browser.get(write_html(tmp_path / "e.html", [record], beam_size=2).as_uri())
+        card = _wait(browser, ".sentence")[0]
+        card.find_element("css selector", ".tok.query").click()
+        headers.append(card.find_elements("css selector", ".step th")[2].text)
+    assert headers == ["log w_j = s_j − logΣexp(s)", "log w_j"]

@@ -164,9 +164,13 @@ def test_the_cli_decodes_with_the_ensemble(runs, capsys):
     first, second, _ = runs
     run = load_run(first)
     expected = TorchEngine(load_ensemble(run, [second], checkpoint="best"))
-    wanted = [t.text for t in translate_lines(run, SENTENCES, engine=expected)]
+    together = translate_lines(run, SENTENCES, engine=expected, n_best=2)
+    wanted = [t.text for t in together]
     alone = [t.text for t in translate_lines(run, SENTENCES)]
     assert wanted != alone  # the second member changes the translations
+    # the weights are a mean of two models' softmaxes: the page must not read one softmax
+    named = {t.weights_from for r in together for t in (r, *r.hypotheses) if t.weights is not None}
+    assert named == {"search, the mean of 2 models' views"}
     assert main(["translate", str(first), *SENTENCES, "--ensemble", str(second)]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == wanted

@@ -57,7 +57,8 @@ class Translation:
     row is the EOS step when EOS was produced) over ``src_pieces`` (the source
     subwords and EOS); ``weights_from`` says which: ``"search"``, the search's
     own view (the alignment layer's head mean at the step predicting the
-    token), or for a guided-alignment run its supervised heads as trained
+    token; an ensemble's says it is the mean of its models' views), or for a
+    guided-alignment run its supervised heads as trained
     (:mod:`attnkit.nmt.decoding.supervised`; e.g. ``"supervised heads: layer 1,
     head 0, shift 1"``). Empty input gives an empty translation with no weights.
     ``src_ids`` (without EOS) and ``output_ids`` (EOS included when produced)
@@ -215,6 +216,10 @@ def translate_lines(
         results[i].truncated_from = n if n > len(src_ids) else None
         if n_best:
             results[i].hypotheses = [_translation(run, sources.lines[i], src_ids, h) for h in hyps]
+    members = len(getattr(getattr(engine, "model", None), "members", ()))
+    if members > 1:  # an ensemble: the mean of its members' views, not one softmax
+        for t in (t for r in results for t in (r, *r.hypotheses)):
+            t.weights_from = f"search, the mean of {members} models' views"
     if supervised and isinstance(engine, TorchEngine) and engine.model is run.model:
         _read_supervised(run, results)
     return results

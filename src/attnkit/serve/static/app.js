@@ -84,7 +84,8 @@ function pick(weights, layer, head) {
 function chosen(s, view, layer, head) {
   const heads = s.views.cross[0].length;
   if (view === "alignment") {  // "search" averages every head; a guided run names its own
-    const averaged = heads > 1 && !/\bhead \d/.test(s.weights_from || "search");
+    const from = s.weights_from || "search";
+    const averaged = /mean of \d+ models/.test(from) || (heads > 1 && !/\bhead \d/.test(from));
     return { m: s.weights, rows: s.tgt_tokens, cols: s.src_tokens, averaged };
   }
   const m = pick(s.views[view], layer, head);
