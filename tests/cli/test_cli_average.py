@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnkit.cli import main
+from attnkit.nmt.precision import resolve_precision
 from attnkit.nmt.runs.averaging import average_weights
 from attnkit.nmt.runs.checkpoint import load_checkpoint
 from attnkit.nmt.runs.run_folder import RunFolder
@@ -52,7 +53,9 @@ def test_average_rebuilds_the_mean_of_the_newest_snapshots(copy_of_run, capsys):
     status, out, err = run(capsys, "average", str(copy_of_run), "--last", "2")
     assert status == 0, err
     assert out.startswith("averaged 2 snapshots (steps 15, 20): valid BLEU ")
-    assert "attnkit: precision " in err  # auto: fp32 or bf16 with why, as translate says it
+    assert ("attnkit: precision bf16" in err) == (
+        resolve_precision("auto", torch.device("cpu")).name == "bf16"
+    )
     line, choice = out.splitlines()
     assert "vs best " in line
     record = json.loads(folder.choice.read_text())  # the choice made again, averaged included

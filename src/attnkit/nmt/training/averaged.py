@@ -152,7 +152,7 @@ def average_run(
         device, precision: where and in which arithmetic to validate
             (:func:`attnkit.nmt.device.resolve_device`,
             :func:`attnkit.nmt.precision.resolve_precision`).
-        echo: hears the precision chosen and why, and the lock's warnings.
+        echo: hears bf16 and why, when it validates in bf16, and the lock's warnings.
 
     Raises:
         FileNotFoundError: ``run_dir`` is not a run folder.
@@ -167,7 +167,8 @@ def average_run(
         )
     where = resolve_device(device, "--device")
     arithmetic = resolve_precision(precision, where, option="--precision")
-    echo(f"attnkit: precision {arithmetic.reason}")  # as translate, evaluate, align say it
+    if arithmetic.name == "bf16":  # said as translate, evaluate and align say it
+        echo(f"attnkit: precision {arithmetic.reason}")
     with run_lock(folder.path, warn=echo, work="attnkit average"):
         config = RunConfig.load(folder.config)
         data = validation_data(config, *load_tokenizers(folder.path))
