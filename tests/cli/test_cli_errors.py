@@ -189,6 +189,29 @@ def test_stdout_onto_a_full_disk_is_one_line_and_status_74(run_dir, capsys, monk
     )
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain", "--query", "1,0", "--keys", "1,0;0,1"],
+        ["explain", "--query", "1,0", "--keys", "1,0;0,1", "--format", "json"],
+        ["saturation", "--dims", "4", "--trials", "2"],
+        ["plot", "mask", "--causal", "3", "-o", "MASK"],
+        ["train", REVERSE, "--out", "RUN", *TINY],
+    ],
+)
+def test_every_command_onto_a_full_stdout_is_one_line_and_status_74(
+    argv, capsys, monkeypatch, tmp_path
+):
+    """Not only translate and evaluate: a command that writes stdout in one go (explain's
+    trace) or flushes it (plot's 'wrote' line) met the full disk with a traceback."""
+    paths = {"MASK": str(tmp_path / "mask.png"), "RUN": str(tmp_path / "run")}
+    monkeypatch.setattr(sys, "stdout", FullStdout())
+    message = error_of([paths.get(a, a) for a in argv], capsys, code=74)
+    assert message.startswith(
+        f"attnkit {argv[0]}: error: cannot write <stdout>: No space left on device"
+    )
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_buffered_stdout_onto_a_full_disk_fails_at_the_last_flush_with_74(run_dir):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}

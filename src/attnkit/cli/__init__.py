@@ -24,6 +24,7 @@ stdout is named ``<stdout>`` (``attnkit translate ... > FILE`` on a full disk);
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
 import sys
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..atomic import STDOUT, WriteError, writing
-from .errors import UsageError, warn
+from .errors import NamedStdout, UsageError, warn
 from .parsing import attach_negative_values
 
 __all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_parser", "main"]
@@ -102,7 +103,8 @@ def _run(argv: Sequence[str]) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        status = int(args.func(args) or 0)
+        with contextlib.redirect_stdout(NamedStdout(sys.stdout)):  # a full disk: one line, 74
+            status = int(args.func(args) or 0)
         with writing(STDOUT):
             sys.stdout.flush()  # buffered output meets a full disk here
         return status
