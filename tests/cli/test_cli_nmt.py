@@ -2,6 +2,8 @@
 
 import gzip
 import io
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,25 @@ def test_translate_src_reads_a_file_plain_or_gzipped_as_stdin_is_read(
     assert "give sentences or --src FILE, not both" in capsys.readouterr().err
     assert main(["translate", str(run_dir), "--src", str(tmp_path / "nothing.de")]) == 2
     assert "--src " in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_translate_src_reads_a_pipe_as_evaluate_does(run_dir, capsys, tmp_path):
+    """``--src <(cut -f1 test.tsv)`` is a pipe, not a regular file: translate refused it
+    ('no such file') where evaluate and the README's pipe example read it."""
+    text = "s1 s2\n\ns3 s4 s5\n"
+    plain, pipe = tmp_path / "test.de", tmp_path / "pipe.de"
+    plain.write_text(text)
+    assert main(["translate", str(run_dir), "--src", str(plain)]) == 0
+    from_file = capsys.readouterr().out
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_text, args=(text,), daemon=True)
+    writer.start()
+    assert main(["translate", str(run_dir), "--src", str(pipe)]) == 0
+    writer.join()
+    assert capsys.readouterr().out == from_file and len(from_file.splitlines()) == 3
+    assert main(["translate", str(run_dir), "--src", str(tmp_path)]) == 2
+    assert f"--src {tmp_path} is a folder, not a file" in capsys.readouterr().err
 
 
 def test_translate_show_attention_and_plot(run_dir, capsys, tmp_path):

@@ -348,11 +348,20 @@ def _warn_unused_view_options(args: argparse.Namespace) -> None:
         )
 
 
+def _check_src(path: str) -> None:
+    """``--src`` names something to read lines from: a file, or a pipe (``<(cut -f1 t.tsv)``,
+    a named pipe) as evaluate reads one; a folder or a missing path is a usage error."""
+    if os.path.isdir(path):
+        raise UsageError(f"--src {path} is a folder, not a file")
+    if not os.path.exists(path):
+        raise UsageError(f"--src {path}: no such file")
+
+
 def _check_stream_options(args: argparse.Namespace) -> None:
     if args.src is not None and args.sentences:
         raise UsageError("give sentences or --src FILE, not both")
-    if args.src is not None and not os.path.isfile(args.src):
-        raise UsageError(f"--src {args.src}: no such file")
+    if args.src is not None:
+        _check_src(args.src)
     if args.buffer_size < 1:
         raise UsageError(f"--buffer-size must be >= 1, got {args.buffer_size}")
     if args.n_best is not None and args.n_best < 1:
