@@ -83,3 +83,15 @@ def test_every_test_file_the_docs_name_exists():
         for path in re.findall(r"tests/[\w/]+\.py", page.read_text(encoding="utf-8"))
     }
     assert named and sorted(p for p in named if not (root / p).is_file()) == []
+
+
+def test_the_readme_gives_the_input_limit_of_a_run_without_length_limits():
+    """A toy run (``data.max_src_len: null``) cuts a translated line at 256 tokens; the
+    README named only ``decode.max_input_len`` and ``data.max_src_len``."""
+    from attnkit.nmt import RunConfig
+    from attnkit.nmt.decoding.translate import input_limit
+
+    config = RunConfig.preset("copy")
+    assert config.data.max_src_len is None and config.decode.max_input_len is None
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"default `data.max_src_len` (else {input_limit(config)}), are truncated" in text

@@ -119,7 +119,7 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--progress",
         action="store_true",
-        help="show lines done and lines/s on stderr (default: only when stdin is a file)",
+        help="show lines done and lines/s on stderr (default: only when stdin or --src is a file)",
     )
     view_options(p, all_heads=True)
     # sentences may also follow the options (see attnkit.cli.main)
