@@ -47,6 +47,15 @@ def test_runs_lists_every_run_with_its_architecture(served):
     ]
 
 
+def test_runs_answers_the_keys_docs_serve_md_lists(served):
+    client, _ = served
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text(encoding="utf-8")
+    listed = re.search(r'`\{"runs": \[\{([^}]*)\}\]', doc).group(1)
+    answer = client.get("/runs").json()
+    assert [sorted(run) for run in answer["runs"]] == [sorted(re.findall(r'"(\w+)"', listed))] * 2
+    assert answer["runs"][0]["direction"] == "toy copy task"  # de → en for Multi30k
+
+
 @pytest.mark.parametrize("name", ["rnn", "transformer"])
 def test_weights_are_translate_lines_weights_and_sum_to_one(served, name):
     client, runs = served
