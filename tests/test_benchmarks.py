@@ -522,3 +522,25 @@ def test_domain_adaptation_splits_tico_by_position_into_train_valid_test(tmp_pat
     if domain_adaptation.TICO.is_file():  # the shared data beside a checkout
         real = domain_adaptation.tico_pairs(domain_adaptation.TICO)
         assert len(real) == 3071 and all(en and fr for en, fr in real)
+
+
+def test_docs_transformer_md_shows_the_self_attention_table_as_it_prints(tmp_path):
+    """The table starts with the sentence's translation; docs/transformer.md's console
+    block of the same command left that line out."""
+    import re
+    from pathlib import Path
+
+    from attnkit.nmt.data.tokenizer import WordTokenizer
+    from benchmarks.self_attention_table import table
+    from conftest_nmt import make_run
+
+    model = {"arch": "transformer", "d_model": 8, "heads": 4, "ff_dim": 16, "dropout": 0.0}
+    folder = make_run(tmp_path, WordTokenizer.train(["a b c"]), model=model)
+    printed = table(folder, "a b c", 0, False)
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "transformer.md").read_text()
+    shown = re.search(
+        r"\$ python -m benchmarks\.self_attention_table [^\n]*--layer 0\n(.*?)```", doc, re.S
+    )
+    first, header = shown.group(1).splitlines()[:2]
+    assert printed[0].startswith("translation: ") and first.startswith("translation: ")
+    assert header == printed[1]  # | token | head 0 | ... | head 3 | self (mean) |
