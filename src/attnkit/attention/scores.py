@@ -130,20 +130,20 @@ class Score(nn.Module):
                 f"leading (batch) dims for score '{self.name}'"
             )
         check_device("keys", keys, query.device, "query")
-        param = next(self.parameters(), None)
+        param = next(self.parameters(), None)  # one looked up per call: a decoder step's
         if param is not None:
             check_device("query", query, param.device, f"score '{self.name}'")
-        self._check_dtypes(query, keys)
+        self._check_dtypes(query, keys, param)
 
-    def _check_dtypes(self, query: Tensor, keys: Tensor) -> None:
-        """Outside autocast (which casts each product itself) every dtype must be the query's."""
+    def _check_dtypes(self, query: Tensor, keys: Tensor, param: Tensor | None) -> None:
+        """Outside autocast (which casts each product itself) every dtype must be the query's
+        (``param``: one of the score's parameters, or None for a score without any)."""
         if autocast_dtype(query.device) is not None:
             return
         if keys.dtype != query.dtype:
             raise TypeError(
                 f"keys has dtype {keys.dtype} but query has {query.dtype} for score '{self.name}'"
             )
-        param = next(self.parameters(), None)
         if param is not None and param.dtype != query.dtype:
             raise TypeError(
                 f"query has dtype {query.dtype} but score '{self.name}' has {param.dtype} "
