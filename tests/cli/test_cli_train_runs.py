@@ -103,3 +103,21 @@ def test_resume_may_change_the_threads_and_device(tmp_path, capsys, keep_threads
     assert " with 1 thread(s) into " in err and "step 3" in err
     saved = RunConfig.load(tmp_path / "run" / "config.yaml").train
     assert (saved.threads, saved.device, saved.max_steps) == (1, "cpu", 3)
+
+
+def test_a_rank_of_a_torchrun_job_names_itself_in_its_error(tmp_path, capsys, monkeypatch):
+    """Every rank of a torchrun job reports its own error on the same stderr: the line
+    says which rank it is, so interleaved lines can be told apart."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    status, _, err = run(capsys, "train", str(tmp_path / "missing.yaml"))
+    assert status == 2
+    assert_one_line_error(err, "train", "missing.yaml")
+    assert err.startswith("attnkit train: error: rank 1 of 2: "), err
+
+
+def test_one_process_says_no_rank(tmp_path, capsys):
+    status, _, err = run(capsys, "train", str(tmp_path / "missing.yaml"))
+    assert status == 2
+    assert_one_line_error(err, "train", "missing.yaml")
+    assert "error: rank" not in err, err

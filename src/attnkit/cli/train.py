@@ -185,10 +185,29 @@ def _load_config(path: Path, args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..nmt.training.distributed import MainFailed, PeerLost, launch
-    from ..nmt.training.loop import TrainingError, train
+    from ..nmt.training.distributed import launch
 
     placed = launch()
+    try:
+        return _train(args, placed)
+    except (UsageError, ValueError, FileNotFoundError) as err:
+        if placed.world_size <= 1:
+            raise
+        raise UsageError(_on_rank(placed, str(err))) from None
+
+
+def _on_rank(placed, message: str) -> str:
+    """``message`` as one rank of a torchrun job says it (``rank 1 of 2: ...``), so the
+    interleaved lines of its processes tell which one failed; unchanged for one process."""
+    if placed.world_size <= 1 or message.startswith("rank "):
+        return message
+    return f"rank {placed.rank} of {placed.world_size}: {message}"
+
+
+def _train(args: argparse.Namespace, placed) -> int:
+    from ..nmt.training.distributed import MainFailed, PeerLost
+    from ..nmt.training.loop import TrainingError, train
+
     with _said_by_rank_0(placed.is_main):  # torchrun: one copy of each note, not one a rank
         config, folder = _config_and_folder(args)
         _warn_threads_over_cores(config.train.threads, placed.local_world_size)
@@ -204,7 +223,7 @@ def run_train(args: argparse.Namespace) -> int:
             echo=stderr,
         )
     except (TrainingError, PeerLost, MainFailed) as err:
-        stderr(f"attnkit train: error: {err}")
+        stderr(f"attnkit train: error: {_on_rank(placed, str(err))}")
         return 1
     if summary.interrupted:
         return 130
