@@ -151,6 +151,26 @@ def compare_int8(run_dir: str, beam: int, sentences: int) -> str:
     return "\n".join(out)
 
 
+def _check_modes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--int8`` and ``--bound`` are comparisons of their own (fp32 against int8; fp32
+    against bf16, exact stopping): an option they would ignore is a usage error."""
+    modes = [m for m in ("int8", "bound") if getattr(args, m)]
+    if len(modes) > 1:
+        parser.error("give --int8 or --bound, not both")
+    ignored = [
+        flag
+        for flag, given in (
+            ("--precision bf16", args.precision != "fp32"),
+            ("--early-stopping", args.early_stopping),
+        )
+        if given
+    ]
+    if modes and ignored:
+        parser.error(
+            f"--{modes[0]} runs its own comparison; {' and '.join(ignored)} would be ignored"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run folder (the --int8 comparison: a Transformer's)")
@@ -161,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--bound", action="store_true", help="bf16's largest speed-up (Amdahl)")
     args = parser.parse_args(argv)
+    _check_modes(parser, args)
     if args.bound:
         print(products_bound(args.run, args.beam, args.sentences))
     elif args.int8:

@@ -447,6 +447,25 @@ def test_profiled_search_times_the_search_not_the_profilers_start(monkeypatch):
 
 
 @pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["RUN", "--int8", "--precision", "bf16"], "--precision bf16"),
+        (["RUN", "--int8", "--early-stopping"], "--early-stopping"),
+        (["RUN", "--bound", "--precision", "bf16"], "--precision bf16"),
+        (["RUN", "--int8", "--bound"], "not both"),
+    ],
+)
+def test_profile_decode_refuses_options_its_comparisons_would_ignore(argv, named, capsys):
+    """``--int8`` (fp32 against int8) and ``--bound`` (fp32 against bf16) ran their own
+    comparison and silently dropped ``--precision``/``--early-stopping``."""
+    from benchmarks import profile_decode
+
+    with pytest.raises(SystemExit) as done:
+        profile_decode.main(argv)
+    assert done.value.code == 2 and named in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     ("module", "argv", "expected"),
     [
         ("rank_memory", ["1000000"], {"pairs": 1_000_000, "stages": False}),
