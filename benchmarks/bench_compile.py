@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.utils import benchmark
 
 from attnkit import MultiHeadAttention, padding_mask, scaled_dot_product_attention
@@ -115,25 +116,31 @@ def _padded_qkv(t: int):
     return q, k, v, keep
 
 
-def _masked_row_case(t: int, repeats: int) -> tuple[Comparison, Comparison]:
-    """(branch-free / old branch, zeroed / unzeroed) for one length ``T``."""
+def masked_row_sides(t: int) -> dict[str, Callable[[], Tensor]]:
+    """The four timed calls for one length ``T``, each from the same padded q, k, v:
+    ``branch_free`` and ``old_branch`` on one resolved mask (resolved before timing),
+    ``zeroed`` (the public call) and ``unzeroed``, each resolving the user's mask."""
     q, k, v, keep = _padded_qkv(t)
     scale = 1.0 / math.sqrt(DH)
+    resolved = resolve_mask(keep, query=q, tk=t)
+    return {
+        "branch_free": lambda: _fused_attention(q, k, v, resolved, scale, 0.0),
+        "old_branch": lambda: _old_fused(q, k, v, resolved.allowed, scale),
+        "zeroed": lambda: scaled_dot_product_attention(q, k, v, keep),
+        "unzeroed": lambda: _fused_attention(
+            q, k, v, resolve_mask(keep, query=q, tk=t), scale, 0.0
+        ),
+    }
 
-    def unzeroed():
-        resolved = resolve_mask(keep, query=q, tk=t)
-        return _fused_attention(q, k, v, resolved, scale, 0.0)
 
+def _masked_row_case(t: int, repeats: int) -> tuple[Comparison, Comparison]:
+    """(branch-free / old branch, zeroed / unzeroed) for one length ``T``."""
+    side = masked_row_sides(t)
     with torch.no_grad():
         rows = compare_timers(
-            unzeroed, lambda: _old_fused(q, k, v, keep, scale), repeats=repeats, min_run_time=0.3
+            side["branch_free"], side["old_branch"], repeats=repeats, min_run_time=0.3
         )
-        zero = compare_timers(
-            lambda: scaled_dot_product_attention(q, k, v, keep),
-            unzeroed,
-            repeats=repeats,
-            min_run_time=0.3,
-        )
+        zero = compare_timers(side["zeroed"], side["unzeroed"], repeats=repeats, min_run_time=0.3)
     return rows, zero
 
 

@@ -563,3 +563,17 @@ def test_docs_transformer_md_shows_the_self_attention_table_as_it_prints(tmp_pat
     first, header = shown.group(1).splitlines()[:2]
     assert printed[0].startswith("translation: ") and first.startswith("translation: ")
     assert header == printed[1]  # | token | head 0 | ... | head 3 | self (mean) |
+
+
+def test_bench_compile_times_equal_work_on_both_sides_of_each_masked_row_ratio():
+    """The branch-free side resolved the user's mask inside its timer while the old
+    branch started from it resolved; now both ratios' sides compute the same output
+    from the same inputs, and each pair does the same mask work."""
+    from benchmarks import bench_compile
+
+    side = bench_compile.masked_row_sides(16)
+    with torch.no_grad():
+        out = {name: call() for name, call in side.items()}
+    for name in ("old_branch", "zeroed", "unzeroed"):
+        torch.testing.assert_close(out[name], out["branch_free"], rtol=0, atol=1e-5)
+    assert out["branch_free"].shape == (bench_compile.B, bench_compile.H, 16, bench_compile.DH)
