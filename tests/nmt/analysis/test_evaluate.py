@@ -4,6 +4,7 @@ and one-line errors (exit status 2) for test sets that cannot be scored."""
 import gzip
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from attnkit.nmt.analysis.metrics import sacre_bleu
 from attnkit.nmt.data.tokenizer import WordTokenizer
@@ -140,3 +141,20 @@ def test_a_run_without_test_files_says_what_to_score_instead(tmp_path, capsys, c
     assert "--split valid" in err
     status, out, _ = run(capsys, command, str(folder), "--split", "valid")
     assert status == 0 and "valid" in out
+
+
+def test_a_chinese_target_is_scored_with_sacrebleus_chinese_tokenizer(tmp_path, capsys):
+    # the run's data.tgt_lang picks sacreBLEU's tokenizer, as `sacrebleu -l de-zh` does:
+    # 13a read each unspaced Chinese line as one word
+    refs = ["一个男人在走路。", "两只狗在跑。", "一个女人。", "猫。"]
+    folder = files_run(tmp_path, TEST_DE, refs)
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("tgt_lang: en", "tgt_lang: zh"))
+    hyps_path = tmp_path / "hyps.txt"
+    status, out, err = run(capsys, "evaluate", str(folder), "--output", str(hyps_path))
+    assert status == 0 and "Traceback" not in err
+    hyps = hyps_path.read_text(encoding="utf-8").splitlines()
+    expected = BLEU(tokenize="zh").corpus_score(hyps, [refs])
+    bleu, _, lowered = out.splitlines()[1:]
+    assert bleu.startswith(f"BLEU = {expected.score:.2f}  (") and "|tok:zh|" in bleu
+    assert "|case:lc|" in lowered and "|tok:zh|" in lowered

@@ -1,5 +1,6 @@
 """sacreBLEU / chrF wrappers and AER: known values on fixed pairs and hand-made alignments."""
 
+import importlib.util
 import math
 
 import numpy as np
@@ -138,3 +139,36 @@ def test_no_links_at_all_is_an_error_and_mismatched_corpora_raise():
         alignment_error_rate([set()], [set()])
     with pytest.raises(ValueError, match="predicted has 2 sentences, sure 1"):
         alignment_error_rate([set(), set()], SURE, POSSIBLE)
+
+
+ZH_HYP = ["猫坐在垫子上。"]
+ZH_REF = ["猫坐在垫子上了。"]
+
+
+@pytest.mark.parametrize("lang", ["zh", "zh-CN", "ZH_Hant"])
+def test_chinese_targets_are_scored_with_sacrebleus_chinese_tokenizer(lang):
+    # before, 13a read each unspaced sentence as one word: BLEU 0.00 for a near-perfect
+    # translation, where `sacrebleu -l en-zh` gives 72.90 (tok:zh)
+    result = sacre_bleu(ZH_HYP, ZH_REF, tgt_lang=lang)
+    assert result.score == pytest.approx(72.90, abs=0.01)
+    assert "tok:zh" in result.signature
+    lowered = tokenized_bleu(ZH_HYP, ZH_REF, tgt_lang=lang)
+    assert lowered.score == pytest.approx(72.90, abs=0.01)
+    assert "case:lc" in lowered.signature and "tok:zh" in lowered.signature
+
+
+@pytest.mark.parametrize("lang", [None, "fr", "de", "en-GB"])
+def test_other_targets_keep_13a(lang):
+    result = sacre_bleu(HYP, REF, tgt_lang=lang)
+    assert result.score == pytest.approx(37.99, abs=0.01)
+    assert "tok:13a" in result.signature
+
+
+def test_japanese_without_mecab_reads_characters_and_says_so():
+    pytest.importorskip("sacrebleu")
+    if importlib.util.find_spec("MeCab") is not None:
+        pytest.skip("sacrebleu[ja] is installed: ja-mecab is used")
+    with pytest.warns(UserWarning, match=r"target language 'ja' reads characters \(tok:char\)"):
+        result = sacre_bleu(["猫がいる"], ["猫がいる"], tgt_lang="ja")
+    assert result.score == pytest.approx(100.0)
+    assert "tok:char" in result.signature

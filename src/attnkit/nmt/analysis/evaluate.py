@@ -27,9 +27,10 @@ class Evaluation:
 
     Attributes:
         name: what was scored, for messages: ``"the test split"`` or a source file.
-        bleu: case-sensitive sacreBLEU over every pair.
+        bleu: case-sensitive sacreBLEU over every pair, with sacreBLEU's tokenizer
+            for the run's ``data.tgt_lang`` (:func:`~.metrics.sacre_bleu`).
         chrf: chrF over every pair.
-        tokenized_bleu: lowercased 13a BLEU over every pair.
+        tokenized_bleu: lowercased BLEU over every pair (same tokenizer).
         hypotheses: one translation per line of the test set, in order; ``""``
             for an empty source.
         references: the reference of each line; ``""`` for an empty one.
@@ -87,11 +88,12 @@ def evaluate_corpus(
         run, corpus.src, settings, beam_size=beam_size, warn=warn, engine=engine, supervised=False
     )  # the text alone is scored
     hyps = [t.text for t in translations]
+    lang = run.config.data.tgt_lang  # picks sacreBLEU's tokenizer (zh, ja, ko: their own)
     return Evaluation(
         name,
-        sacre_bleu(hyps, corpus.tgt),
+        sacre_bleu(hyps, corpus.tgt, tgt_lang=lang),
         chrf(hyps, corpus.tgt),
-        tokenized_bleu(hyps, corpus.tgt),
+        tokenized_bleu(hyps, corpus.tgt, tgt_lang=lang),
         hyps,
         list(corpus.tgt),
         empty_sources=sum(t.weights is None for t in translations),

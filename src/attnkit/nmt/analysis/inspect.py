@@ -90,7 +90,8 @@ def inspect_run(
         texts[i] = run.tgt_tok.decode(h.tokens)
     batches = _forced_batches(run, prepared.ids, hyps, settings.batch_size)
     summary, cover = summarize(batches, texts, references)
-    return Inspection(summary, cover, sacre_bleu(texts, references), chrf(texts, references), texts)
+    bleu = sacre_bleu(texts, references, tgt_lang=run.config.data.tgt_lang)
+    return Inspection(summary, cover, bleu, chrf(texts, references), texts)
 
 
 def _forced_batches(

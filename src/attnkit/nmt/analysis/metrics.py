@@ -2,9 +2,18 @@
 
 BLEU (Papineni et al. 2002) and chrF (Popović 2015) are computed by sacreBLEU
 (Post 2018) on detokenized text, and reported with sacreBLEU's signature so
-numbers are comparable across papers. ``tokenized_bleu`` lowercases and
-applies the 13a tokenizer on both sides — the setting of most Multi30k
-tutorials, which report higher numbers than case-sensitive sacreBLEU.
+numbers are comparable across papers. ``tokenized_bleu`` lowercases both
+sides — the setting of most Multi30k tutorials, which report higher numbers
+than case-sensitive sacreBLEU.
+
+BLEU splits text into words with the tokenizer sacreBLEU picks for the target
+language (``tgt_lang``, the run's ``data.tgt_lang``): ``zh`` for Chinese,
+``ja-mecab`` for Japanese, ``ko-mecab`` for Korean, ``13a`` for every other
+language, as ``sacrebleu -l SRC-TGT`` does. Text without spaces between words
+read by ``13a`` is one "word" a sentence, and BLEU near 0 for any translation.
+Japanese and Korean need sacreBLEU's extras (``pip install "sacrebleu[ja]"``);
+without them BLEU reads those texts character by character (``tok:char`` in
+the signature) and says so in a warning.
 
 A corpus score needs at least one sentence: every scorer raises a
 ``ValueError`` for empty lists (a score over no sentences is undefined, and a
@@ -23,6 +32,8 @@ from __future__ import annotations
 
 import math
 import operator
+import re
+import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -78,30 +89,62 @@ def _check_lines(arg: str, lines: Sequence[str]) -> None:
             )
 
 
-def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
-    """Corpus BLEU of detokenized hypotheses against one reference each (sacreBLEU defaults).
+def sacre_bleu(
+    hypotheses: Sequence[str], references: Sequence[str], *, tgt_lang: str | None = None
+) -> Score:
+    """Corpus BLEU of detokenized hypotheses against one reference each (sacreBLEU defaults,
+    with the tokenizer sacreBLEU picks for ``tgt_lang``: see the module docstring).
+
+    Args:
+        hypotheses: one detokenized translation a line.
+        references: one reference a hypothesis.
+        tgt_lang: the target language's code (``fr``, ``zh``, ``zh-CN``, ``ja_JP``);
+            None (or any language but Chinese, Japanese, Korean): the ``13a`` tokenizer.
 
     Raises:
         ValueError: the lists differ in length or are empty (true of every scorer here).
         TypeError: either argument is a single string or holds a non-string
             (true of every scorer here).
     """
+    _check(hypotheses, references)
+    return _bleu_score("BLEU", _bleu(tgt_lang), hypotheses, references)
+
+
+def tokenized_bleu(
+    hypotheses: Sequence[str], references: Sequence[str], *, tgt_lang: str | None = None
+) -> Score:
+    """Corpus BLEU after lowercasing (for comparison with tutorials), with the tokenizer
+    of :func:`sacre_bleu` (``13a`` but for Chinese, Japanese and Korean)."""
+    _check(hypotheses, references)
+    return _bleu_score("BLEU (lowercased)", _bleu(tgt_lang, lowercase=True), hypotheses, references)
+
+
+def _bleu_score(name: str, metric, hypotheses: Sequence[str], references: Sequence[str]) -> Score:
+    result = metric.corpus_score(list(hypotheses), [list(references)])
+    return Score(name, result.score, str(metric.get_signature()))
+
+
+def _bleu(tgt_lang: str | None, *, lowercase: bool = False):
+    """sacreBLEU's ``BLEU`` with the tokenizer it picks for ``tgt_lang`` (``char`` for
+    Japanese or Korean when its MeCab extras are missing, with a warning)."""
     from sacrebleu.metrics import BLEU
 
-    _check(hypotheses, references)
-    metric = BLEU()
-    result = metric.corpus_score(list(hypotheses), [list(references)])
-    return Score("BLEU", result.score, str(metric.get_signature()))
+    lang = _primary_language(tgt_lang)
+    try:
+        return BLEU(lowercase=lowercase, trg_lang=lang)
+    except RuntimeError as err:  # ja-mecab / ko-mecab without sacrebleu[ja] / [ko]
+        warnings.warn(
+            f"BLEU for target language {tgt_lang!r} reads characters (tok:char): "
+            f"sacreBLEU's tokenizer for it is not installed ({' '.join(str(err).split())})",
+            stacklevel=3,
+        )
+        return BLEU(lowercase=lowercase, tokenize="char")
 
 
-def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
-    """Corpus BLEU after lowercasing and 13a tokenization (for comparison with tutorials)."""
-    from sacrebleu.metrics import BLEU
-
-    _check(hypotheses, references)
-    metric = BLEU(lowercase=True, tokenize="13a")
-    result = metric.corpus_score(list(hypotheses), [list(references)])
-    return Score("BLEU (lowercased)", result.score, str(metric.get_signature()))
+def _primary_language(tgt_lang: str | None) -> str:
+    """The primary subtag of a language code as sacreBLEU's ``trg_lang`` takes it:
+    ``"zh-CN"``, ``"ZH_hant"`` -> ``"zh"``; ``""`` for None."""
+    return re.split(r"[-_]", tgt_lang or "", maxsplit=1)[0].lower()
 
 
 def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:

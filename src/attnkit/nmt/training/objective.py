@@ -152,7 +152,8 @@ def validate(
             batch_size=config.decode.batch_size,
             device=device,
         )
-    bleu = sacre_bleu([tgt_tok.decode(h.tokens) for h in hyps], references[:limit])
+    texts = [tgt_tok.decode(h.tokens) for h in hyps]
+    bleu = sacre_bleu(texts, references[:limit], tgt_lang=config.data.tgt_lang)
     loss = total / max(tokens, 1)
     return {"valid_loss": loss, "valid_ppl": perplexity(loss), "valid_bleu": bleu.score}
 
