@@ -15,7 +15,10 @@ Two rules, named as ``train.guided_alignment.words`` names them:
 
   So ``"L'homme, dit-il."`` -> ``L' homme , dit-il .``. Every non-space
   character is matched by exactly one of them, so the split words of a
-  whitespace token cover it without gaps, in order. This is the tokenization
+  whitespace token cover it without gaps, in order. A combining mark (Unicode
+  category M: the accent of decomposed NFD ``é``, a Devanagari vowel sign, an
+  emoji's variation selector) is part of the character before it, never a word
+  of its own: ``"हिंदी"`` is one word, as ``"été"`` is in NFC or NFD. This is the tokenization
   of the Hansards alignment gold sets (Och & Ney 2003), which split
   punctuation and elisions, so labels made on these words match what
   ``benchmarks/align_aer.py`` scores.
@@ -24,6 +27,7 @@ Two rules, named as ``train.guided_alignment.words`` names them:
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Literal
 
 __all__ = ["PUNCTUATION_TOKEN", "WORD_RULES", "WordRule", "split_words", "word_spans"]
@@ -44,7 +48,31 @@ def word_spans(token: str) -> list[tuple[int, int]]:
         Spans in order, contiguous, covering ``token`` (``"chat."`` -> ``[(0, 4), (4, 5)]``);
         ``[]`` for an empty token.
     """
-    return [m.span() for m in PUNCTUATION_TOKEN.finditer(token)]
+    spans: list[tuple[int, int]] = []
+    for match in PUNCTUATION_TOKEN.finditer(_marks_as_letters(token)):
+        start, end = match.span()
+        if spans and all(_is_mark(char) for char in token[start:end]):
+            spans[-1] = (spans[-1][0], end)  # marks after a symbol: that symbol's
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char)[0] == "M"
+
+
+def _marks_as_letters(token: str) -> str:
+    """``token`` with each combining mark that follows a word character (itself or a
+    mark read as one) replaced by the letter ``a``, so that :data:`PUNCTUATION_TOKEN`'s
+    ``\\w`` reads it as part of the word; the same length, so spans carry over."""
+    if token.isascii():
+        return token
+    chars = list(token)
+    for i in range(1, len(chars)):
+        if _is_mark(chars[i]) and (chars[i - 1].isalnum() or chars[i - 1] == "_"):
+            chars[i] = "a"
+    return "".join(chars)
 
 
 def split_words(text: str, rule: WordRule = "punctuation") -> list[str]:
