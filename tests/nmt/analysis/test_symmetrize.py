@@ -87,3 +87,28 @@ def test_agreement_links_errors():
         agreement_links(torch.ones(3, 2), torch.ones(3, 2), 0.3)
     with pytest.raises(ValueError, match="threshold"):
         agreement_links(torch.ones(3, 2), torch.ones(2, 3), 0.0)
+
+
+def test_grow_diag_visits_target_first_in_symal_neighbour_order():
+    # Moses symal, worked by hand. Intersection 1-3 and 3-1; union adds 2-2 (forward),
+    # 0-1 and 2-3 (reverse). symal visits 3-1 first (target word 1 before 3) and tries its
+    # neighbours target-1, source-1, target+1, source+1, then the diagonals: 2-2 (a
+    # diagonal, target 2 unaligned) is grown; then every word of 2-3 is aligned, so 2-3 is
+    # not. Visiting 1-3 first, or sideways neighbours of 1-3 first, grew 2-3 as well.
+    forward = {(1, 3), (2, 2), (3, 1)}
+    reverse = {(0, 1), (1, 3), (2, 3), (3, 1)}
+    assert symmetrize(forward, reverse, "grow-diag") == {(1, 3), (2, 2), (3, 1)}
+    assert symmetrize(forward, reverse, "grow-diag-final-and") == {(1, 3), (2, 2), (3, 1)}
+    # final: 0-1 has source word 0 unaligned
+    assert symmetrize(forward, reverse, "grow-diag-final") == {(0, 1), (1, 3), (2, 2), (3, 1)}
+
+
+def test_grow_diag_visits_a_link_grown_in_the_same_pass_as_symal_does():
+    # Intersection 2-1. Visiting 2-1: 1-0 (diagonal target-1, source-1) is grown, then 1-2
+    # (diagonal target+1, source-1). 1-2 sorts after 2-1 (target 2 > 1), so symal visits it
+    # in the same pass: its neighbour 0-1 (source-1, target-1) aligns source word 0. The
+    # next pass visits 1-0, whose neighbour 0-0 now joins two aligned words: refused.
+    # Waiting for the next pass to visit 1-2 took 0-0 (from 1-0) instead of 0-1.
+    forward = {(0, 0), (0, 1), (1, 0), (2, 1)}
+    reverse = {(1, 2), (2, 1)}
+    assert symmetrize(forward, reverse, "grow-diag") == {(0, 1), (1, 0), (1, 2), (2, 1)}

@@ -15,10 +15,15 @@ implements them in ``symal`` and ``train-model.perl``) combine them:
   *both* its words are unaligned (the usual default for phrase tables and for
   aligner evaluations, e.g. eflomal's and awesome-align's).
 
-Each pass visits the candidate links in (source, target) order as they stood
-when the pass began; ``symal`` visits them target first and sees the links a
-pass adds at once. Both results satisfy the definitions, but where the order
-decides (a word two candidates compete for) they can differ by a link.
+Where the order of grow-diag decides (a word two candidates compete for), it
+is Moses ``symal``'s, so the links are the same as its: accepted links are
+visited target word first (then source word), a link grown during a pass is
+visited in the same pass when it sorts after the link being visited, and the
+neighbours of a link are tried as target-1, source-1, target+1, source+1,
+then the diagonals. The final steps take the forward links before the
+reverse ones, as symal does; within one direction their order cannot change
+the result (two candidates that share a word come in the same order either
+way).
 
 Links are ``(i, j)`` = (source word, target word), 0-based; pass the
 target->source run's links already turned round to (source, target).
@@ -34,6 +39,7 @@ Jalili Sabet et al. 2020, sec. 2.3, applied to the product).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,7 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["SYMMETRIZATIONS", "agreement_links", "symmetrize", "symmetrize_all"]
 
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
-_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+# (source, target) steps in symal's order: target-1, source-1, target+1, source+1, diagonals
+_NEIGHBOURS = ((0, -1), (-1, 0), (0, 1), (1, 0), (-1, -1), (1, -1), (-1, 1), (1, 1))
 
 
 def symmetrize(forward: set[Link], reverse: set[Link], method: str) -> set[Link]:
@@ -80,13 +87,7 @@ def symmetrize(forward: set[Link], reverse: set[Link], method: str) -> set[Link]
 
     grown = True
     while grown:  # grow-diag (Koehn et al. 2003): neighbours of accepted links
-        grown = False
-        for i, j in sorted(links):
-            for di, dj in _NEIGHBOURS:
-                p = (i + di, j + dj)
-                if p in union and p not in links and (p[0] not in src_done or p[1] not in tgt_done):
-                    add(*p)
-                    grown = True
+        grown = _grow_pass(links, union, src_done, tgt_done, add)
     if method == "grow-diag":
         return links
     for direction in (forward, reverse):  # final(-and): what is still unaligned
@@ -97,6 +98,31 @@ def symmetrize(forward: set[Link], reverse: set[Link], method: str) -> set[Link]
             elif (i not in src_done or j not in tgt_done) and (i, j) not in links:
                 add(i, j)
     return links
+
+
+def _target_first(link: Link) -> tuple[int, int]:
+    return link[1], link[0]
+
+
+def _grow_pass(links, union, src_done, tgt_done, add) -> bool:
+    """One grow-diag pass in symal's order; whether it added a link.
+
+    The accepted links are visited target word first; a link added during the
+    pass joins the visit where it sorts (so one after the current link is
+    visited in this pass, as symal's ``std::set`` iteration does).
+    """
+    visit = sorted(_target_first(link) for link in links)  # (target, source)
+    grown, k = False, 0
+    while k < len(visit):
+        j, i = visit[k]
+        for di, dj in _NEIGHBOURS:
+            p = (i + di, j + dj)
+            if p in union and (p[0] not in src_done or p[1] not in tgt_done):
+                add(*p)
+                bisect.insort(visit, _target_first(p))
+                grown = True
+        k = bisect.bisect_right(visit, (j, i))
+    return grown
 
 
 def symmetrize_all(
