@@ -88,6 +88,22 @@ def test_merge_rejects_piece_maps_that_do_not_fit():
         merge_pieces(PIECE_WEIGHTS, [0, 1], [0, 1, 1])
 
 
+@pytest.mark.parametrize("merge", ["sum", "max"])
+def test_merge_refuses_a_piece_map_that_skips_a_word(merge):
+    # a word that became no piece (a tokenizer's word_ids() skips it): target word 1 here
+    # got a NaN row (sum) or a zero row (max), and argmax then linked it to source word 0
+    with pytest.raises(
+        ValueError,
+        match="tgt_word_of must number the words 0, 1, 2, ... in "
+        "order, each with at least one piece; piece 2 has word 2 after word 0",
+    ):
+        merge_pieces(PIECE_WEIGHTS, [0, 0, 2], [0, 1, 1], merge)
+    with pytest.raises(ValueError, match="src_word_of .* piece 0 has word 1$"):
+        merge_pieces(PIECE_WEIGHTS, [0, 0, 1], [1, 2, 2], merge)
+    with pytest.raises(ValueError, match="src_word_of .* piece 2 has word 0 after word 1"):
+        merge_pieces(PIECE_WEIGHTS, [0, 0, 1], [0, 1, 0], merge)
+
+
 def test_argmax_links_each_target_word_once_and_threshold_keeps_heavy_cells():
     words = torch.tensor([[0.7, 0.3], [0.45, 0.55]])  # (Tw=2, Sw=2)
     assert extract_links(words, "argmax") == {(0, 0), (1, 1)}

@@ -252,15 +252,20 @@ def merge_pieces(
     Args:
         weights: ``(Tp, Sp)`` float >= 0, one row per target piece, one column per
             source piece (no ``</s>``).
-        tgt_word_of: word index of each target piece, ``Tp`` non-decreasing ints.
-        src_word_of: word index of each source piece, ``Sp`` non-decreasing ints.
+        tgt_word_of: word index of each target piece, ``Tp`` non-decreasing ints
+            numbering the words 0, 1, 2, ... (every word has at least one piece).
+        src_word_of: word index of each source piece, ``Sp``, the same way.
         merge: ``sum`` or ``max``.
 
     Raises:
-        ValueError: the piece maps do not match the shape of ``weights``, or ``merge``
-            is not ``sum`` or ``max``.
+        ValueError: the piece maps do not match the shape of ``weights``, a map skips
+            a word (a word without pieces would get a row of NaN or zeros, and a
+            link from nothing), does not start at 0 or goes back, or ``merge`` is
+            not ``sum`` or ``max``.
     """
     _check_choice("merge", merge, MERGES)
+    _check_word_map("tgt_word_of", tgt_word_of)
+    _check_word_map("src_word_of", src_word_of)
     if weights.shape != (len(tgt_word_of), len(src_word_of)):
         raise ValueError(
             f"weights has shape {tuple(weights.shape)} but the piece maps give "
@@ -275,6 +280,20 @@ def merge_pieces(
     # weights are >= 0, so zeroing the other words' pieces leaves each word's max
     cols = (weights[:, :, None] * src_onehot[None]).amax(dim=1)  # (Tp, Sw)
     return (cols[:, None, :] * tgt_onehot[:, :, None]).amax(dim=0)  # (Tw, Sw)
+
+
+def _check_word_map(arg: str, word_of: Sequence[int]) -> None:
+    """Refuse a piece -> word map that does not number the words 0, 1, 2, ... in order."""
+    previous = None
+    for piece, word in enumerate(word_of):
+        allowed = (0,) if previous is None else (previous, previous + 1)
+        if word not in allowed:
+            after = "" if previous is None else f" after word {previous}"
+            raise ValueError(
+                f"{arg} must number the words 0, 1, 2, ... in order, each with at least "
+                f"one piece; piece {piece} has word {word}{after}"
+            )
+        previous = word
 
 
 def _one_hot(word_of: Sequence[int], like: Tensor) -> Tensor:
