@@ -172,7 +172,8 @@ def view_options(p: argparse.ArgumentParser, *, all_heads: bool, auto_layer: boo
         metavar="L",
         help="attention layer (0-based, negative from the last) or 'mean' over layers "
         "(default: the model's alignment layer: the Transformer's alignment_layer, "
-        f"the RNN's one layer){auto}",
+        f"the RNN's one layer){auto}. A run trained with guided alignment defaults to "
+        "its supervised layer and heads instead (unless --layer or --head is given)",
     )
     every = ", or 'all': every head of the layer side by side (--plot)" if all_heads else ""
     p.add_argument(
