@@ -268,3 +268,25 @@ def test_a_float_mask_of_ones_and_zeros_masks_as_the_lessons_write_it():
         explain(QUERY, KEYS, mask=np.array([0.0, -np.inf, 0.0]))  # an additive mask
     with pytest.raises(ValueError, match=r"0/1 \(1 = may attend\), got object values \[1, None\]"):
         explain(QUERY, KEYS, mask=[1, None, 1])  # a hole in a mask typed by hand
+
+
+def test_scale_step_says_when_dividing_by_the_rounded_root_prints_another_number():
+    # 7/sqrt(3) = 4.0415 prints 4.041, but 7/1.732 (the root shown) = 4.0416 prints 4.042
+    t = explain([7.0, 0.0, 1.0], KEYS)
+    assert t.scaled_scores[0][0] == pytest.approx(4.04145, abs=1e-5)
+    assert (
+        "  scaled = [7/1.732, 0/1.732, 1/1.732]\n"
+        "         = [4.041, 0.000, 0.577]\n"
+        "  (by hand from the rounded numbers shown: [4.042, 0.000, 0.577]; "
+        "the scaled scores are exact)\n"
+    ) in t.to_text()
+    markdown = t.to_markdown()
+    assert "Scale: 1/sqrt(3) = 1/1.732 = 0.577." in markdown
+    assert "By hand from the rounded numbers shown: [4.042, 0.000, 0.577]" in markdown
+    # the lesson's own division, 2/1.732 = 1.155, agrees: no note
+    assert "rounded numbers" not in str(lesson()) + lesson().to_markdown()
+    # -3.573/2 = -1.7865 is -1.787 by hand (rounded half up) as the exact -1.78663 is,
+    # though the binary float nearest -1.7865 would print -1.786: no note either
+    tie = explain([1.0, 0.0, 0.0, 0.0], [[-3.57326, 0.0, 0.0, 0.0]]).to_text()
+    assert "scaled = [-3.573/2]\n         = [-1.787]\n" in tie
+    assert "rounded numbers" not in tie

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -129,17 +130,48 @@ def _scores_step(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str
 def _scale_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
     if trace.score != "scaled_dot":
         return ["Step 2  scale: none (factor 1), scaled = scores"]
-    d = len(trace.query[0])
-    root = fmt(math.sqrt(d), p, math.sqrt(d).is_integer())
+    d, root = len(trace.query[0]), _root(trace, p)
     lines = [f"Step 2  scale by 1/sqrt(D) = 1/sqrt({d}) = 1/{root}"]
     raw, integral = trace.raw_scores[i], _is_integral(trace.raw_scores[i])
     if len(raw) <= EXPAND_MAX:
         parts = ", ".join(f"{fmt(s, p, integral)}/{root}" for s in raw)
         lines.append(f"  scaled = [{parts}]")
         lines.append(f"         = {fmt_vec(trace.scaled_scores[i], p)}")
+        note = _scale_note(trace, i, p)
+        if note:
+            lines.append(f"  {note}")
     else:
         lines.append(f"  scaled = {fmt_vec(trace.scaled_scores[i], p)}")
     return lines
+
+
+def _scale_note(trace: AttentionTrace, i: int, p: int) -> str | None:
+    """A note when the scores shown, divided by hand by the rounded root shown, print
+    differently from the exact scaled scores (7/1.732 = 4.042, but 7/sqrt(3) = 4.041);
+    None otherwise."""
+    raw, exact = trace.raw_scores[i], trace.scaled_scores[i]
+    by_hand = _divided_by_hand([fmt(s, p, _is_integral(raw)) for s in raw], _root(trace, p), p)
+    if by_hand == [fmt(x, p) for x in exact]:
+        return None
+    shown = "[" + ", ".join(by_hand) + "]"
+    return f"(by hand from the rounded numbers shown: {shown}; the scaled scores are exact)"
+
+
+def _divided_by_hand(numerators: Sequence[str], denominator: str, p: int) -> list[str]:
+    """Each number as printed divided by the one printed below it, as a student would:
+    in decimal and rounded half up to ``p`` decimals (-3.573/2 = -1.7865 is -1.787,
+    where the binary float nearest -1.7865 prints -1.786)."""
+    quantum = Decimal(1).scaleb(-p)
+    return [
+        fmt(float((Decimal(n) / Decimal(denominator)).quantize(quantum, ROUND_HALF_UP)), p)
+        for n in numerators
+    ]
+
+
+def _root(trace: AttentionTrace, p: int) -> str:
+    """``sqrt(D)`` as shown: ``2`` for D = 4, ``1.732`` for D = 3."""
+    root = math.sqrt(len(trace.query[0]))
+    return fmt(root, p, root.is_integer())
 
 
 def _mask_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
@@ -319,11 +351,16 @@ def to_markdown(trace: AttentionTrace, precision: int = 3) -> str:
         "",
         f"Score: {_SCORE_TITLES.get(trace.score, trace.score)}.",
     ]
-    if trace.score == "scaled_dot":
-        lines.append(f"Scale: 1/sqrt({len(trace.query[0])}) = {fmt(trace.scale, p)}.")
+    scaled = trace.score == "scaled_dot"
+    if scaled:
+        d, root = len(trace.query[0]), _root(trace, p)
+        lines.append(f"Scale: 1/sqrt({d}) = 1/{root} = {fmt(trace.scale, p)}.")
     for i, q in enumerate(trace.query):
         lines += ["", f"### Query {i + 1}: q = {fmt_vec(q, p)}", ""]
         lines += _markdown_table(trace, i, p) + [""]
+        note = _scale_note(trace, i, p) if scaled else None
+        if note:
+            lines.append(_sentence(note[1:-1]))
         if not trace.row_has_key(i):
             lines.append("This row has no allowed key: all weights are 0 and the context is 0.")
         else:
