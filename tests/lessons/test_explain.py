@@ -3,6 +3,7 @@
 import importlib
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -158,6 +159,21 @@ def test_overflowing_exponentials_fall_back_to_the_stable_form():
     assert t.exponentials[0][0] == math.inf and t.weights[0] == [1.0, 0.0]
     assert "overflows float64" in t.to_text()
     assert AttentionTrace.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+def test_exponentials_that_fit_but_whose_sum_overflows_fall_back_to_the_stable_form():
+    # exp(709.5) = 1.355e+308 fits in float64; two of them (2.7e+308) do not
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "overflow encountered in reduce" on stderr
+        t = explain([709.5], [[1.0], [1.0]], score="dot")
+    assert t.exponentials[0] == [pytest.approx(1.3549e308, rel=1e-4)] * 2
+    assert t.exp_sum[0] == math.inf and t.weights[0] == [0.5, 0.5]
+    text = t.to_text()
+    assert "exp(s_j) or their sum overflows float64 here" in text
+    assert "exp(s_j - m) = [1, 1], sum = 2.000, weights = [0.500, 0.500]" in text
+    markdown = t.to_markdown()
+    assert "| k1 | [1] | [1] | 709.500 | 709.500 | 1.355e+308 | 1.000 | 0.500 |" in markdown
+    assert "Sum of exp(s_j) = overflows; stable softmax shift m = 709.500" in markdown
 
 
 def test_json_round_trip_is_exact():

@@ -192,16 +192,17 @@ def hand_exponentials(trace: AttentionTrace, i: int, p: int) -> tuple[list[float
     """``exp`` of the scores as shown (rounded to ``p``) and the sum of the rounded results.
 
     This is the arithmetic of a lesson done by hand, so each printed line can be
-    checked with a calculator; None when it overflows.
+    checked with a calculator; None when an exponential or their sum overflows
+    (``exp(709.5)`` fits in float64, twice that does not).
     """
     try:
         exps = [
             round(math.exp(round(s, p)), p) if math.isfinite(s) else 0.0
             for s in trace.masked_scores[i]
         ]
+        return exps, round(math.fsum(exps), p)
     except OverflowError:
         return None
-    return exps, round(math.fsum(exps), p)
 
 
 def _full_precision_note(trace: AttentionTrace, i: int, p: int) -> str | None:
@@ -231,7 +232,10 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
     s, w = trace.masked_scores[i], trace.weights[i]
     hand = hand_exponentials(trace, i, p)
     if hand is None or not math.isfinite(trace.exp_sum[i]):
-        lines.append("  exp(s_j) overflows float64 here; the stable form below is what is computed")
+        lines.append(
+            "  exp(s_j) or their sum overflows float64 here; the stable form below is what is "
+            "computed"
+        )
     elif len(s) <= EXPAND_MAX:
         e, total = hand
         lines.append(

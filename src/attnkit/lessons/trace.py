@@ -188,8 +188,9 @@ def explain(
     masked = np.where(allowed, scaled, -math.inf)  # (Tq, Tk)
     has_key = allowed.any(axis=-1)  # (Tq,)
     shift = np.where(has_key, masked.max(axis=-1), 0.0)  # (Tq,)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # so may their sum (2 * exp(709.5))
         exps = np.exp(masked)  # (Tq, Tk), unshifted: may overflow to inf
+        exp_sum = exps.sum(axis=-1)  # (Tq,)
     shifted = np.exp(masked - shift[:, None])  # (Tq, Tk), 0 where masked
     shifted_sum = shifted.sum(axis=-1)  # (Tq,)
     weights = shifted / np.where(has_key, shifted_sum, 1.0)[:, None]  # masked rows stay 0
@@ -207,7 +208,7 @@ def explain(
         masked_scores=masked.tolist(),
         shift=[m if ok else None for m, ok in zip(shift.tolist(), has_key.tolist(), strict=True)],
         exponentials=exps.tolist(),
-        exp_sum=exps.sum(axis=-1).tolist(),
+        exp_sum=exp_sum.tolist(),
         shifted_exponentials=shifted.tolist(),
         shifted_sum=shifted_sum.tolist(),
         weights=weights.tolist(),
