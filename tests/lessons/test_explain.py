@@ -176,6 +176,29 @@ def test_exponentials_that_fit_but_whose_sum_overflows_fall_back_to_the_stable_f
     assert "Sum of exp(s_j) = overflows; stable softmax shift m = 709.500" in markdown
 
 
+def test_tiny_exponentials_keep_their_digits_so_the_division_can_be_done_by_hand():
+    # scores [-15, -10]: exp(s) = 3.059e-07 and 4.540e-05, both 0.000 to 3 decimals
+    t = explain([-5.0, 0.0], [[3.0, 0.0], [2.0, 0.0]], score="dot")
+    assert t.weights[0] == pytest.approx([0.00669, 0.99331], abs=1e-5)
+    text = t.to_text()
+    assert (
+        "  exp(-15.000) = 3.059e-07   exp(-10.000) = 4.540e-05\n"
+        "  sum = 3.059e-07 + 4.540e-05 = 4.571e-05\n"
+        "  weights = [3.059e-07/4.571e-05, 4.540e-05/4.571e-05]\n"
+        "          = [0.007, 0.993]\n"
+        "  (small numbers in scientific notation: 4.5e-05 = 4.5 × 10^-5 = 0.000045)\n"
+    ) in text
+    assert "0.000/0.000" not in text and "at full precision" not in text
+    markdown = t.to_markdown()
+    assert "| k1 | [3, 0] | [3, 0] | -15 | -15.000 | 3.059e-07 | 0.007 | 0.007 |" in markdown
+    assert "Sum of exp(s_j) = 4.571e-05;" in markdown
+    # exp(-800) is 0 in float64 itself: no plain division at all, the stable form
+    text = explain([-800.0], [[1.0], [1.0]], score="dot").to_text()
+    assert "every exp(s_j) underflows to 0 in float64 here; the stable form below" in text
+    assert "exp(s_j - m) = [1, 1], sum = 2.000, weights = [0.500, 0.500]" in text
+    assert "/0.000" not in text
+
+
 def test_json_round_trip_is_exact():
     t = explain([QUERY, [0.1, -0.2, 0.3]], KEYS, [[1, 2], [3, 4], [5, 6]], mask=[1, 1, 0])
     data = json.loads(json.dumps(t.to_dict()))

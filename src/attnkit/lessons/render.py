@@ -36,17 +36,19 @@ _SCORE_TITLES = {
 }
 
 
-def fmt(x: float | None, precision: int, integral: bool = False) -> str:
+def fmt(x: float | None, precision: int, integral: bool = False, *, small: bool = False) -> str:
     """One number: ``-inf``/``inf``, an integer when ``integral``, fixed-point, or
     scientific (``1.238e+307``) from :data:`SCIENTIFIC_FROM` on, where fixed-point
-    would print a wall of digits (``exp(707.1)`` has 308)."""
+    would print a wall of digits (``exp(707.1)`` has 308). With ``small``, a nonzero
+    number below ``10**-precision`` is scientific too (``exp(-15) = 3.059e-07``, not
+    ``0.000``): for the exponentials that a softmax worked by hand divides."""
     if x is None:
         return "-"
     if math.isinf(x):
         return "-inf" if x < 0 else "inf"
     if integral:
         return str(int(x))
-    if abs(x) >= SCIENTIFIC_FROM:
+    if abs(x) >= SCIENTIFIC_FROM or (small and 0 < abs(x) < 10.0**-precision):
         return f"{x:.{max(precision, 1)}e}"
     if round(x, precision) == 0:
         x = 0.0  # no "-0.000"
@@ -58,10 +60,11 @@ def _is_integral(xs: Sequence[float]) -> bool:
     return bool(finite) and all(x.is_integer() and abs(x) < 1e15 for x in finite)
 
 
-def fmt_vec(xs: Sequence[float], precision: int) -> str:
-    """``[2, 0, 1]`` when every entry is a whole number, else ``[1.155, 0.000, 0.577]``."""
+def fmt_vec(xs: Sequence[float], precision: int, *, small: bool = False) -> str:
+    """``[2, 0, 1]`` when every entry is a whole number, else ``[1.155, 0.000, 0.577]``
+    (``small`` as for :func:`fmt`)."""
     integral = _is_integral(xs)
-    return "[" + ", ".join(fmt(x, precision, integral) for x in xs) + "]"
+    return "[" + ", ".join(fmt(x, precision, integral, small=small) for x in xs) + "]"
 
 
 def _factor(x: float, integral: bool, precision: int) -> str:
@@ -189,7 +192,8 @@ def _mask_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
 
 
 def hand_exponentials(trace: AttentionTrace, i: int, p: int) -> tuple[list[float], float] | None:
-    """``exp`` of the scores as shown (rounded to ``p``) and the sum of the rounded results.
+    """``exp`` of the scores as shown (rounded to ``p``) and the sum of the results, each
+    number as it is printed (:func:`_exp_shown`).
 
     This is the arithmetic of a lesson done by hand, so each printed line can be
     checked with a calculator; None when an exponential or their sum overflows
@@ -197,12 +201,22 @@ def hand_exponentials(trace: AttentionTrace, i: int, p: int) -> tuple[list[float
     """
     try:
         exps = [
-            round(math.exp(round(s, p)), p) if math.isfinite(s) else 0.0
+            _as_shown(math.exp(round(s, p)), p) if math.isfinite(s) else 0.0
             for s in trace.masked_scores[i]
         ]
-        return exps, round(math.fsum(exps), p)
+        return exps, _as_shown(math.fsum(exps), p)
     except OverflowError:
         return None
+
+
+def _exp_shown(x: float, p: int) -> str:
+    """An exponential or a sum of them as printed: a tiny one keeps its digits."""
+    return fmt(x, p, small=True)
+
+
+def _as_shown(x: float, p: int) -> float:
+    """``x`` as :func:`_exp_shown` prints it, back as a number to calculate with."""
+    return float(_exp_shown(x, p))
 
 
 def _full_precision_note(trace: AttentionTrace, i: int, p: int) -> str | None:
@@ -211,13 +225,13 @@ def _full_precision_note(trace: AttentionTrace, i: int, p: int) -> str | None:
     exact = (trace.exponentials[i], trace.exp_sum[i])
     if hand is None or not math.isfinite(exact[1]):
         return None
-    shown = [fmt(x, p) for x in hand[0]] + [fmt(hand[1], p)]
-    if shown == [fmt(x, p) for x in exact[0]] + [fmt(exact[1], p)]:
+    shown = [_exp_shown(x, p) for x in hand[0]] + [_exp_shown(hand[1], p)]
+    if shown == [_exp_shown(x, p) for x in exact[0]] + [_exp_shown(exact[1], p)]:
         return None
     return (
         "(as by hand, each exp uses the score shown and the sum adds the rounded exps;\n"
-        f"   at full precision exp(s) = {fmt_vec(exact[0], p)}, sum = {fmt(exact[1], p)}; "
-        "the weights are exact)"
+        f"   at full precision exp(s) = {fmt_vec(exact[0], p, small=True)}, "
+        f"sum = {_exp_shown(exact[1], p)}; the weights are exact)"
     )
 
 
@@ -231,31 +245,30 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
         ]
     s, w = trace.masked_scores[i], trace.weights[i]
     hand = hand_exponentials(trace, i, p)
-    if hand is None or not math.isfinite(trace.exp_sum[i]):
-        lines.append(
-            "  exp(s_j) or their sum overflows float64 here; the stable form below is what is "
-            "computed"
-        )
+    problem = _plain_exp_problem(trace, i, hand)
+    if problem:
+        lines.append(f"  {problem}; the stable form below is what is computed")
     elif len(s) <= EXPAND_MAX:
         e, total = hand
         lines.append(
-            "  " + "   ".join(f"exp({fmt(a, p)}) = {fmt(b, p)}" for a, b in zip(s, e, strict=True))
+            "  "
+            + "   ".join(
+                f"exp({fmt(a, p)}) = {_exp_shown(b, p)}" for a, b in zip(s, e, strict=True)
+            )
         )
-        lines.append(f"  sum = {' + '.join(fmt(b, p) for b in e)} = {fmt(total, p)}")
-        parts = ", ".join(f"{fmt(b, p)}/{fmt(total, p)}" for b in e)
+        lines.append(f"  sum = {' + '.join(_exp_shown(b, p) for b in e)} = {_exp_shown(total, p)}")
+        parts = ", ".join(f"{_exp_shown(b, p)}/{_exp_shown(total, p)}" for b in e)
         lines.append(f"  weights = [{parts}]")
         lines.append(f"          = {fmt_vec(w, p)}")
     else:
-        lines.append(f"  exp(s) = {fmt_vec(hand[0], p)}, sum = {fmt(hand[1], p)}")
+        lines.append(
+            f"  exp(s) = {fmt_vec(hand[0], p, small=True)}, sum = {_exp_shown(hand[1], p)}"
+        )
         lines.append(f"  weights = {fmt_vec(w, p)}")
     note = _full_precision_note(trace, i, p)
     if note:
         lines.append(f"  {note}")
-    if any(b >= SCIENTIFIC_FROM for b in (hand[0] if hand else ())):
-        lines += [
-            "  (large numbers in scientific notation: 1.5e+17 = 1.5 × 10^17; attnkit's",
-            "   softmax never forms them: it subtracts the row maximum m first, below)",
-        ]
+    lines += _scientific_note(hand[0] if hand and not problem else (), p)
     m = fmt(trace.shift[i], p, _is_integral(s))
     lines.append(
         f"  stable softmax: subtract the row maximum m = {m} before exp (same weights, no overflow)"
@@ -265,6 +278,31 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
         f"sum = {fmt(trace.shifted_sum[i], p)}, weights = {fmt_vec(w, p)}"
     )
     lines.append(_sum_check(trace, i, p))
+    return lines
+
+
+def _plain_exp_problem(
+    trace: AttentionTrace, i: int, hand: tuple[list[float], float] | None
+) -> str | None:
+    """Why the plain ``exp(s_j) / sum`` cannot be worked out for row ``i``, or None:
+    an overflow, or every exponential underflowing to 0 (``exp(-800)``), a 0/0."""
+    if hand is None or not math.isfinite(trace.exp_sum[i]):
+        return "exp(s_j) or their sum overflows float64 here"
+    if hand[1] == 0.0:
+        return "every exp(s_j) underflows to 0 in float64 here"
+    return None
+
+
+def _scientific_note(exps: Sequence[float], p: int) -> list[str]:
+    """What the scientific notation of the exponentials shown means, when there is some."""
+    lines = []
+    if any(b >= SCIENTIFIC_FROM for b in exps):
+        lines += [
+            "  (large numbers in scientific notation: 1.5e+17 = 1.5 × 10^17; attnkit's",
+            "   softmax never forms them: it subtracts the row maximum m first, below)",
+        ]
+    if any(0 < b < 10.0**-p for b in exps):
+        lines.append("  (small numbers in scientific notation: 4.5e-05 = 4.5 × 10^-5 = 0.000045)")
     return lines
 
 
@@ -369,7 +407,7 @@ def to_markdown(trace: AttentionTrace, precision: int = 3) -> str:
             lines.append("This row has no allowed key: all weights are 0 and the context is 0.")
         else:
             hand = hand_exponentials(trace, i, p)
-            total = "overflows" if hand is None else fmt(hand[1], p)
+            total = "overflows" if hand is None else _exp_shown(hand[1], p)
             lines.append(
                 f"Sum of exp(s_j) = {total}; stable softmax shift m = {fmt(trace.shift[i], p)}, "
                 f"sum of exp(s_j − m) = {fmt(trace.shifted_sum[i], p)}."
@@ -395,7 +433,7 @@ def _markdown_table(trace: AttentionTrace, i: int, p: int) -> list[str]:
     for j, (k, v) in enumerate(zip(trace.keys, trace.values, strict=True)):
         allowed = trace.mask is None or trace.mask[i][j]
         scaled = fmt(trace.scaled_scores[i][j], p) if allowed else "masked"
-        e = fmt(trace.exponentials[i][j] if hand is None else hand[0][j], p)  # inf: overflow
+        e = _exp_shown(trace.exponentials[i][j] if hand is None else hand[0][j], p)  # inf: overflow
         cells = [
             f"k{j + 1}",
             fmt_vec(k, p),
