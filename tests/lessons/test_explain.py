@@ -199,6 +199,22 @@ def test_tiny_exponentials_keep_their_digits_so_the_division_can_be_done_by_hand
     assert "/0.000" not in text
 
 
+def test_softmax_step_says_when_its_divisions_give_other_weights_by_hand():
+    # scores [-6, -7]: exp(s) = 0.002479 and 0.000912 print as 0.002 and 9.119e-04, the
+    # sum 0.003391 as 0.003; by hand 0.002/0.003 = 0.667, the weight is 0.731
+    t = explain([-1.0, 0.0], [[6.0, 0.0], [7.0, 0.0]], score="dot")
+    assert t.weights[0] == pytest.approx([0.73106, 0.26894], abs=1e-5)
+    assert (
+        "  weights = [0.002/0.003, 9.119e-04/0.003]\n"
+        "          = [0.731, 0.269]\n"
+        "  (by hand these divisions give [0.667, 0.304]; the weights are exact)\n"
+    ) in t.to_text()
+    # the lessons' divisions agree with their weights: 3.174/5.955 = 0.533, ...
+    assert "by hand these divisions" not in str(lesson())
+    boxes = explain([2.0, 1.0], [[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]], score="dot")
+    assert "by hand these divisions" not in str(boxes)
+
+
 def test_json_round_trip_is_exact():
     t = explain([QUERY, [0.1, -0.2, 0.3]], KEYS, [[1, 2], [3, 4], [5, 6]], mask=[1, 1, 0])
     data = json.loads(json.dumps(t.to_dict()))

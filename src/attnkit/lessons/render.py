@@ -260,6 +260,7 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
         parts = ", ".join(f"{_exp_shown(b, p)}/{_exp_shown(total, p)}" for b in e)
         lines.append(f"  weights = [{parts}]")
         lines.append(f"          = {fmt_vec(w, p)}")
+        lines += _division_note(w, e, total, p)
     else:
         lines.append(
             f"  exp(s) = {fmt_vec(hand[0], p, small=True)}, sum = {_exp_shown(hand[1], p)}"
@@ -279,6 +280,17 @@ def _softmax_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
     )
     lines.append(_sum_check(trace, i, p))
     return lines
+
+
+def _division_note(w: Sequence[float], e: Sequence[float], total: float, p: int) -> list[str]:
+    """A note when the divisions shown, ``e_j / total`` of the exponentials as printed,
+    print differently from the exact weights ``w`` (0.002/0.003 = 0.667, but
+    exp(-6) / (exp(-6) + exp(-7)) = 0.731); no line otherwise."""
+    by_hand = _divided_by_hand([_exp_shown(b, p) for b in e], _exp_shown(total, p), p)
+    if by_hand == [fmt(x, p) for x in w]:
+        return []
+    shown = "[" + ", ".join(by_hand) + "]"
+    return [f"  (by hand these divisions give {shown}; the weights are exact)"]
 
 
 def _plain_exp_problem(
