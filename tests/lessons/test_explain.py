@@ -279,6 +279,10 @@ def test_very_wide_vectors_are_not_written_term_by_term_and_say_so():
             {"query": QUERY, "keys": KEYS, "mask": [True, False]},
             r"does not broadcast to \(Tq, Tk\)",
         ),
+        (
+            {"query": [QUERY, QUERY], "keys": KEYS, "mask": [[1, 0, 1], [1, 1]]},
+            "mask must be a rectangular array of booleans or 0/1",
+        ),
         ({"query": QUERY, "keys": KEYS, "score": "general"}, "has learned weights"),
         ({"query": QUERY, "keys": KEYS, "score": "cosine"}, "unknown score 'cosine'"),
     ],

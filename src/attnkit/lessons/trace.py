@@ -305,7 +305,12 @@ def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
     """
     allowed = np.ones((tq, tk), dtype=bool)
     if mask is not None:
-        user = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask)
+        try:
+            user = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask)
+        except ValueError as err:  # ragged rows typed by hand: [[1, 0], [1, 1, 1]]
+            raise ValueError(
+                f"mask must be a rectangular array of booleans or 0/1: {err}"
+            ) from None
         if user.dtype != np.bool_:
             if user.dtype.kind not in "iubf" or not bool(((user == 0) | (user == 1)).all()):
                 shown = list(dict.fromkeys(user.ravel().tolist()))[:4]  # None does not sort
