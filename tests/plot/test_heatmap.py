@@ -170,3 +170,31 @@ def test_heatmap_grid_shares_one_colour_scale_beyond_weights():
     values = np.stack([np.zeros((2, 2)), np.full((2, 2), 4.0)])
     fig = plot.heatmap_grid(values)
     assert {ax.images[0].get_clim() for ax in fig.axes if ax.images} == {(0.0, 4.0)}
+
+
+def label_overlaps(fig, axis: str) -> int:
+    """How many neighbouring tick labels of the first axes' ``axis`` overlap when drawn."""
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    labels = ax.get_yticklabels() if axis == "y" else ax.get_xticklabels()
+    boxes = [t.get_window_extent(renderer) for t in labels if t.get_text()]
+    return sum(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+def test_a_long_sentence_keeps_every_token_label_readable():
+    # 150 subword pieces: in a figure capped at 16 inches a label had 6.5 pt for 8 pt text
+    tokens = [f"tok{i}" for i in range(150)]
+    weights = np.full((150, 150), 1 / 150)
+    fig = plot.heatmap(weights, tokens, tokens)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == tokens
+    assert label_overlaps(fig, "y") == 0 and label_overlaps(fig, "x") == 0
+    # unlabelled, a side is numbered every 10th cell and the figure keeps its size
+    assert plot.image_size(plot.heatmap(weights)) == (1600, 1600)
+    assert plot.image_size(plot.mask_plot(np.eye(150), tokens)) == (1600, 2260)
+
+
+def test_heatmap_grid_keeps_long_token_labels_readable():
+    tokens = [f"tok{i}" for i in range(100)]
+    fig = plot.heatmap_grid(np.full((2, 100, 3), 1 / 3), tokens)
+    assert label_overlaps(fig, "y") == 0

@@ -13,7 +13,7 @@ from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from .matrix import _as_mask, _as_matrix, _label_axes, _matrix_axes
+from .matrix import _as_mask, _as_matrix, _label_axes, _matrix_axes, _side_inches
 from .saving import _finish
 from .style import (
     BLOCKED_COLOR,
@@ -28,6 +28,9 @@ from .style import (
 HATCH_COLOR = "#8c8c8c"
 MASKED_HATCH = "///"
 ANNOTATE_MAX_SIDE = 16  # annotate cells when both sides are at most this long
+# Labelled panels of a grid widen up to this in all (8 heads of 8 inches, 6400 px):
+# each is a whole (Tq, Tk) picture, and 8 of 38 inches would be 30000 px to draw.
+GRID_MAX_INCHES = 64.0
 
 
 def heatmap(
@@ -75,7 +78,8 @@ def heatmap(
     """
     values = _as_matrix("weights", weights)
     blocked = ~_as_mask(mask, values.shape)
-    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
+    labelled = (row_labels is not None, col_labels is not None)
+    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel, labelled)
     image = _draw_weights(ax, values, blocked, row_labels, col_labels, annotate, precision)
     fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=FONT_SIZE - 1)
     return _finish(fig, path)
@@ -129,9 +133,10 @@ def heatmap_grid(
         raise ValueError(f"panel_titles has {len(names)} titles for {stack.shape[0]} panels")
     blocked = ~_as_mask(mask, stack.shape[1:])
     rows, cols = stack.shape[1:]
+    panel = _side_inches(cols, 2.0, 3.0, 8.0, CELL_INCHES * 0.6, col_labels is not None)
     side = (
-        min(max(2.0 + CELL_INCHES * 0.6 * cols, 3.0), 8.0),
-        min(max(1.5 + 0.3 * rows, 2.5), 8.0),
+        min(panel, max(GRID_MAX_INCHES / len(names), 8.0)),  # N panels share the width
+        _side_inches(rows, 1.5, 2.5, 8.0, 0.3, row_labels is not None),
     )
     fig = _figure((round(side[0] * len(names), 2), round(side[1], 2)))
     axes = fig.subplots(1, len(names), squeeze=False)[0]

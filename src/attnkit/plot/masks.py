@@ -44,7 +44,8 @@ def mask_plot(
             that differ from the matrix, or an unknown extension.
     """
     values = _as_zero_one("mask", mask)
-    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel)
+    labelled = (row_labels is not None, col_labels is not None)
+    fig, ax = _matrix_axes(values.shape, title, xlabel, ylabel, labelled)
     cmap = ListedColormap([BLOCKED_COLOR, MAIN_COLOR])
     image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     _label_axes(ax, values.shape, row_labels, col_labels)

@@ -12,11 +12,36 @@ import numpy as np
 
 from .style import CELL_INCHES, FONT_SIZE, _escape_text, _figure, _shorten_title
 
+#: Least room along a labelled side per cell: one tick label (FONT_SIZE - 1 pt) and a gap.
+LABEL_INCHES = 0.14
+#: A figure side never grows past this (Agg draws at most 65536 px at DPI = 100).
+MAX_LABELLED_INCHES = 600.0
 
-def _matrix_axes(shape: tuple[int, int], title: str | None, xlabel: str, ylabel: str):
+
+def _side_inches(
+    n: int, base: float, least: float, most: float, cell: float, labelled: bool
+) -> float:
+    """Inches for a side of ``n`` cells: ``base`` plus ``cell`` a cell, within
+    [``least``, ``most``]; a labelled side grows past ``most`` when its labels need
+    :data:`LABEL_INCHES` each, so that a long sentence's tokens do not run together."""
+    size = min(max(base + cell * n, least), most)
+    if labelled:
+        size = max(size, min(base + LABEL_INCHES * n, MAX_LABELLED_INCHES))
+    return size
+
+
+def _matrix_axes(
+    shape: tuple[int, int],
+    title: str | None,
+    xlabel: str,
+    ylabel: str,
+    labelled: tuple[bool, bool] = (False, False),
+):
+    """A figure and axes for a ``(rows, cols)`` matrix; ``labelled``: whether the rows and
+    the columns get a label each (room for them, see :func:`_side_inches`)."""
     rows, cols = shape
-    width = min(max(2.2 + CELL_INCHES * cols, 4.0), 16.0)
-    height = min(max(1.6 + CELL_INCHES * rows, 3.0), 16.0)
+    width = _side_inches(cols, 2.2, 4.0, 16.0, CELL_INCHES, labelled[1])
+    height = _side_inches(rows, 1.6, 3.0, 16.0, CELL_INCHES, labelled[0])
     fig = _figure((round(width, 2), round(height, 2)))  # whole pixels at DPI = 100
     ax = fig.add_subplot()
     ax.set_xlabel(_escape_text(xlabel), fontsize=FONT_SIZE)
