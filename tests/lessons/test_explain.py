@@ -154,6 +154,14 @@ def test_learned_score_module_is_traced_unscaled():
     assert "computed by the additive score module" in t.to_text()
 
 
+def test_a_learned_score_with_other_query_and_key_widths_names_both():
+    # q^T W k_j with W (3 x 2): the query has 3 numbers, each key 2; "D = 3" said both had 3
+    score = make_score("general", query_dim=3, key_dim=2)
+    text = explain(QUERY, [[0.5, -1.0], [1.0, 2.0]], score=score).to_text()
+    assert "  Tq = 1 query, Tk = 2 keys, Dq = 3, Dk = 2\n" in text
+    assert "  Tq = 1 query, Tk = 3 keys, D = 3\n" in str(lesson())
+
+
 def test_overflowing_exponentials_fall_back_to_the_stable_form():
     t = explain([40.0, 0.0], [[30.0, 0.0], [0.0, 1.0]], score="dot")
     assert t.exponentials[0][0] == math.inf and t.weights[0] == [1.0, 0.0]

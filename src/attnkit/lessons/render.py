@@ -99,9 +99,9 @@ def _header(trace: AttentionTrace, p: int) -> list[str]:
         lines.append("  values = keys (v_j = k_j)")
     else:
         lines += [f"  value  v{j + 1} = {fmt_vec(v, p)}" for j, v in enumerate(trace.values)]
-    lines.append(
-        f"  Tq = {tq} quer{'y' if tq == 1 else 'ies'}, Tk = {tk} keys, D = {len(trace.query[0])}"
-    )
+    dq, dk = len(trace.query[0]), len(trace.keys[0])
+    width = f"D = {dq}" if dq == dk else f"Dq = {dq}, Dk = {dk}"  # a learned score's widths
+    lines.append(f"  Tq = {tq} quer{'y' if tq == 1 else 'ies'}, Tk = {tk} keys, {width}")
     return lines
 
 
