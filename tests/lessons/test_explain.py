@@ -151,7 +151,57 @@ def test_learned_score_module_is_traced_unscaled():
     assert t.score == "additive" and t.scale == 1.0
     assert t.raw_scores[0] == pytest.approx(expected[0].tolist(), abs=1e-6)
     assert t.weights[0] == pytest.approx(torch.softmax(expected[0].double(), -1).tolist())
-    assert "computed by the additive score module" in t.to_text()
+    assert "s1 = v·tanh(...) = " in t.to_text()  # worked out, then used unscaled
+
+
+def set_weights(score, **weights):
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(score, name).weight.copy_(torch.tensor(value))
+    return score
+
+
+def test_general_score_is_worked_out_as_q_times_w_k():
+    # Luong's q^T W k_j with W (3 x 2): W k1 = [1, 2, 3], q·(W k1) = 2×1 + 0×2 + 1×3 = 5
+    score = set_weights(make_score("general", 3, 2), weight=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    t = explain([QUERY, [1.0, 1.0, 1.0]], [[1.0, 2.0], [0.0, -1.0]], score=score)
+    assert t.raw_scores == [[5.0, -1.0], [6.0, -2.0]]
+    assert t.score_parts["key_proj"] == [[1.0, 2.0, 3.0], [0.0, -1.0, -1.0]]
+    text = t.to_text()
+    assert "Score matrix S = Q·W·K^T (rows = queries):" in text
+    for line in (
+        "  W = [[1, 0], [0, 1], [1, 1]]  (the module's weights, Dq x Dk)\n",
+        "  W k1 = [1, 2, 3]\n  q1·(W k1) = 2×1 + 0×2 + 1×3 = 5\n",
+        "  W k2 = [0, -1, -1]\n  q2·(W k2) = 1×0 + 1×(-1) + 1×(-1) = -2\n",
+    ):
+        assert line in text, line
+    assert AttentionTrace.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+@pytest.mark.parametrize("name", ["additive", "concat"])
+def test_additive_and_concat_scores_are_worked_out_through_the_tanh(name):
+    # v·tanh(W_q q + W_k k_j), W_q = W_k = I, v = [1, -1], q = [1, 0]:
+    # k1 = [0, 0]: tanh([1, 0]) = [0.762, 0], s1 = 0.762; k2 = [0, 2]: s2 = 0.762 - 0.964
+    score = set_weights(
+        make_score(name, 2, 2, 2),
+        query_proj=[[1.0, 0.0], [0.0, 1.0]],
+        key_proj=[[1.0, 0.0], [0.0, 1.0]],
+        v=[[1.0, -1.0]],
+    )
+    t = explain([1.0, 0.0], [[0.0, 0.0], [0.0, 2.0]], score=score)
+    assert t.raw_scores[0] == pytest.approx([math.tanh(1.0), math.tanh(1.0) - math.tanh(2.0)])
+    text = t.to_text()
+    for line in (
+        "  W_q = [[1, 0], [0, 1]]  (the module's weights, A = 2 hidden units)\n"
+        "  W_k = [[1, 0], [0, 1]]\n  v = [1, -1]\n  W_q q = [1, 0]\n",
+        "  W_k k2 = [0, 2]\n  tanh(W_q q + W_k k2) = [0.762, 0.964]\n"
+        "  s2 = v·tanh(...) = 1×0.762 + (-1)×0.964 = -0.202\n",
+    ):
+        assert line in text, line
+    assert ("(W [q; k_j] = W_q q + W_k k_j" in text) == (name == "concat")
+    # too wide to write out (Dq = 16): the one line as before
+    wide = explain([1.0] * 16, [[1.0, 0.0]], score=make_score(name, 16, 2, 2))
+    assert "computed by the" in wide.to_text() and "W_q =" not in wide.to_text()
 
 
 def test_a_learned_score_with_other_query_and_key_widths_names_both():

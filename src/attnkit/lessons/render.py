@@ -36,6 +36,13 @@ _SCORE_TITLES = {
 }
 
 
+_SCORE_MATRIX = {
+    "dot": "Score matrix S = Q·K^T (rows = queries):",
+    "scaled_dot": "Score matrix S = Q·K^T (rows = queries):",
+    "general": "Score matrix S = Q·W·K^T (rows = queries):",
+}
+
+
 def fmt(x: float | None, precision: int, integral: bool = False, *, small: bool = False) -> str:
     """One number: ``-inf``/``inf``, an integer when ``integral``, fixed-point, or
     scientific (``1.238e+307``) from :data:`SCIENTIFIC_FROM` on, where fixed-point
@@ -111,7 +118,7 @@ def _scores_step(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str
     lines = ["Step 1  raw scores"]
     learned = trace.score not in ("dot", "scaled_dot")
     if learned:
-        lines.append(f"  computed by the {trace.score} score module, used as is (no 1/sqrt(D))")
+        lines += _learned_terms(trace, i, q_name, p)
     elif len(trace.query[i]) <= EXPAND_MAX:
         for j, k in enumerate(trace.keys):
             terms = _dot_terms(trace.query[i], k, p)
@@ -128,6 +135,48 @@ def _scores_step(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str
         ]
     lines.append(f"  scores = {fmt_vec(raw, p)}")
     return lines
+
+
+def _learned_terms(trace: AttentionTrace, i: int, q_name: str, p: int) -> list[str]:
+    """A general, concat or additive score worked out for query ``i`` from the parts its
+    module computed (:attr:`AttentionTrace.score_parts`), when ``Dq``, ``Dk`` and the hidden
+    width are at most :data:`EXPAND_MAX`; otherwise one line saying the module computed
+    the scores."""
+    parts, raw = trace.score_parts, trace.raw_scores[i]
+    widths = (len(trace.query[0]), len(trace.keys[0]), len(parts["key_proj"][0]) if parts else 0)
+    if not parts or max(widths) > EXPAND_MAX:  # Dq, Dk and A (Dq for general)
+        return [f"  computed by the {trace.score} score module, used as is (no 1/sqrt(D))"]
+    q, integral = trace.query[i], _is_integral(raw)
+    if "query_proj" not in parts:  # general: s_j = q . (W k_j), Luong et al. 2015, sec. 3.1
+        lines = [f"  W = {_fmt_rows(parts['W'], p)}  (the module's weights, Dq x Dk)"]
+        for j, wk in enumerate(parts["key_proj"]):
+            lines.append(f"  W k{j + 1} = {fmt_vec(wk, p)}")
+            lines.append(
+                f"  {q_name}·(W k{j + 1}) = {_dot_terms(q, wk, p)} = {fmt(raw[j], p, integral)}"
+            )
+        return lines
+    # additive / concat: s_j = v . tanh(W_q q + W_k k_j), Bahdanau et al. 2015, eq. 6
+    v, hidden = parts["v"], parts["hidden"][i]
+    lines = [
+        f"  W_q = {_fmt_rows(parts['W_q'], p)}  (the module's weights, A = {len(v)} hidden units)",
+        f"  W_k = {_fmt_rows(parts['W_k'], p)}",
+        f"  v = {fmt_vec(v, p)}",
+        f"  W_q {q_name} = {fmt_vec(parts['query_proj'][i], p)}",
+    ]
+    if trace.score == "concat":
+        lines.append(f"  (W [{q_name}; k_j] = W_q {q_name} + W_k k_j, W split by columns)")
+    for j, (wk, h) in enumerate(zip(parts["key_proj"], hidden, strict=True)):
+        lines += [
+            f"  W_k k{j + 1} = {fmt_vec(wk, p)}",
+            f"  tanh(W_q {q_name} + W_k k{j + 1}) = {fmt_vec(h, p)}",
+            f"  s{j + 1} = v·tanh(...) = {_dot_terms(v, h, p)} = {fmt(raw[j], p, integral)}",
+        ]
+    return lines
+
+
+def _fmt_rows(rows: Sequence[Sequence[float]], p: int) -> str:
+    """A small matrix on one line: ``[[0.1, 0.2], [0.3, 0.4]]``."""
+    return "[" + ", ".join(fmt_vec(r, p) for r in rows) + "]"
 
 
 def _scale_step(trace: AttentionTrace, i: int, p: int) -> list[str]:
@@ -379,7 +428,7 @@ def to_text(trace: AttentionTrace, precision: int = 3) -> str:
     several = len(trace.query) > 1
     if several:
         lines += [""] + _matrix_lines(
-            "Score matrix S = Q·K^T (rows = queries):", trace.raw_scores, p
+            _SCORE_MATRIX.get(trace.score, "Score matrix S (rows = queries):"), trace.raw_scores, p
         )
     for i in range(len(trace.query)):
         q_name = "q" if trace.single_query else f"q{i + 1}"

@@ -55,6 +55,13 @@ class AttentionTrace:
         weights: attention weights from ``masked_softmax``, ``(Tq, Tk)``.
         weighted_values: ``w_j * v_j``, ``(Tq, Tk, Dv)``.
         context: ``sum_j w_j v_j``, ``(Tq, Dv)``.
+        score_parts: for a learned score, what its arithmetic went through (None
+            for dot products and other modules): ``general`` (Luong et al. 2015,
+            ``q^T W k_j``) has ``W`` ``(Dq, Dk)`` and ``W k_j`` as ``key_proj``
+            ``(Tk, Dq)``; ``additive`` and ``concat`` (``v^T tanh(W_q q + W_k k_j)``)
+            have ``W_q`` ``(A, Dq)``, ``W_k`` ``(A, Dk)``, ``query_proj`` ``(Tq, A)``,
+            ``key_proj`` ``(Tk, A)``, ``hidden`` = ``tanh(W_q q + W_k k_j)``
+            ``(Tq, Tk, A)`` and ``v`` ``(A,)``.
     """
 
     score: str
@@ -75,6 +82,7 @@ class AttentionTrace:
     weights: Matrix
     weighted_values: list[Matrix]
     context: Matrix
+    score_parts: dict[str, Any] | None = None
 
     def row_has_key(self, i: int) -> bool:
         """Whether query ``i`` may attend to at least one key."""
@@ -131,10 +139,10 @@ class AttentionTrace:
                 f"version={data.get('version')!r}); expected {TRACE_KIND!r} version {TRACE_VERSION}"
             )
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n != "score_parts"]  # optional
         if missing:
             raise ValueError(f"attention trace is missing the field(s) {', '.join(missing)}")
-        return cls(**{n: _decode(data[n]) for n in names})
+        return cls(**{n: _decode(data[n]) for n in names if n in data})
 
 
 def explain(
@@ -181,7 +189,7 @@ def explain(
     v = k if values is None else _as_matrix("values", values)[0]
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"values has Tk={v.shape[0]} rows but keys has Tk={k.shape[0]}")
-    name, raw, scale = _scores(score, q, k)  # (Tq, Tk)
+    name, raw, scale, parts = _scores(score, q, k)  # raw (Tq, Tk)
     _check_scores(raw)
     scaled = raw * scale  # (Tq, Tk)
     allowed = _allowed(mask, causal, *raw.shape)  # (Tq, Tk)
@@ -214,6 +222,7 @@ def explain(
         weights=weights.tolist(),
         weighted_values=(weights[:, :, None] * v[None]).tolist(),  # (Tq, Tk, Dv)
         context=context.tolist(),
+        score_parts=parts,
     )
 
 
@@ -240,8 +249,10 @@ def _as_matrix(arg: str, x: Any, vector_ok: bool = False) -> tuple[np.ndarray, b
     return t, single
 
 
-def _scores(score: str | Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
-    """(name, raw scores (Tq, Tk), scale)."""
+def _scores(
+    score: str | Score, q: np.ndarray, k: np.ndarray
+) -> tuple[str, np.ndarray, float, dict[str, Any] | None]:
+    """(name, raw scores (Tq, Tk), scale, a learned score's parts or None)."""
     if isinstance(score, str):
         if score in ("dot", "scaled_dot"):
             return _dot_scores(score, q, k)
@@ -256,7 +267,9 @@ def _scores(score: str | Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.n
     return _module_scores(score, q, k)
 
 
-def _module_scores(score: Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
+def _module_scores(
+    score: Score, q: np.ndarray, k: np.ndarray
+) -> tuple[str, np.ndarray, float, dict[str, Any] | None]:
     """Scores of an attnkit Score module (torch is loaded: the caller built the module)."""
     import torch
 
@@ -273,7 +286,36 @@ def _module_scores(score: Score, q: np.ndarray, k: np.ndarray) -> tuple[str, np.
     qt, kt = (torch.from_numpy(x).to(device, dtype)[None] for x in (q, k))
     with torch.no_grad():
         raw = score(qt, kt)[0]  # (Tq, Tk)
-    return score.name or type(score).__name__, raw.to("cpu", torch.float64).numpy(), 1.0
+        parts = _score_parts(score, qt, kt)
+    return score.name or type(score).__name__, raw.to("cpu", torch.float64).numpy(), 1.0, parts
+
+
+def _score_parts(score: Score, qt: Any, kt: Any) -> dict[str, Any] | None:
+    """What a general, concat or additive score computed on the way to its scores, from
+    the module's own projections (``qt`` ``(1, Tq, Dq)``, ``kt`` ``(1, Tk, Dk)``); None
+    for any other module."""
+    import torch
+
+    from ..attention.scores import AdditiveScore, GeneralScore
+
+    def plain(t: torch.Tensor) -> list:
+        return t.to("cpu", torch.float64).tolist()
+
+    if isinstance(score, GeneralScore):
+        return {"W": plain(score.weight.weight), "key_proj": plain(score.prepare_keys(kt)[0])}
+    if not isinstance(score, AdditiveScore):  # ConcatScore is one
+        return None
+    key_proj = score.prepare_keys(kt)[0]  # W_k k_j: (Tk, A)
+    query_proj = score.query_proj(qt)[0]  # W_q q: (Tq, A)
+    hidden = torch.tanh(query_proj[:, None] + key_proj[None])  # (Tq, Tk, A)
+    return {
+        "W_q": plain(score.query_proj.weight),  # (A, Dq)
+        "W_k": plain(score.key_proj.weight),  # (A, Dk)
+        "query_proj": plain(query_proj),
+        "key_proj": plain(key_proj),
+        "hidden": plain(hidden),
+        "v": plain(score.v.weight[0]),  # (A,)
+    }
 
 
 def _check_scores(raw: np.ndarray) -> None:
@@ -287,14 +329,14 @@ def _check_scores(raw: np.ndarray) -> None:
         )
 
 
-def _dot_scores(name: str, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float]:
+def _dot_scores(name: str, q: np.ndarray, k: np.ndarray) -> tuple[str, np.ndarray, float, None]:
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"keys has Dk={k.shape[-1]} but query has Dq={q.shape[-1]} for score {name!r}"
         )
     scale = 1.0 / math.sqrt(q.shape[-1]) if name == "scaled_dot" else 1.0
     with np.errstate(over="ignore", invalid="ignore"):  # _check_scores names an overflow
-        return name, q @ k.T, scale  # (Tq, Tk)
+        return name, q @ k.T, scale, None  # (Tq, Tk)
 
 
 def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
@@ -332,6 +374,8 @@ def _allowed(mask: Any, causal: bool, tq: int, tk: int) -> np.ndarray:
 
 
 def _encode(x: Any, precision: int | None) -> Any:
+    if isinstance(x, dict):
+        return {k: _encode(v, precision) for k, v in x.items()}
     if isinstance(x, list):
         return [_encode(e, precision) for e in x]
     if isinstance(x, float):
@@ -342,6 +386,8 @@ def _encode(x: Any, precision: int | None) -> Any:
 
 
 def _decode(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _decode(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_decode(e) for e in x]
     if x in ("inf", "-inf"):
