@@ -64,11 +64,24 @@ def test_table_has_a_row_per_width(result):
         ({"num_keys": 1}, "num_keys must be >= 2"),
         ({"seed": 10**17}, "seed must be between -9,223,344,366,821 and 9,223,344,366,"),
         ({"seed": -(10**17)}, "seed must be between"),
+        ({"trials": 100.5}, "trials must be a whole number, got 100.5"),
+        ({"trials": "100"}, "trials must be a whole number, got '100'"),
+        ({"num_keys": 2.5}, "num_keys must be a whole number, got 2.5"),
+        ({"seed": 0.5}, "seed must be a whole number, got 0.5"),
+        ({"seed": None}, "seed must be a whole number, got None"),
     ],
 )
 def test_bad_settings_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
         saturation(**kwargs)
+
+
+def test_whole_numbers_typed_as_floats_are_taken_as_they_are_for_dims():
+    # trials=1e3 in a notebook stopped in torch.randn ("received an invalid combination
+    # of arguments"); it is 1000 trials, as dims=[4.0] is the width 4
+    as_float = saturation([4], trials=2e2, num_keys=10.0, seed=1.0)
+    assert as_float == saturation([4], trials=200, num_keys=10, seed=1)
+    assert (as_float.trials, as_float.num_keys, as_float.seed) == (200, 10, 1)
 
 
 def test_a_draw_too_large_for_memory_is_refused_with_the_settings_named():

@@ -97,16 +97,20 @@ def saturation(
         a :class:`SaturationResult`.
 
     Raises:
-        ValueError: an empty ``dims``, a non-positive or fractional width, ``trials`` < 2,
+        ValueError: an empty ``dims``, a non-positive or fractional width, a ``trials``,
+            ``num_keys`` or ``seed`` that is not a whole number, ``trials`` < 2,
             ``num_keys`` < 2, a width whose draw of ``trials * (num_keys + 1) * d_k``
             numbers is over :data:`MAX_NUMBERS` (1 GiB of float64), or a ``seed``
             whose generators' seeds would not fit in 64 bits.
     """
     dims = list(dims)
-    whole = all(isinstance(d, numbers.Real) and math.isfinite(d) and int(d) == d for d in dims)
-    if not dims or not whole or any(d <= 0 for d in dims):  # 4.5 is not truncated to 4
+    if not dims or not all(_is_whole(d) for d in dims) or any(d <= 0 for d in dims):
         raise ValueError(f"dims must be a non-empty list of positive whole widths, got {dims}")
-    dims = [int(d) for d in dims]
+    dims = [int(d) for d in dims]  # 4.5 was refused above, not truncated to 4
+    trials, num_keys, seed = (
+        _whole(arg, value)
+        for arg, value in (("trials", trials), ("num_keys", num_keys), ("seed", seed))
+    )
     if trials < 2:
         raise ValueError(f"trials must be >= 2 (a variance needs two draws), got {trials}")
     if num_keys < 2:
@@ -142,6 +146,24 @@ def saturation(
         max_weight_unscaled=series["unscaled"],
         max_weight_scaled=series["scaled"],
     )
+
+
+def _is_whole(x: object) -> bool:
+    """A real number without a fractional part (4, 4.0 or 1e3), but not a bool."""
+    return (
+        isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and int(x) == x
+    )
+
+
+def _whole(arg: str, value: object) -> int:
+    """``value`` as an int when it is whole (``trials=1e3`` is 1000).
+
+    Raises:
+        ValueError: naming ``arg``, for a fraction, a string, None or a non-finite number.
+    """
+    if not _is_whole(value):
+        raise ValueError(f"{arg} must be a whole number, got {value!r}")
+    return int(value)
 
 
 def _check_size(d: int, trials: int, num_keys: int) -> None:
