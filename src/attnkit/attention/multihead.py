@@ -304,11 +304,13 @@ class MultiHeadAttention(TorchInterop, nn.Module):
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
     ) -> None:
         dtype = self.q_proj.weight.dtype
-        _check_input("query", query, self.embed_dim, None, dtype)
-        b = query.shape[0]
         for name, t in (("query", query), ("key", key), ("value", value)):
+            if t is not None and not isinstance(t, Tensor):  # before any .device is read
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             if t is not None:
                 check_device(name, t, self.q_proj.weight.device, "the parameters")
+        _check_input("query", query, self.embed_dim, None, dtype)
+        b = query.shape[0]
         if key is None and value is not None:
             raise ValueError("value was given without key; pass key too (or neither)")
         if key is not None:
@@ -364,8 +366,6 @@ def _any_head(row_has_key: Tensor) -> Tensor:
 
 
 def _check_input(name: str, x: Tensor, width: int, batch: int | None, dtype: torch.dtype) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 3 or x.shape[-1] != width:
         raise ValueError(f"{name} must have shape (B, T, {width}), got {tuple(x.shape)}")
     if batch is not None and x.shape[0] != batch:
