@@ -135,6 +135,14 @@ def test_finished_run_is_reused_and_other_runs_are_protected(finished_run):
     assert "pass --overwrite (overwrite=True in Python) to start over" in str(caught.value)
 
 
+def test_resume_with_overwrite_is_refused_and_the_run_is_kept(finished_run, tmp_path):
+    run_dir = shutil.copytree(finished_run[0], tmp_path / "run")
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match="resume=True continues .* overwrite=True deletes it"):
+        train(config(), run_dir, resume=True, overwrite=True, progress_bar=False, echo=quiet)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
 def test_a_finished_run_whose_budget_is_raised_trains_on(finished_run, tmp_path):
     shutil.copytree(finished_run[0], tmp_path, dirs_exist_ok=True)
     messages = []

@@ -84,7 +84,8 @@ def train(
 
     Raises:
         RunInUse: another training holds ``run_dir``'s lock (:mod:`~attnkit.nmt.runs.runlock`).
-        ValueError: ``run_dir`` holds another run, or the data/config is unusable.
+        ValueError: ``resume`` and ``overwrite`` both True, ``run_dir`` holds another
+            run, or the data/config is unusable.
         ValueError, FileNotFoundError: ``train.init_from`` names no usable run for a new
             run, or one whose model differs (:func:`.init_from.load_parent`).
         TrainingError: ``train.max_nonfinite`` steps in a row were not finite.
@@ -92,6 +93,11 @@ def train(
             the message names the file, the last good checkpoint and its step, and
             the command that resumes the run.
     """
+    if resume and overwrite:  # overwrite would delete the run resume was asked to continue
+        raise ValueError(
+            "resume=True continues the run in run_dir and overwrite=True deletes it first; "
+            "pass one of them"
+        )
     folder = RunFolder(Path(run_dir))
     if config.name is None:  # saved configs always carry a name
         config = config.model_copy(update={"name": folder.name})
