@@ -1,7 +1,7 @@
 """``Attention``: alignment scores -> masked softmax -> weighted sum of values.
 
 The encoder-decoder attention of Bahdanau et al. 2015 (eqs. 5-6) and Luong et
-al. 2015 (sec. 3.1, eqs. 1 and 7), with any score from :mod:`.scores`.
+al. 2015 (sec. 3.1, eqs. 7-8), with any score from :mod:`.scores`.
 """
 
 from __future__ import annotations
