@@ -268,7 +268,9 @@ def scaled_dot_product_attention(
     Returns:
         output ``(..., Tq, Dv)``, or ``(output, weights)`` with weights
         ``(..., Tq, Tk)`` when ``return_weights`` is True; both in the dtype of
-        ``query``.
+        ``query``. Inside ``torch.autocast``, for a float32, float16 or bfloat16
+        ``query``, the output is in autocast's dtype (the product's, as PyTorch's
+        kernel gives it) while the weights stay in the dtype of ``query``.
 
     Raises:
         ValueError: wrong ranks, mismatched widths, lengths or leading dims,
