@@ -457,6 +457,24 @@ def test_padding_mask_rejects_bad_lengths():
     assert padding_mask([1], max_len=np.int64(2)).tolist() == [[True, False]]
 
 
+UNSIGNED_LENGTHS = {
+    "numpy uint16": np.array([3, 1], dtype=np.uint16),  # a token store's lengths
+    "numpy uint32": np.array([3, 1], dtype=np.uint32),
+    "numpy uint64": np.array([3, 1], dtype=np.uint64),
+    "torch uint32": torch.tensor([3, 1], dtype=torch.uint32),
+}
+
+
+@pytest.mark.parametrize("case", list(UNSIGNED_LENGTHS))
+def test_padding_mask_takes_unsigned_lengths(case):
+    lengths = UNSIGNED_LENGTHS[case]  # torch has no min/max for these on the CPU
+    expected = [[True, True, True], [True, False, False]]
+    assert padding_mask(lengths).tolist() == expected
+    assert padding_mask(lengths, max_len=4).tolist() == [row + [False] for row in expected]
+    with pytest.raises(ValueError, match="greater than max_len=2"):
+        padding_mask(lengths, max_len=2)
+
+
 def test_padding_mask_of_an_empty_batch_is_empty():
     assert padding_mask([]).shape == (0, 0)
     assert padding_mask([], max_len=3).shape == (0, 3)

@@ -30,6 +30,10 @@ __all__ = [
 ]
 
 
+# Integer dtypes whose min and max torch does not implement on the CPU.
+_UNREDUCIBLE = (torch.uint16, torch.uint32, torch.uint64)
+
+
 def padding_mask(
     lengths: Tensor | Sequence[int],
     max_len: int | None = None,
@@ -41,7 +45,8 @@ def padding_mask(
     ``mask[b, t] = t < lengths[b]``.
 
     Args:
-        lengths: ``(B,)`` integer lengths, each in ``[0, max_len]``.
+        lengths: ``(B,)`` integer lengths, each in ``[0, max_len]``, any integer
+            dtype (the unsigned 16-64-bit ones included, as a token store keeps them).
         max_len: ``T``; defaults to ``max(lengths)`` (0 for an empty batch).
         device: where to build the mask; defaults to the device of ``lengths``.
 
@@ -60,6 +65,8 @@ def padding_mask(
         lengths = lengths.long()
     if lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
+    if lengths.dtype in _UNREDUCIBLE:  # e.g. a token store's uint16 lengths
+        lengths = lengths.long()
     if max_len is not None and not _is_int(max_len):
         raise TypeError(f"max_len must be an int, got {max_len!r}")
     if max_len is not None and max_len < 0:
