@@ -110,6 +110,14 @@ class Score(nn.Module):
             )
 
     def check_inputs(self, query: Tensor, keys: Tensor) -> None:
+        """Check ``query`` ``(..., Tq, Dq)`` and ``keys`` ``(..., Tk, Dk)`` for this score.
+
+        Subclasses extend it with their width checks; :meth:`forward` calls it first.
+
+        Raises:
+            ValueError, TypeError: as :meth:`forward` lists them (all but the
+                ``prepared_keys`` shape, which :meth:`check_prepared` checks).
+        """
         for arg, t in (("query", query), ("keys", keys)):
             if not isinstance(t, Tensor):
                 raise TypeError(
