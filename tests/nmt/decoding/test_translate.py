@@ -199,6 +199,17 @@ def test_one_sentence_as_a_str_is_refused_not_translated_letter_by_letter(word_r
         translate_lines(load_run(word_run), "ein Mann")
 
 
+def test_lines_from_an_open_file_or_a_generator_are_all_translated(word_run, tmp_path):
+    run = load_run(word_run)
+    lines = ["ein Mann mit einem Hut", "", "zwei Hunde laufen"]
+    expected = [t.text for t in translate_lines(run, lines)]
+    path = tmp_path / "src.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with path.open(encoding="utf-8") as f:  # an iterator: read once, by the type check
+        assert [t.text for t in translate_lines(run, f)] == expected
+    assert [t.text for t in translate_lines(run, (line for line in lines))] == expected
+
+
 def test_a_line_that_is_not_text_and_a_bad_n_best_are_named(word_run):
     run = load_run(word_run)
     for bad, shown in [(None, "NoneType"), (b"ein Mann", "bytes"), (float("nan"), "float")]:

@@ -19,7 +19,7 @@ prepares it with :func:`prepare_sources`, so they all see the same tokens.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -118,7 +118,7 @@ class Sources:
 
 def prepare_sources(
     run: LoadedRun,
-    lines: Sequence[str],
+    lines: Iterable[str],
     *,
     warn: Callable[[str], None] | None = None,
     first_line: int = 1,
@@ -140,6 +140,7 @@ def prepare_sources(
     """
     if isinstance(lines, str):
         raise TypeError("lines must be a sequence of lines, got a str; pass [text] for one line")
+    lines = list(lines)  # an open file or a generator is read once: by the check below
     for i, line in enumerate(lines):
         if not isinstance(line, str):
             raise TypeError(
@@ -158,7 +159,7 @@ def prepare_sources(
 
 def translate_lines(
     run: LoadedRun,
-    lines: Sequence[str],
+    lines: Iterable[str],
     settings: SearchSettings | None = None,
     *,
     beam_size: int | None = None,
@@ -172,7 +173,8 @@ def translate_lines(
 
     Args:
         run: the loaded run.
-        lines: source text, one sentence per line (see :func:`prepare_sources`).
+        lines: source text, one sentence per line: a list, an open text file or any
+            iterable of str (see :func:`prepare_sources`).
         settings: the search settings (default: the run's ``decode`` section).
         beam_size: overrides ``settings.beam_size`` when given.
         n_best: keep this many of the search's best hypotheses in each
