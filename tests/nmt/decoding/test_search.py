@@ -16,6 +16,7 @@ from attnkit.nmt.decoding.search import (
     greedy_decode,
     length_penalty,
 )
+from attnkit.nmt.decoding.settings import SearchSettings
 from attnkit.nmt.decoding.steps import block_repeats
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
 from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
@@ -229,6 +230,16 @@ def test_bad_arguments_raise_value_errors() -> None:
         greedy_decode(model, src, src_lengths, max_len_a=0.0, max_len_b=0.5)
     with pytest.raises(ValueError, match="src_lengths"):
         greedy_decode(model, src, src_lengths[:1])
+
+
+@pytest.mark.parametrize(
+    "field,value", [("no_repeat_ngram", 2.0), ("no_repeat_ngram", True), ("beam_size", True)]
+)
+def test_settings_that_must_be_ints_refuse_floats_and_bools(field, value) -> None:
+    # no_repeat_ngram=2.0 passed, then stopped the search in torch's unfold (a TypeError)
+    with pytest.raises(ValueError, match=rf"{field} must be an int >= \d, got {value!r}"):
+        SearchSettings(**{field: value})
+    assert SearchSettings(no_repeat_ngram=2).no_repeat_ngram == 2
 
 
 def test_coverage_penalty_value_by_hand() -> None:

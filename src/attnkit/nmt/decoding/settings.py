@@ -37,8 +37,8 @@ class SearchSettings:
             it may keep a sentence going many steps longer).
 
     Raises:
-        ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, a negative
-            ``no_repeat_ngram``, or a ``length_penalty`` or ``coverage_penalty`` outside
+        ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, ``no_repeat_ngram``
+            not an int >= 0, or a ``length_penalty`` or ``coverage_penalty`` outside
             0..``MAX_PENALTY`` (100; the message names the field).
     """
 
@@ -52,11 +52,11 @@ class SearchSettings:
     early_stopping: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size"):
+        for name, least in (("beam_size", 1), ("batch_size", 1), ("no_repeat_ngram", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("length_penalty", "coverage_penalty", "no_repeat_ngram"):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        for name in ("length_penalty", "coverage_penalty"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for name in ("length_penalty", "coverage_penalty"):
