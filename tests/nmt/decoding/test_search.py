@@ -242,6 +242,13 @@ def test_settings_that_must_be_ints_refuse_floats_and_bools(field, value) -> Non
     assert SearchSettings(no_repeat_ngram=2).no_repeat_ngram == 2
 
 
+@pytest.mark.parametrize("field,value", [("max_len_b", math.inf), ("max_len_a", math.nan)])
+def test_a_length_limit_that_is_not_finite_is_refused_by_name(field, value) -> None:
+    # it gave "a length limit -9223372036854775808 < 1" once the source was encoded
+    with pytest.raises(ValueError, match=rf"{field} must be a finite number, got {value}"):
+        SearchSettings(**{field: value})
+
+
 def test_coverage_penalty_value_by_hand() -> None:
     # two output steps over three source tokens: coverage 1.2, 0.45, 0.35 -> min(., 1)
     weights = torch.tensor([[0.5, 0.25, 0.25], [0.7, 0.2, 0.1]])

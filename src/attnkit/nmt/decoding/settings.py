@@ -7,6 +7,8 @@ Nothing here changes the loaded run's config: overrides make a new
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -38,7 +40,8 @@ class SearchSettings:
 
     Raises:
         ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, ``no_repeat_ngram``
-            not an int >= 0, or a ``length_penalty`` or ``coverage_penalty`` outside
+            not an int >= 0, ``max_len_a`` or ``max_len_b`` not a finite number, or a
+            ``length_penalty`` or ``coverage_penalty`` outside
             0..``MAX_PENALTY`` (100; the message names the field).
     """
 
@@ -56,6 +59,10 @@ class SearchSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        for name in ("max_len_a", "max_len_b"):  # inf or NaN would give a limit of -2**63
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         for name in ("length_penalty", "coverage_penalty"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
