@@ -67,9 +67,11 @@ class Attention(nn.Module):
             values: ``(B, Tk, Dv)``; defaults to ``keys`` (encoder-decoder
                 attention reuses the encoder states for both).
             mask: bool, True = may attend: a key mask ``(B, Tk)`` (e.g.
-                ``padding_mask(lengths)``) for any query shape, or for
-                ``(B, Tq, Dq)`` anything broadcastable to ``(B, Tq, Tk)``
-                (:func:`~attnkit.attention.masks.key_mask_for_queries`).
+                ``padding_mask(lengths)``) or ``(Tk,)`` for any query shape, or for
+                ``(B, Tq, Dq)`` a 3-D mask broadcastable to ``(B, Tq, Tk)``. A 2-D
+                mask is always a key mask
+                (:func:`~attnkit.attention.masks.key_mask_for_queries`): pass a
+                causal mask ``(Tq, Tk)`` as ``mask[None]``.
             prepared_keys: ``score.prepare_keys(keys)``, computed once per source.
             values_zeroed: the caller promises that ``values`` is already 0 at
                 every key no query may attend to (zeroed once per source, as
