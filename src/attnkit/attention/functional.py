@@ -276,7 +276,7 @@ def scaled_dot_product_attention(
         ValueError: wrong ranks, mismatched widths, lengths or leading dims,
             ``key``, ``value`` or ``mask`` on another device than ``query``, a
             mask that does not broadcast, a float mask holding NaN or ``+inf``
-            or only 0.0 and 1.0 (pass a bool mask for 1 = may attend; checked on
+            or 0.0 and 1.0 only, both present (pass a bool mask for 1 = may attend; checked on
             CPU: :func:`~attnkit.attention.masks.check_float_mask`),
             a ``scale`` that is NaN or infinite, or ``dropout_p`` outside [0, 1).
         TypeError: non-floating inputs, mixed dtypes outside autocast, a mask that is neither

@@ -186,15 +186,18 @@ def check_device(name: str, tensor: Tensor, device: torch.device, owner: str) ->
 
 
 def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
-    """Refuse a float mask holding NaN, ``+inf``, a number beyond ``dtype``'s range, or
-    nothing but 0s and 1s.
+    """Refuse a float mask holding NaN, a number above ``dtype``'s largest (``+inf``
+    included), or 0s and 1s and nothing else (both present).
 
     A float mask is added to the scores: finite numbers shift them and ``-inf``
     blocks a key, but NaN (e.g. ``(~keep).float() * -inf``, where ``0 * -inf``
     is NaN at every allowed key) or ``+inf`` would make whole rows NaN. A mask
     of 0.0 and 1.0 only (``torch.tril(torch.ones(T, T))``, the causal mask of
     many tutorials, meant as 1 = may attend) would add 1 to the allowed scores
-    and mask nothing. Checked with one reduction (``aminmax``), for CPU tensors
+    and mask nothing. A mask of one value only (all 0.0, or all 1.0) shifts
+    every score alike, so it changes no weight and passes; a negative number
+    beyond ``dtype``'s range becomes ``-inf`` there and blocks its key. Checked
+    with one reduction (``aminmax``), for CPU tensors
     outside ``torch.compile`` only: reading the answer is a host
     synchronisation, which would stall a GPU and break a compiled graph; there
     such masks act as PyTorch's do (NaN rows, a bias of +1).

@@ -198,7 +198,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             ValueError: wrong ranks, widths, batch sizes or lengths; an input on
                 another device than the parameters, a mask on another than
                 ``query``; a mask of the wrong shape; a float ``attn_mask``
-                holding NaN or ``+inf``, or only 0.0 and 1.0 (checked on CPU:
+                holding NaN or ``+inf``, or 0.0 and 1.0 only, both present (checked on CPU:
                 :func:`~attnkit.attention.masks.check_float_mask`); a cache
                 of another batch size, kind or key/value head layout; masks that
                 allow a key a cross-attention cache has zeroed
