@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from attnkit import Attention, MultiHeadAttention, ScaledDotScore, scaled_dot_product_attention
 from attnkit.attention.dropout import Dropout, dropout
 
 
@@ -81,3 +82,27 @@ def test_a_rate_just_below_one_keeps_one_lane_value_in_65536():
     y = dropout(x, 0.999995)  # rounds to 65536 / 65536: once an int16 overflow
     assert torch.all((y == 0) | (y == 65536.0))
     assert 0 < int((y != 0).sum()) < 20  # about 4 of 262,144 kept
+
+
+RATE_CALLS = {
+    "Attention": ("dropout", lambda p: Attention(ScaledDotScore(), dropout=p)),
+    "MultiHeadAttention": ("dropout", lambda p: MultiHeadAttention(8, 2, dropout=p)),
+    "sdpa": (
+        "dropout_p",
+        lambda p: scaled_dot_product_attention(*[torch.ones(1, 2, 2)] * 3, dropout_p=p),
+    ),
+    "Dropout": ("dropout probability", lambda p: Dropout(p)),
+}
+
+
+@pytest.mark.parametrize("case", list(RATE_CALLS))
+def test_a_rate_that_is_not_a_number_is_a_type_error_naming_it(case):
+    # a str from a command line met '0.0 <= p': "'<=' not supported between ... 'str'"
+    name, call = RATE_CALLS[case]
+    with pytest.raises(TypeError, match=rf"{name} must be a number in \[0, 1\), got '0.1'"):
+        call("0.1")
+    with pytest.raises(TypeError, match=rf"{name} must be a number in \[0, 1\), got None"):
+        call(None)
+    with pytest.raises(ValueError, match=rf"{name} must be in \[0, 1\), got 1.0"):
+        call(1.0)
+    call(0.25)  # a number in range is taken

@@ -16,11 +16,13 @@ translators for their layers.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Dropout", "dropout"]
+__all__ = ["Dropout", "check_rate", "dropout"]
 
 LANES = 65536  # values of a 16-bit lane
 
@@ -63,18 +65,31 @@ class _MaskScale(torch.autograd.Function):
         return torch.addcmul(grad.new_zeros(()), grad, keep, value=ctx.scale), None, None
 
 
+def check_rate(name: str, p: object) -> float:
+    """``p``, the dropout rate given as the argument ``name``, as a float in [0, 1).
+
+    Raises:
+        TypeError: ``p`` is not a real number (e.g. the string ``"0.1"``).
+        ValueError: ``p`` is outside [0, 1) or NaN.
+    """
+    if not isinstance(p, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1), got {p!r}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {p}")
+    return float(p)
+
+
 class Dropout(nn.Module):
     """``nn.Dropout(p)`` through :func:`dropout`: active in training mode only.
 
     Raises:
+        TypeError: ``p`` is not a number.
         ValueError: ``p`` outside [0, 1).
     """
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        self.p = p
+        self.p = check_rate("dropout probability", p)
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .dropout import dropout
+from .dropout import check_rate, dropout
 from .masks import (
     ResolvedMask,
     causal_mask,
@@ -280,11 +280,10 @@ def scaled_dot_product_attention(
             CPU: :func:`~attnkit.attention.masks.check_float_mask`),
             a ``scale`` that is NaN or infinite, or ``dropout_p`` outside [0, 1).
         TypeError: non-floating inputs, mixed dtypes outside autocast, a mask that is neither
-            bool nor floating, or a ``scale`` that is not a number.
+            bool nor floating, or a ``scale`` or ``dropout_p`` that is not a number.
     """
     _check_qkv(query, key, value)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    dropout_p = check_rate("dropout_p", dropout_p)
     tk = key.shape[-2]
     if isinstance(mask, Tensor):
         _check_broadcast("mask", mask.shape, (*query.shape[:-1], tk))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .dropout import dropout
+from .dropout import check_rate, dropout
 from .functional import _check_broadcast, masked_softmax, zero_dead_keys
 from .masks import check_device, key_mask_for_queries
 from .scores import Score
@@ -36,7 +36,8 @@ class Attention(nn.Module):
         dropout: dropout on the weights, applied in training mode only.
 
     Raises:
-        TypeError: ``score`` is not a :class:`~attnkit.attention.scores.Score`.
+        TypeError: ``score`` is not a :class:`~attnkit.attention.scores.Score`, or
+            ``dropout`` not a number.
         ValueError: ``dropout`` outside [0, 1).
     """
 
@@ -44,10 +45,8 @@ class Attention(nn.Module):
         super().__init__()
         if not isinstance(score, Score):
             raise TypeError(f"score must be an attnkit Score module, got {type(score).__name__}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.score = score
-        self.dropout = dropout
+        self.dropout = check_rate("dropout", dropout)
 
     def forward(
         self,

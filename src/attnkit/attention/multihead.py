@@ -24,6 +24,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
+from .dropout import check_rate
 from .functional import attend, autocast_mixes, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
 from .masks import ResolvedMask, check_device, check_float_mask, resolve_mask
@@ -58,6 +59,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
     Raises:
         ValueError: a non-positive size, ``E`` not divisible by ``H``, ``H`` not
             divisible by ``Hkv``, or ``dropout`` outside [0, 1).
+        TypeError: ``dropout`` not a number.
     """
 
     def __init__(
@@ -87,8 +89,7 @@ class MultiHeadAttention(TorchInterop, nn.Module):
             raise ValueError(
                 f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        dropout = check_rate("dropout", dropout)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.kdim, self.vdim, self.dropout = kdim, vdim, dropout
         self.head_dim = embed_dim // num_heads
