@@ -133,6 +133,25 @@ def test_nan_in_masked_key_or_value_does_not_reach_sdpa_output(poisoned, weights
         torch.testing.assert_close(w, keep.float(), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nan_in_a_masked_key_does_not_reach_the_query_gradient(dtype):
+    # the weights path (and bf16 training on a CPU) replaced the NaN key's score but
+    # kept the key, so the backward product dQ = dS K made every query gradient NaN
+    qkv, keep = nan_case()
+    k = qkv.clone()
+    k[0, 1] = NAN
+    grads = []
+    for weights in (False, True):
+        q = qkv.to(dtype).requires_grad_()
+        out = sdpa(q, k.to(dtype), qkv.to(dtype), keep, return_weights=weights)
+        (out[0] if weights else out).sum().backward()
+        grads.append(q.grad)
+    clean = qkv.to(dtype).requires_grad_()
+    sdpa(clean, qkv.to(dtype), qkv.to(dtype), keep).sum().backward()
+    for grad in grads:
+        torch.testing.assert_close(grad, clean.grad, rtol=0, atol=0)
+
+
 def test_nan_in_masked_key_does_not_reach_output_with_a_float_mask_or_causal():
     qkv, keep = nan_case()
     k = qkv.clone()

@@ -232,10 +232,10 @@ def scaled_dot_product_attention(
     ``Tq - Tk`` rows see nothing and come out as zeros.
 
     Masked keys and values: a key that no query may attend to (padding) is
-    replaced by zeros before any product (its value on both paths, its key on
-    the fused path; the weights path replaces its score instead), so a NaN or
-    inf there reaches no output. The trade-off: whenever a mask is given this
-    costs a ``torch.where`` over ``V`` (and ``K``), i.e. new ``(..., Tk, D)``
+    replaced by zeros before any product (its key and its value, on both
+    paths), so a NaN or inf there reaches no output and no gradient. The
+    trade-off: whenever a mask is given this costs a ``torch.where`` over ``V``
+    and ``K``, i.e. new ``(..., Tk, D)``
     buffers, a memory-bound pass that does not shrink with the kernel's work:
     its share falls as ``1/Tq`` and is smaller still inside
     :class:`~attnkit.attention.multihead.MultiHeadAttention`, whose projections
@@ -322,9 +322,9 @@ def attend(
         return weights @ value, weights if return_weights else None  # (..., Tq, Dv) zeros
     explicit = return_weights or not resolved.fused
     if resolved.allowed is not None and not dead_keys_zeroed:
-        # Keys no query may see cannot reach any output, even when NaN: the
-        # weights path replaces their scores, so only the values need zeroing.
-        key, value = zero_dead_keys(resolved.allowed, key, value, keys_too=not explicit)
+        # Keys no query may see cannot reach any output or gradient, even when NaN: the
+        # weights path replaces their scores, but dQ = dS K would still read the key.
+        key, value = zero_dead_keys(resolved.allowed, key, value)
     if explicit:
         output, weights = _explicit_attention(query, key, value, resolved, scale, dropout_p)
         return output, weights if return_weights else None
