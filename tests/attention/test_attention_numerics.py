@@ -176,6 +176,26 @@ def test_nan_in_masked_key_or_value_does_not_reach_attention_context(score):
     torch.testing.assert_close(step_context, clean[:, 0], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("score", ["dot", "general", "additive"])
+def test_nan_in_a_masked_key_does_not_reach_the_attention_layers_gradients(score):
+    # the layer replaced the key's score, but the backward pass still read the NaN key
+    # (dS K, or tanh' of the additive hidden layer): NaN query and weight gradients
+    qkv, keep = nan_case()
+    k = qkv.clone()
+    k[0, 1] = NAN
+    torch.manual_seed(0)
+    attend = Attention(make_score(score, 4))
+    grads = []
+    for keys in (k, qkv):  # poisoned, then clean
+        q = qkv.clone().requires_grad_()
+        attend.zero_grad()
+        context, _ = attend(q, keys, qkv, keep)
+        context.sum().backward()
+        grads.append([q.grad, *(p.grad for p in attend.parameters())])
+    for poisoned, clean in zip(*grads, strict=True):
+        torch.testing.assert_close(poisoned, clean, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_nan_in_padded_key_does_not_reach_mha_output(need_weights):
     qkv, _ = nan_case()

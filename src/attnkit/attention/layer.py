@@ -6,6 +6,7 @@ al. 2015 (sec. 3.1, eqs. 7-8), with any score from :mod:`.scores`.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from .dropout import check_rate, dropout
@@ -27,9 +28,11 @@ class Attention(nn.Module):
     Scores are formed and normalised in float32 for float16/bfloat16 inputs
     (see :class:`~attnkit.attention.scores.Score`; inside autocast the product
     scores come in its dtype and are normalised in float32), and the weights
-    are cast to the values' dtype. Masked scores are replaced, and values no
-    query may attend to are zeroed, so a NaN or inf in a masked key or value
-    cannot reach the context.
+    are cast to the values' dtype. Masked scores are replaced, and the keys and
+    values no query may attend to are zeroed, so a NaN or inf in a masked key
+    or value reaches neither the context nor a gradient (``prepared_keys``
+    passed in are the caller's: prepare them from keys zeroed there, as the
+    RNN decoder does once per source).
 
     Args:
         score: the alignment score module (see :func:`attnkit.make_score`).
@@ -108,12 +111,13 @@ class Attention(nn.Module):
         else:
             mask = key_mask_for_queries(mask, query.shape[0], keys.shape[-2])  # (B, 1, Tk)
         _check_layer_inputs(query, keys, values)
+        if mask is not None:  # before the score: a NaN key would reach the gradients
+            _check_mask(mask, (*query.shape[:2], keys.shape[1]))
+            keys, values = _zero_dead(mask, keys, values, prepared_keys is None, values_zeroed)
         scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk), float32 for fp16/bf16
         weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)
         if self.training and self.dropout:
             weights = dropout(weights, self.dropout)  # these weights make the context
-        if mask is not None and not values_zeroed:
-            _, values = zero_dead_keys(mask, keys, values, keys_too=False)
         context = weights @ values  # (B, Tq, Dv)
         if step:
             return context.squeeze(1), weights.squeeze(1)
@@ -126,6 +130,24 @@ def _check_tensors(**args: Tensor | None) -> None:
         if not isinstance(t, Tensor) and not (arg == "mask" and t is None):
             kind = "a bool torch.Tensor or None" if arg == "mask" else "a torch.Tensor"
             raise TypeError(f"{arg} must be {kind}, got {type(t).__name__}")
+
+
+def _check_mask(mask: Tensor, scores: tuple[int, int, int]) -> None:
+    """``mask`` must be bool and broadcast to the scores ``(B, Tq, Tk)``."""
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    _check_broadcast("mask", mask.shape, scores)
+
+
+def _zero_dead(
+    mask: Tensor, keys: Tensor, values: Tensor, keys_too: bool, values_zeroed: bool
+) -> tuple[Tensor, Tensor]:
+    """``keys`` (when ``keys_too``: no prepared keys were given) and ``values`` (unless the
+    caller zeroed them) with zeros at the keys no query may attend to."""
+    if not keys_too and values_zeroed:
+        return keys, values
+    zeroed_keys, zeroed_values = zero_dead_keys(mask, keys, values, keys_too=keys_too)
+    return zeroed_keys, values if values_zeroed else zeroed_values
 
 
 def _check_layer_inputs(query: Tensor, keys: Tensor, values: Tensor) -> None:
