@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit.cli import main
+from attnkit.nmt.data.line_chunks import GZIP_MAGIC, other_compression
 from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
 from attnkit.nmt.decoding.streaming import split_input
 from attnkit.nmt.decoding.translate import translate_lines
@@ -138,7 +139,11 @@ def test_a_leading_byte_order_mark_on_stdin_is_dropped():
 @settings(max_examples=25, deadline=None)
 @given(st.binary(max_size=120))
 def test_random_bytes_never_crash_and_stay_aligned(word_run_cached, data):
-    lines = split_input(data)
+    try:
+        lines = split_input(data)
+    except ValueError:  # compressed input that is cut short or not ours: refused by name
+        assert data[:2] == GZIP_MAGIC or other_compression(data[:10]) is not None, data
+        return
     results = translate_lines(word_run_cached, lines)
     assert len(results) == len(lines)
     assert all("\n" not in r.text and "\r" not in r.text for r in results)
