@@ -25,6 +25,24 @@ def test_sentences_may_follow_options(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "sentences"),
+    [
+        (["--beam", "2", "--", "-s1 s2", "s3"], ["-s1 s2", "s3"]),  # `--` ends the options
+        (["--beam", "2", "- Hallo!", "-- Tschüss!"], ["- Hallo!", "-- Tschüss!"]),  # dialogue
+        (["Ja.", "--beam", "2", "--", "--beam"], ["Ja.", "--beam"]),
+        (["--beam", "2", "--"], []),  # nothing after `--`: stdin is read
+    ],
+)
+def test_sentences_after_options_may_start_with_a_dash(monkeypatch, argv, sentences):
+    # `translate RUN --beam 2 -- "-s1 s2"` and `translate RUN --beam 2 "- Hallo!"` were
+    # "unrecognized arguments", where argparse itself reads both as sentences
+    seen = []
+    monkeypatch.setattr("attnkit.cli.nmt.run_translate", lambda args: seen.append(args) or 0)
+    assert main(["translate", "runs/x", *argv]) == 0
+    assert seen[0].sentences == sentences and seen[0].beam == 2
+
+
 def test_unknown_options_are_still_rejected(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["translate", str(tmp_path), "--bogus", "x"])

@@ -92,12 +92,14 @@ def _run(argv: Sequence[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     # argparse fills a nargs="*" positional only where it first meets it, so
     # `translate RUN --beam 5 "a sentence"` would leave the sentence over;
-    # commands that declare `trailing_positionals` collect such leftovers.
+    # commands that declare `trailing_positionals` collect such leftovers, as argparse
+    # reads them (`--beam 5 -- "-x"`, `--beam 5 "- Hallo!"`: words, not options).
     trailing = getattr(args, "trailing_positionals", None)
-    if extra and trailing and not any(e.startswith("-") for e in extra):
-        setattr(args, trailing, [*getattr(args, trailing), *extra])
-    elif extra:
-        command = _command_parser(parser, args)  # its usage fits the mistake
+    command = _command_parser(parser, args)
+    words = _positional_words(command, extra) if trailing else None
+    if words is not None:
+        setattr(args, trailing, [*getattr(args, trailing), *words])
+    elif extra:  # the command's usage fits the mistake
         command.error(_unrecognized(command, extra))
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
@@ -119,6 +121,21 @@ def _run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _positional_words(command: argparse.ArgumentParser, extra: Sequence[str]) -> list[str] | None:
+    """``extra`` as positional words, as argparse reads a word: after ``--`` every word, and
+    before it every word argparse takes for no option (``"- Hallo!"``, a subtitle's dialogue
+    line, has a space); None where one is an option (``--bogus``)."""
+    words, dashes = [], False
+    for word in extra:
+        if word == "--" and not dashes:
+            dashes = True
+        elif dashes or command._parse_optional(word) is None:
+            words.append(word)
+        else:
+            return None
+    return words
 
 
 def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
@@ -146,8 +163,8 @@ def _check_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None
         if word == "--":
             return
         option = word.partition("=")[0]
-        if not option.startswith("--") or option in known:
-            continue
+        if not option.startswith("--") or option in known or command._parse_optional(word) is None:
+            continue  # a sentence such as "-- Hallo!" is a word, as argparse reads it
         if not any(k.startswith(option) for k in known):
             value = rest[i + 1 : i + 2] if "=" not in word else []
             shown = [word, *(v for v in value if not v.startswith("-"))]
