@@ -326,3 +326,26 @@ def test_prepare_warns_of_more_threads_than_cores_as_train_does(capsys, tmp_path
         torch.set_num_threads(threads)
     assert status == 0, err
     assert "warning: train.threads 2 is more than the 1 CPU core(s)" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["align", "runs/x", "--bitext", "pairs.txt", "--out", "-"],
+        ["inspect", "runs/x", "--json", "-"],
+        ["translate", "runs/x", "s1", "--show-attention", "--attention-out", "-"],
+        ["translate", "runs/x", "s1", "--html", "-"],
+    ],
+)
+def test_a_dash_output_is_refused_not_written_to_a_file_named_dash(
+    capsys, monkeypatch, tmp_path, argv
+):
+    # `align --out -` (stdout to most tools) left stdout empty and the alignments in a file
+    # named "-", as inspect --json -, --attention-out - and --html - did
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    option = argv[-2]
+    message = f"{option} -: '-' is no file name here (stdout is not written through it)"
+    assert_one_line_error(err, argv[0], message)
+    assert not (tmp_path / "-").exists()

@@ -390,9 +390,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..atomic import atomic_write_bytes
     from ..nmt.analysis.evaluate import evaluate_corpus, evaluate_run
 
-    check_output("--output", args.output, {"--src": args.src, "--tgt": args.tgt})
     if args.output == "-":
         raise UsageError("--output -: stdout carries the scores; give a file name")
+    check_output("--output", args.output, {"--src": args.src, "--tgt": args.tgt})
     corpus = _own_test_set(args)  # read before the model loads: file errors come first
     run, settings = _load(args)
     engine = _engine(args, run)

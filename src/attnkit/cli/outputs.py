@@ -2,7 +2,8 @@
 ``translate --html``, ``--attention-json``, ``--attention-out``), checked on the command
 line before any work: a path that cannot take the file would otherwise be found out
 only after every line was translated or aligned, and the work lost; and a path that is
-one of the command's own input files would be written over the text being read."""
+one of the command's own input files would be written over the text being read; and
+``-``, stdout to most tools, would be a file named ``-``."""
 
 from __future__ import annotations
 
@@ -19,17 +20,24 @@ __all__ = ["check_distinct_outputs", "check_output"]
 def check_output(
     option: str, path: str | None, reads: Mapping[str, str | None] | None = None
 ) -> None:
-    """Refuse ``option PATH`` before any work where ``PATH`` is a folder, or is the same file
-    (by name, link or hard link) as one of ``reads`` (``{"--src": "in.txt"}``: the files
-    the command reads, by option).
+    """Refuse ``option PATH`` before any work where ``PATH`` is ``-`` (which would make a file
+    named ``-``, where ``-`` means stdout to most tools), a folder, or the same file (by name,
+    link or hard link) as one of ``reads`` (``{"--src": "in.txt"}``: the files the command
+    reads, by option).
 
     Raises:
-        UsageError: ``--output out is a folder; give the name of a file to write``, or
-            ``--output in.txt is the file --src reads: writing it would replace that
-            input; give another name``.
+        UsageError: ``--out -: '-' is no file name here (stdout is not written through
+            it); give a file name, ./- for a file named -``, ``--output out is a folder;
+            give the name of a file to write``, or ``--output in.txt is the file --src
+            reads: writing it would replace that input; give another name``.
     """
     if not path:
         return
+    if path == "-":
+        raise UsageError(
+            f"{option} -: '-' is no file name here (stdout is not written through it); give a "
+            "file name, ./- for a file named -"
+        )
     if Path(path).is_dir():
         raise UsageError(f"{option} {path} is a folder; give the name of a file to write")
     for source_option, source in (reads or {}).items():
