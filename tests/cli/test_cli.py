@@ -82,3 +82,26 @@ def test_a_reader_that_leaves_ends_the_command_quietly_with_141(argv):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 == BROKEN_PIPE_STATUS
     assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit
+
+
+def _started_with_closed(fd: int, argv: list[str]) -> subprocess.CompletedProcess:
+    """``attnkit ARGV`` started with descriptor ``fd`` closed (``>&-`` or ``2>&-``)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(attnkit.__file__).parents[1])}
+    command = [sys.executable, "-m", "attnkit.cli", *argv]
+    return subprocess.run(
+        command, capture_output=True, env=env, timeout=120, preexec_fn=lambda: os.close(fd)
+    )
+
+
+def test_a_closed_stdout_is_refused_before_any_work_with_74():
+    # it was an AttributeError traceback (status 1) at the first result, after the work
+    done = _started_with_closed(1, ["explain", "--query", "2,0,1", "--keys", "1,0,0;0,1,0"])
+    assert done.returncode == 74
+    assert done.stderr.decode() == "attnkit: error: cannot write <stdout>: it is closed\n"
+
+
+def test_a_closed_stderr_keeps_errors_and_notes_off_stdout(tmp_path):
+    # print(..., file=sys.stderr) with stderr closed writes to stdout: a script's
+    # `attnkit translate ... 2>&- > out.txt` found the error message in out.txt
+    done = _started_with_closed(2, ["translate", str(tmp_path / "no_run"), "s1"])
+    assert done.returncode == 2 and done.stdout == b""

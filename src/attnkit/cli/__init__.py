@@ -17,8 +17,11 @@ scripts see the same thing they would for any other Unix tool.
 
 A file that cannot be written (a full disk, a folder without permission) is
 one line naming the file, with exit status 74 (``EX_IOERR`` of sysexits.h);
-stdout is named ``<stdout>`` (``attnkit translate ... > FILE`` on a full disk);
+stdout is named ``<stdout>`` (``attnkit translate ... > FILE`` on a full disk,
+or a process started with stdout closed, ``>&-``, refused before any work);
 ``train`` adds the last good checkpoint and the command that resumes the run.
+A process started with stderr closed (``2>&-``) writes its notes, warnings and
+progress to /dev/null, never to stdout (where Python's ``print`` would put them).
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         when stdout's reader went away; a command may return
         others (``train`` returns 1 when training fails).
     """
+    if sys.stdout is None:  # started with stdout closed (`>&-`): said before any work is lost
+        print(f"attnkit: error: cannot write {STDOUT}: it is closed", file=sys.stderr)
+        return WRITE_ERROR_STATUS
+    if sys.stderr is None:  # started with stderr closed (`2>&-`)
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (until exit)
     try:
         with warnings.catch_warnings():  # restores the hook for an in-process caller
             warnings.showwarning = _warning_line
