@@ -349,3 +349,27 @@ def test_a_dash_output_is_refused_not_written_to_a_file_named_dash(
     message = f"{option} -: '-' is no file name here (stdout is not written through it)"
     assert_one_line_error(err, argv[0], message)
     assert not (tmp_path / "-").exists()
+
+
+def _options_of(parser, name="attnkit"):
+    """``(command, action)`` for every option of every (sub)command."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from _options_of(sub, f"{name} {command}")
+        elif action.option_strings:
+            yield name, action
+
+
+def test_every_option_with_a_default_names_it_in_its_help():
+    # explain/saturation --format, align --method/--merge and plot weights --xlabel/--ylabel
+    # listed no default in --help
+    silent = [
+        f"{command} {action.option_strings[-1]}"
+        for command, action in _options_of(build_parser())
+        if action.default not in (None, False, [], "==SUPPRESS==")
+        and "default" not in (action.help or "")
+    ]
+    assert silent == []

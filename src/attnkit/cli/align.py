@@ -40,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     run_options(p)
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
+    p.add_argument(
+        "--batch-size", type=int, default=32, metavar="N", help="sentences per batch (default 32)"
+    )
     pair_file_options(p, "target sentences, line-aligned with --src")
     p.add_argument("--bitext", metavar="FILE", help="'source ||| target' lines instead")
     p.add_argument("--gold", metavar="FILE", help="gold links: i-j sure, ipj possible")
@@ -48,7 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gold-base", type=int, default=1, choices=(0, 1), help="first index in --gold (default 1)"
     )
     p.add_argument("--out", metavar="FILE", help="write the alignments here (default: stdout)")
-    p.add_argument("--method", default="argmax", choices=("argmax", "threshold"))
+    p.add_argument(
+        "--method",
+        default="argmax",
+        choices=("argmax", "threshold"),
+        help="argmax: each target word's most attended source word; threshold: every source "
+        "word whose weight reaches --threshold (default: argmax)",
+    )
     p.add_argument(
         "--threshold",
         type=float,
@@ -63,7 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(Bahdanau), else 0 (default: the shift a guided-alignment run was trained with, "
         "else 0: measured better for both timings, docs/align.md)",
     )
-    p.add_argument("--merge", default="sum", choices=("sum", "max"), help="subwords -> words")
+    p.add_argument(
+        "--merge", default="sum", choices=("sum", "max"), help="subwords -> words (default: sum)"
+    )
     p.add_argument(
         "--jump-prior",
         type=float,

@@ -42,7 +42,12 @@ def _add_explain(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-scale", action="store_true", help="plain dot product, no 1/sqrt(D)")
     p.add_argument("--mask", help='1 = may attend, 0 = masked: "1,1,0" (all queries) or rows')
     p.add_argument("--causal", action="store_true", help="apply a causal mask (bottom-right)")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="how the example is written (default: text)",
+    )
     p.add_argument(
         "--precision",
         type=int,
@@ -62,7 +67,9 @@ def _add_saturation(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=1000, help="draws per width (default 1000)")
     p.add_argument("--num-keys", type=int, default=10, help="keys per draw (default 10)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output (default: text)"
+    )
     p.add_argument("--plot", metavar="FILE", help="also draw the curves (.png, .svg or .pdf)")
     p.set_defaults(func=_run_saturation)
 

@@ -53,8 +53,12 @@ def _add_weights(kinds: argparse._SubParsersAction) -> None:
     )
     weights.add_argument("-o", "--output", help="image file (default: FILE with .png)")
     weights.add_argument("--title", help="title above the heatmap")
-    weights.add_argument("--xlabel", default="source (keys)", help="column axis title")
-    weights.add_argument("--ylabel", default="target (queries)", help="row axis title")
+    weights.add_argument(
+        "--xlabel", default="source (keys)", help="column axis title (default: %(default)s)"
+    )
+    weights.add_argument(
+        "--ylabel", default="target (queries)", help="row axis title (default: %(default)s)"
+    )
     weights.set_defaults(func=_run_weights)
 
 
