@@ -485,3 +485,33 @@ def test_prepare_gives_the_caller_its_thread_count_back(caller_threads, tmp_path
 
     prepare_run(config(), RunFolder(tmp_path), progress_bar=False, echo=quiet)
     assert torch.get_num_threads() == caller_threads
+
+
+def test_sigterm_while_the_data_is_prepared_stops_at_once_as_ctrl_c_does(tmp_path, monkeypatch):
+    # SIGTERM (kill, a scheduler's scancel) before the first step ended the process outright
+    # (status 143, no word) where Ctrl-C stops with KeyboardInterrupt (status 130)
+    import os
+    import signal
+
+    from attnkit.nmt.training import loop
+
+    real, heard = loop.prepare_data, []
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    def outside(signum, frame):  # SIGTERM outside train(): noted, so pytest is not ended
+        heard.append(signum)
+
+    monkeypatch.setattr(loop, "prepare_data", terminated)
+    before = signal.signal(signal.SIGTERM, outside)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(config(), tmp_path / "run", echo=quiet)
+        assert heard == [] and signal.getsignal(signal.SIGTERM) is outside  # given back
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not (tmp_path / "run" / "last.json").exists()
+    monkeypatch.setattr(loop, "prepare_data", real)
+    assert train(config(), tmp_path / "run", echo=quiet).progress.finished  # a retry needs no flag

@@ -1,12 +1,41 @@
-"""Stopping training cleanly: SIGINT/SIGTERM become a request the loop honours between steps."""
+"""Stopping training cleanly: SIGINT/SIGTERM become a request the loop honours between steps;
+outside the loop (the data being prepared, the run being finished) SIGTERM stops at once, as
+Ctrl-C does there."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 
-__all__ = ["StopRequest"]
+__all__ = ["StopRequest", "terminate_as_ctrl_c"]
+
+
+@contextlib.contextmanager
+def terminate_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM raises :class:`KeyboardInterrupt` inside the block, as Ctrl-C does.
+
+    Before the first step and after the last one, Ctrl-C stops training at once
+    and leaves nothing half-made (the callers clean up on KeyboardInterrupt); a
+    SIGTERM there (``kill``, a scheduler's ``scancel``, a shutdown) ended the
+    process outright instead, with status 143 and no word. Inside, a
+    :class:`StopRequest` takes SIGTERM over and gives it back. Only the main thread
+    may install a handler; elsewhere this does nothing.
+    """
+
+    def interrupt(signum: int, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class StopRequest:

@@ -12,9 +12,9 @@ When training ends, :mod:`.run_end` averages the last snapshots (with
 takes (:mod:`.checkpoint_choice`).
 
 SIGINT/SIGTERM ask the loop to stop after the current step and save
-``last``; a second SIGINT aborts at once, as the first does while the data is
-prepared, before the first step, and after the last one, while the run is
-averaged and its checkpoint chosen (resuming the finished run does that).
+``last``; a second SIGINT aborts at once, as the first (or a SIGTERM) does while
+the data is prepared, before the first step, and after the last one, while the
+run is averaged and its checkpoint chosen (resuming the finished run does that).
 If ``last`` is damaged, resuming falls back to ``last.prev`` and says so;
 ``train.max_nonfinite`` non-finite steps in a row raise
 :class:`TrainingError`, keeping the last good checkpoint.
@@ -41,6 +41,7 @@ from ..runs.runlock import run_lock
 from . import messages
 from .distributed import join, report_replicas
 from .init_from import Parent, record_parent, starting_point
+from .interrupt import terminate_as_ctrl_c
 from .prepare import TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .run_end import finish_cut_short, finish_run
@@ -103,7 +104,8 @@ def train(
         config = config.model_copy(update={"name": folder.name})
     device = resolve_device(config.train.device)
     resolve_precision(config.train.precision, device)  # a bad setting fails before run_dir exists
-    with threads_restored(), join(device) as group:  # torchrun's job, or just us
+    # SIGTERM stops at once where Ctrl-C does (the loop turns both into a stop request)
+    with terminate_as_ctrl_c(), threads_restored(), join(device) as group:
         if not group.is_main:  # rank 0 alone logs, shows progress and writes
             echo, progress_bar = _silent, False
         # the lock comes before anything in run_dir is written

@@ -30,6 +30,7 @@ from ..runs.run_folder import RunFolder, changes_text
 from ..runs.runlock import run_lock
 from .distributed import Group
 from .init_from import starting_point
+from .interrupt import terminate_as_ctrl_c
 from .threads import set_threads, threads_restored
 
 __all__ = [
@@ -349,6 +350,7 @@ def prepare_run(
         WriteError: the folder or a file in it cannot be written (it is named).
     """
     with (
+        terminate_as_ctrl_c(),  # SIGTERM stops at once, as Ctrl-C does
         threads_restored(),
         run_lock(folder.path, warn=echo, work="attnkit prepare"),
     ):  # the lock makes the folder
