@@ -373,3 +373,26 @@ def test_every_option_with_a_default_names_it_in_its_help():
         and "default" not in (action.help or "")
     ]
     assert silent == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["evaluate", "runs/x", "--output"], "--output"),
+        (["align", "runs/x", "--bitext", "pairs.txt", "--out"], "--out"),
+        (["inspect", "runs/x", "--json"], "--json"),
+        (["translate", "runs/x", "s1", "--attention-json"], "--attention-json"),
+    ],
+)
+def test_an_output_under_a_file_is_refused_before_the_work(
+    capsys, monkeypatch, tmp_path, argv, option
+):
+    # `evaluate RUN --output notes.txt/hyps.txt` translated the whole test set, printed the
+    # scores and only then failed to write the translations (status 74)
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("kept\n")
+    status, out, err = run(capsys, *argv, "notes.txt/sub/hyps.txt")
+    assert status == 2 and out == ""
+    message = f"{option} notes.txt/sub/hyps.txt: notes.txt is a file, not a folder"
+    assert_one_line_error(err, argv[0], message)
+    assert Path("notes.txt").read_text() == "kept\n"

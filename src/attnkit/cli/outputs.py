@@ -21,15 +21,17 @@ def check_output(
     option: str, path: str | None, reads: Mapping[str, str | None] | None = None
 ) -> None:
     """Refuse ``option PATH`` before any work where ``PATH`` is ``-`` (which would make a file
-    named ``-``, where ``-`` means stdout to most tools), a folder, or the same file (by name,
-    link or hard link) as one of ``reads`` (``{"--src": "in.txt"}``: the files the command
-    reads, by option).
+    named ``-``, where ``-`` means stdout to most tools), a folder, a file whose folder cannot
+    be made or written, or the same file (by name, link or hard link) as one of ``reads``
+    (``{"--src": "in.txt"}``: the files the command reads, by option).
 
     Raises:
         UsageError: ``--out -: '-' is no file name here (stdout is not written through
             it); give a file name, ./- for a file named -``, ``--output out is a folder;
-            give the name of a file to write``, or ``--output in.txt is the file --src
-            reads: writing it would replace that input; give another name``.
+            give the name of a file to write``, ``--output a.txt/out.txt: a.txt is a file,
+            not a folder``, ``--output /x/out.txt: no permission to write in /x``, or
+            ``--output in.txt is the file --src reads: writing it would replace that input;
+            give another name``.
     """
     if not path:
         return
@@ -40,12 +42,26 @@ def check_output(
         )
     if Path(path).is_dir():
         raise UsageError(f"{option} {path} is a folder; give the name of a file to write")
+    _check_folder_of(option, path)
     for source_option, source in (reads or {}).items():
         if source and _same_file(path, source):
             raise UsageError(
                 f"{option} {path} is the file {source_option} reads: writing it would replace "
                 "that input; give another name"
             )
+
+
+def _check_folder_of(option: str, path: str) -> None:
+    """Refuse ``path`` where its folder cannot be made or written: the nearest part of it
+    that exists is a file (``out.txt/x.json``), or a folder this user may not write in
+    (the writers make the missing folders below it)."""
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: no permission to write in {folder}")
 
 
 def _same_file(path: str, source: str) -> bool:
