@@ -1,6 +1,6 @@
 """CLI commands: translate, evaluate (registered by attnkit.cli.build_parser).
 
-``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--progress]
+``attnkit translate RUN_DIR [SENTENCE ...] [--beam K] [--buffer-size N] [--[no-]progress]
 [--show-attention [--attention-out FILE]] [--attention-json FILE [--n-best N]] [--plot DIR]
 [--layer L] [--head H|all]``
 ``attnkit evaluate RUN_DIR [--split test | --src FILE --tgt FILE] [--beam K] [--output FILE]``
@@ -118,8 +118,9 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--progress",
-        action="store_true",
-        help="show lines done and lines/s on stderr (default: only when stdin or --src is a file)",
+        action=argparse.BooleanOptionalAction,
+        help="show lines done and lines/s on stderr (--no-progress: never, as for train and "
+        "prepare; default: only when stdin or --src is a file)",
     )
     view_options(p, all_heads=True)
     # sentences may also follow the options (see attnkit.cli.main)
@@ -276,7 +277,9 @@ def run_translate(args: argparse.Namespace) -> int:
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
     lines = sys.stdin if args.src is None else open(args.src, encoding="utf-8")  # noqa: SIM115
-    show = args.progress or (not args.sentences and is_regular_file(lines))
+    show = args.progress
+    if show is None:  # automatic: a file being read, not sentences or a pipe
+        show = not args.sentences and is_regular_file(lines)
     with (
         lines if args.src else contextlib.nullcontext(),
         search_memory(settings),

@@ -291,6 +291,19 @@ def test_stdin_from_a_file_shows_progress_and_reads_the_descriptor(word_run, cap
     assert "line 2: invalid UTF-8" in err and "4 lines" in err and "lines/s" in err
 
 
+def test_no_progress_turns_off_the_automatic_progress_of_a_file(word_run, capsys, tmp_path):
+    # train and prepare take --no-progress; translate had only --progress, so a batch job's
+    # `translate RUN --src FILE 2> log` could not keep the progress lines out of its log
+    source = tmp_path / "in.de"
+    source.write_text("ein Mann\nzwei\n")
+    status, out, err = run(capsys, "translate", str(word_run), "--src", str(source))
+    assert status == 0 and "2 lines" in err and "lines/s" in err
+    status, quiet, err = run(
+        capsys, "translate", str(word_run), "--src", str(source), "--no-progress"
+    )
+    assert status == 0 and quiet == out and out.count("\n") == 2 and err == ""
+
+
 @pytest.mark.parametrize(("magic", "name"), [(b"\xfd7zXZ\x00\x00", "xz"), (b"PK\x03\x04", "zip")])
 def test_input_of_another_compressor_is_refused_by_name_not_translated_as_garbage(magic, name):
     with pytest.raises(ValueError, match=f"the input is compressed with {name}, which attnkit"):
