@@ -25,6 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
         (["plot", "weights", "w.json", "--idx", "2"], "--index"),
         (["serve", "runs/x", "--prot", "8000"], "--port"),
         (["train", "configs/reverse.yaml", "--train.treads", "1"], "--train.threads"),
+        # a config key without its section: --lr was "did you mean --help?", --seed "--set?"
+        (["train", "configs/reverse.yaml", "--lr", "0.1"], "--train.lr"),
+        (["train", "configs/reverse.yaml", "--seed", "3"], "--data.toy.seed or --train.seed"),
+        (["prepare", "configs/reverse.yaml", "--max-train-pairs", "9"], "--data.max_train_pairs"),
     ],
 )
 def test_every_subcommand_suggests_the_option_it_has(capsys, argv, suggestion):

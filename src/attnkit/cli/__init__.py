@@ -189,19 +189,22 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
     """``unrecognized arguments: ...``, with ``parser``'s closest option to a misspelt one.
 
-    The closest option is one the word starts with (``--beam-size`` -> ``--beam``),
-    else the most similar spelling; without either, the message says where the
-    command's options are listed.
+    The closest options are the config keys of that name (train's ``--lr`` ->
+    ``--train.lr``, ``--seed`` -> ``--data.toy.seed or --train.seed``), else one the
+    word starts with (``--beam-size`` -> ``--beam``), else the most similar spelling;
+    without any, the message says where the command's options are listed.
     """
     message = f"unrecognized arguments: {' '.join(extra)}"
     known = [k for k in parser._option_string_actions if k.startswith("--")]
     for word in extra:
         option = word.partition("=")[0]
         if option.startswith("--"):
+            name = option[2:].replace("-", "_")
+            keys = [k for k in known if "." in k and k.rpartition(".")[2] == name]
             stems = sorted((k for k in known if option.startswith(k + "-")), key=len)
-            close = stems[-1:] or difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            close = keys or stems[-1:] or difflib.get_close_matches(option, known, n=1, cutoff=0.6)
             if close:
-                return f"{message} (did you mean {close[0]}?)"
+                return f"{message} (did you mean {' or '.join(close)}?)"
     return f"{message} (see '{parser.prog} --help' for its options)"
 
 
