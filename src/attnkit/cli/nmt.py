@@ -276,7 +276,7 @@ def run_translate(args: argparse.Namespace) -> int:
     sinks = _sinks(args, selection, settings, run)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
         sys.stdout.reconfigure(errors="replace")
-    lines = sys.stdin if args.src is None else open(args.src, encoding="utf-8")  # noqa: SIM115
+    lines = sys.stdin if args.src is None else _open_src(args.src)
     show = args.progress
     if show is None:  # automatic: a file being read, not sentences or a pipe
         show = not args.sentences and is_regular_file(lines)
@@ -353,11 +353,23 @@ def _warn_unused_view_options(args: argparse.Namespace) -> None:
 
 def _check_src(path: str) -> None:
     """``--src`` names something to read lines from: a file, or a pipe (``<(cut -f1 t.tsv)``,
-    a named pipe) as evaluate reads one; a folder or a missing path is a usage error."""
+    a named pipe) as evaluate reads one; a folder, a missing path or one this user may not
+    read is a usage error (before the model loads)."""
     if os.path.isdir(path):
         raise UsageError(f"--src {path} is a folder, not a file")
     if not os.path.exists(path):
         raise UsageError(f"--src {path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"--src {path}: no permission to read it")
+
+
+def _open_src(path: str):
+    """``--src``'s lines (closed by the caller); one that cannot be opened (a socket, a file
+    made unreadable since it was checked) is a usage error naming it, not a traceback."""
+    try:
+        return open(path, encoding="utf-8")  # noqa: SIM115
+    except OSError as err:
+        raise UsageError(f"--src {path}: cannot read it ({err.strerror})") from None
 
 
 def _check_stream_options(args: argparse.Namespace) -> None:

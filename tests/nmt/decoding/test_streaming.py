@@ -7,6 +7,7 @@ import io
 import json
 import os
 import selectors
+import socket
 import subprocess
 import sys
 import threading
@@ -289,6 +290,18 @@ def test_stdin_from_a_file_shows_progress_and_reads_the_descriptor(word_run, cap
     assert status == 0 and "Traceback" not in err
     assert out.count("\n") == 4 and out.split("\n")[2] == "" and "lines" not in out
     assert "line 2: invalid UTF-8" in err and "4 lines" in err and "lines/s" in err
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs a Unix socket")
+def test_a_src_that_cannot_be_opened_is_a_one_line_error(word_run, capsys, tmp_path):
+    # translate --src on a file it may not read (or a socket) ended in a PermissionError
+    # (OSError) traceback with status 1, where evaluate --src says it in one line
+    path = tmp_path / "in.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        status, out, err = run(capsys, "translate", str(word_run), "--src", str(path))
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "translate", f"--src {path}: cannot read it (No such device")
 
 
 def test_no_progress_turns_off_the_automatic_progress_of_a_file(word_run, capsys, tmp_path):
