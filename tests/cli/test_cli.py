@@ -105,3 +105,12 @@ def test_a_closed_stderr_keeps_errors_and_notes_off_stdout(tmp_path):
     # `attnkit translate ... 2>&- > out.txt` found the error message in out.txt
     done = _started_with_closed(2, ["translate", str(tmp_path / "no_run"), "s1"])
     assert done.returncode == 2 and done.stdout == b""
+
+
+def test_a_file_that_cannot_be_opened_is_one_line_not_a_traceback(tmp_path, capsys):
+    # `attnkit plot weights FOLDER` (or a weights file or config the user may not read) ended
+    # in an IsADirectoryError / PermissionError traceback with status 1
+    assert main(["plot", "weights", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"attnkit plot: error: {tmp_path}: Is a directory\n"

@@ -8,7 +8,8 @@ evaluate), ``align``, ``inspect`` (attention diagnostics), ``average`` (a run's 
 snapshots into its ``averaged`` checkpoint), ``export`` (a run for CTranslate2),
 ``bench`` and ``serve`` (the explorer in the browser).
 Bad user input raises :class:`UsageError` (or ``ValueError``), which is printed
-as one line on stderr with exit status 2, never as a traceback.
+as one line on stderr with exit status 2, never as a traceback; so is a file the
+command cannot open (one the user may not read, a folder given as a file).
 
 When the reader of stdout goes away (``attnkit explain ... | head -1``), the
 command stops quietly with exit status 141 (128 + SIGPIPE), the status a shell
@@ -126,6 +127,12 @@ def _run(argv: Sequence[str]) -> int:
         if str(err.path) == STDOUT:
             _stdout_to_devnull()  # the unwritten rest would fail again at exit
         return WRITE_ERROR_STATUS
+    except OSError as err:
+        if err.filename is None:  # not a file the user named (a broken pipe, the system's own)
+            raise
+        # a file the command could not open: one that user may not read, a folder, a socket
+        print(f"attnkit {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
