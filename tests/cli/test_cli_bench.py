@@ -68,6 +68,17 @@ def test_bench_refuses_an_unwritable_json_file_in_one_line_before_running(capsys
     assert str(target if where == "folder" else target.parent) in err
 
 
+def test_bench_json_dash_is_refused_before_running_not_written_to_a_file_named_dash(
+    capsys, tmp_path, monkeypatch
+):
+    # `bench --json -` ran every suite (minutes) and then left the figures in a file named "-"
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "bench", "--only", "deploy", "--json", "-")
+    assert status == 2 and not out  # refused before any suite ran
+    assert_one_line_error(err, "bench", "--json -: '-' is no file name here")
+    assert not (tmp_path / "-").exists()
+
+
 def test_bench_writes_the_figures_as_json(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("ATTNKIT_DEPLOY_RUN", raising=False)
     monkeypatch.chdir(tmp_path)  # no runs/transformer here: deploy says "no run"

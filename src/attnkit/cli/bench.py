@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import UsageError
+from .outputs import check_output
 
 # src/attnkit/cli/bench.py -> the repository root, where benchmarks/ lives in a checkout
 _CHECKOUT = Path(__file__).resolve().parents[3]
@@ -70,12 +71,14 @@ def _check_writable(path: Path) -> None:
     """Refuse a ``--json`` file that could not be written, before the benchmarks run.
 
     Raises:
-        UsageError: ``path`` is a folder, or its folder does not exist.
+        UsageError: ``path`` is a folder, or its folder does not exist, or it is one
+            :func:`~attnkit.cli.outputs.check_output` refuses (``-``, a file in its path).
     """
     if path.is_dir():
         raise UsageError(f"--json: {path} is a folder; give a file name")
     if not path.parent.is_dir():
         raise UsageError(f"--json: no folder {path.parent} to write {path.name} in")
+    check_output("--json", str(path))
 
 
 def _benchmarks_runner() -> ModuleType:
