@@ -114,3 +114,19 @@ def test_a_file_that_cannot_be_opened_is_one_line_not_a_traceback(tmp_path, caps
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"attnkit plot: error: {tmp_path}: Is a directory\n"
+
+
+def test_a_full_disk_met_outside_the_named_writers_is_still_status_74(monkeypatch, capsys):
+    """An OSError naming a file is a usage error (2), unless only a write meets it: a full
+    disk keeps the write-error status the README promises."""
+    import errno
+
+    from attnkit.cli import lessons
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "out.png")
+
+    monkeypatch.setattr(lessons, "_run_explain", full)
+    status = main(["explain", "--query", "1,0", "--keys", "1,0;0,1"])
+    assert status == 74
+    assert capsys.readouterr().err == "attnkit explain: error: out.png: No space left on device\n"

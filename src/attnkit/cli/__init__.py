@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import os
 import sys
 import warnings
@@ -44,6 +45,8 @@ __all__ = ["BROKEN_PIPE_STATUS", "UsageError", "WRITE_ERROR_STATUS", "build_pars
 
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE (13), as for a process the signal ended
 WRITE_ERROR_STATUS = 74  # EX_IOERR: a file could not be written (e.g. the disk is full)
+# what only a write meets: a full disk or quota, a file too large, a read-only file system
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,9 +133,10 @@ def _run(argv: Sequence[str]) -> int:
     except OSError as err:
         if err.filename is None:  # not a file the user named (a broken pipe, the system's own)
             raise
-        # a file the command could not open: one that user may not read, a folder, a socket
+        # a file the command could not open: one that user may not read, a folder, a socket;
+        # a write that failed outside `writing` (a full disk) is still a write error
         print(f"attnkit {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
-        return 2
+        return WRITE_ERROR_STATUS if err.errno in _WRITE_ERRNOS else 2
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
