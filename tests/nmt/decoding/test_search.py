@@ -249,6 +249,14 @@ def test_a_length_limit_that_is_not_finite_is_refused_by_name(field, value) -> N
         SearchSettings(**{field: value})
 
 
+@pytest.mark.parametrize("value", ["no", "false", 0, None])
+def test_early_stopping_takes_only_a_bool(value) -> None:
+    # "no" (a string from a script's option) was truthy and turned early stopping on
+    with pytest.raises(ValueError, match=f"early_stopping must be True or False, got {value!r}"):
+        SearchSettings(early_stopping=value)
+    assert SearchSettings(early_stopping=True).early_stopping is True
+
+
 def test_coverage_penalty_value_by_hand() -> None:
     # two output steps over three source tokens: coverage 1.2, 0.45, 0.35 -> min(., 1)
     weights = torch.tensor([[0.5, 0.25, 0.25], [0.7, 0.2, 0.1]])

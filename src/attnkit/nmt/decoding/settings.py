@@ -59,6 +59,8 @@ class SearchSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        if not isinstance(self.early_stopping, bool):  # "no" or "false" would read as True
+            raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}")
         for name in ("max_len_a", "max_len_b"):  # inf or NaN would give a limit of -2**63
             value = getattr(self, name)
             if not isinstance(value, numbers.Real) or not math.isfinite(value):

@@ -1,7 +1,7 @@
 """What training minimises and how a model is scored on the validation set.
 
 The objective is the per-token cross-entropy of the target given the source
-(Bahdanau et al. 2015 sec. 3; Luong et al. 2015 sec. 3, eq. 4) with label
+(Bahdanau et al. 2015 sec. 3; Luong et al. 2015 sec. 2, eq. 4) with label
 smoothing (Szegedy et al. 2016 sec. 7), PAD positions ignored. Validation
 reports the loss and perplexity without smoothing and greedy sacreBLEU on
 detokenized output.
