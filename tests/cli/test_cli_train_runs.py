@@ -121,3 +121,30 @@ def test_one_process_says_no_rank(tmp_path, capsys):
     assert status == 2
     assert_one_line_error(err, "train", "missing.yaml")
     assert "error: rank" not in err, err
+
+
+def _tsv_config(folder, train_columns: str) -> str:
+    (folder / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS))
+    config = folder / "tsv.yaml"
+    config.write_text(
+        f"data: {{train: {{tsv: pairs.tsv{train_columns}}}, valid: {{tsv: pairs.tsv}}}}\n"
+        "tokenizer: {kind: word}\n"
+        "model: {embed_dim: 8, hidden_size: 8}\n"
+    )
+    return str(config)
+
+
+def test_tsv_splits_that_read_other_columns_get_one_warning(tmp_path, capsys):
+    """Flipping only data.train's columns trained fr->en and validated en->fr, silently."""
+    flipped = _tsv_config(tmp_path, ", src_column: 1, tgt_column: 0")
+    status, _, err = run(capsys, "prepare", flipped, "--out", str(tmp_path / "a"), "--no-progress")
+    assert status == 0
+    said = [line for line in err.splitlines() if "different columns" in line]
+    assert said == [
+        "attnkit: warning: the TSV splits read source/target from different columns "
+        "(data.train 1/0, data.valid 0/1): unless their files differ in layout, set the "
+        "same src_column and tgt_column in each, or validation scores the other direction"
+    ]
+    same = _tsv_config(tmp_path, "")
+    status, _, err = run(capsys, "prepare", same, "--out", str(tmp_path / "b"), "--no-progress")
+    assert status == 0 and "different columns" not in err

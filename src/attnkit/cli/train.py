@@ -213,6 +213,7 @@ def _train(args: argparse.Namespace, placed) -> int:
         _warn_threads_over_cores(config.train.threads, placed.local_world_size)
         _warn_budget_inside_warmup(config.train)
         _warn_rate_never_falls(config.train)
+        _warn_tsv_columns_differ(config.data)
     try:
         summary = train(
             config,
@@ -289,6 +290,24 @@ def _warn_rate_never_falls(train) -> None:
         )
 
 
+def _warn_tsv_columns_differ(data) -> None:
+    """One warning when the TSV splits read source and target from different columns:
+    flipping only ``data.train``'s (``--set data.train.src_column=1``) trains one
+    direction and validates the other, silently, with a BLEU near 0."""
+    splits = {
+        name: (files.src_column, files.tgt_column)
+        for name in ("train", "valid", "test")
+        if (files := getattr(data, name)) is not None and files.tsv is not None
+    }
+    if len(set(splits.values())) > 1:
+        listed = ", ".join(f"data.{name} {s}/{t}" for name, (s, t) in splits.items())
+        warn(
+            f"the TSV splits read source/target from different columns ({listed}): unless "
+            "their files differ in layout, set the same src_column and tgt_column in each, "
+            "or validation scores the other direction"
+        )
+
+
 def _percent(share: float) -> str:
     """``share`` as a percentage with a digit that is not 0: ``50%``, ``0.25%``."""
     return f"{share:.0%}" if share >= 0.01 else f"{share * 100:.2g}%"
@@ -299,6 +318,7 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     config, folder = _config_and_folder(args)
     _warn_threads_over_cores(config.train.threads)
+    _warn_tsv_columns_differ(config.data)
     prepare_run(config, folder, progress_bar=not args.no_progress, echo=stderr)
     print(f"prepared: {folder.path}")
     return 0
