@@ -400,3 +400,22 @@ def test_an_output_under_a_file_is_refused_before_the_work(
     message = f"{option} notes.txt/sub/hyps.txt: notes.txt is a file, not a folder"
     assert_one_line_error(err, argv[0], message)
     assert Path("notes.txt").read_text() == "kept\n"
+
+
+def test_a_target_vocabulary_smaller_than_asked_is_said_when_the_source_is_full(capsys, tmp_path):
+    """With separate vocabularies only the larger was compared: a small target side next
+    to a full source side went unmentioned."""
+    pairs = "".join(f"s{i} s{i + 1}\tt{i % 3}\n" for i in range(60))
+    (tmp_path / "pairs.tsv").write_text(pairs)
+    config = tmp_path / "sep.yaml"
+    config.write_text(
+        "data: {train: {tsv: pairs.tsv}, valid: {tsv: pairs.tsv}}\n"
+        "tokenizer: {kind: word, vocab_size: 30, joint: false}\n"
+        "model: {embed_dim: 8, hidden_size: 8}\n"
+    )
+    argv = ["prepare", str(config), "--no-progress", "--out", str(tmp_path / "r")]
+    status, _, err = run(capsys, *argv)
+    assert status == 0, err
+    said = [line for line in err.splitlines() if "tokenizer.vocab_size" in line]
+    assert len(said) == 1 and " target tokens, not tokenizer.vocab_size 30" in said[0], said
+    assert "source" not in said[0]

@@ -195,9 +195,15 @@ def _tokenizers(
     start = time.perf_counter()
     src_tok, tgt_tok = train_on_sample(sample, config.tokenizer, threads)
     echo(f"tokenizer: trained in {time.perf_counter() - start:.1f} s")
-    sizes = sorted({src_tok.vocab_size, tgt_tok.vocab_size})
-    if sizes[-1] < config.tokenizer.vocab_size:
-        got = " / ".join(str(s) for s in sizes)
+    short = {
+        side: tok.vocab_size
+        for side, tok in (("source", src_tok), ("target", tgt_tok))
+        if tok.vocab_size < config.tokenizer.vocab_size
+    }
+    if short:
+        got = " / ".join(f"{n} {side}" for side, n in short.items())
+        if len(short) == 2 and len(set(short.values())) == 1:  # one size (joint): said once
+            got = str(short["source"])
         echo(
             f"tokenizer: vocabulary of {got} tokens, not tokenizer.vocab_size "
             f"{config.tokenizer.vocab_size}: the training text has no more distinct "
