@@ -547,6 +547,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--table needs at least one of --rnn, --transformer, --guided")
         if args.draws < 1:
             parser.error(f"--draws must be >= 1, got {args.draws}")
+        if not 1 <= args.dev_pairs < len(src):  # both the choosing and the scoring need pairs
+            parser.error(
+                f"--dev-pairs must be from 1 to {len(src) - 1} (the gold has {len(src)} pairs), "
+                f"got {args.dev_pairs}"
+            )
         rows = table_rows(args, src, tgt, gold)
         n = len(src) - args.dev_pairs
         print(f"Hansards en-fr, {n} scored pairs (the first {args.dev_pairs} chose each "

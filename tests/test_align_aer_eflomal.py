@@ -52,3 +52,14 @@ def test_write_labels_without_eflomal_is_one_line_naming_the_venv(tmp_path, monk
     assert f"--write-labels: eflomal is not installed in --eflomal-venv {venv}" in err
     assert f"{venv}/bin/pip install eflomal" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("pairs", ["0", "447", "-1"])
+def test_table_refuses_a_dev_split_that_leaves_no_pairs_to_choose_or_score(pairs, capsys):
+    # --dev-pairs 0 or the whole gold ended in a ValueError traceback from the layer choice
+    # or the AER of no pairs, after eflomal had run
+    with pytest.raises(SystemExit) as stop:
+        align_aer.main(["--table", "--rnn", "RUN", "--dev-pairs", pairs])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--dev-pairs must be from 1 to 446 (the gold has 447 pairs), got {pairs}" in err
