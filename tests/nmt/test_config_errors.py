@@ -251,3 +251,11 @@ def test_a_check_across_keys_blames_the_override_of_a_section_around_or_inside_i
     with pytest.raises(ValueError) as err:
         RunConfig.from_dict(BASE, [override, "train.seed=3"], "my.yaml")
     assert str(err.value).splitlines()[0] == f"invalid override {override}:"
+
+
+def test_a_folder_given_as_the_config_is_named_a_folder(tmp_path):
+    # RunConfig.load(folder) said "config file not found" of a path that exists
+    from attnkit.nmt.config import RunConfig
+
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path} is a folder, not a config file"):
+        RunConfig.load(tmp_path)

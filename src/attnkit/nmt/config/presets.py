@@ -50,9 +50,12 @@ def config_path(config: str) -> Path:
 
 
 def missing_config_message(path: Path) -> str:
-    """The error for a config file that does not exist. A bare name (``quik``) lists the
-    presets; a path such as ``configs/quick.yaml`` (the README's, absent outside a
-    checkout) whose file name is a shipped preset's names that preset, the same file."""
+    """The error for a config file that does not exist (or is a folder). A bare name
+    (``quik``) lists the presets; a path such as ``configs/quick.yaml`` (the README's,
+    absent outside a checkout) whose file name is a shipped preset's names that preset,
+    the same file."""
+    if path.is_dir():
+        return f"{path} is a folder, not a config file (give its config.yaml, or a preset)"
     message = f"config file not found: {path}"
     if not path.suffix and str(path) == path.name:
         return f"{message} (nor a preset of that name; the presets: {', '.join(preset_names())})"
