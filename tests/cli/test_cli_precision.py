@@ -88,3 +88,26 @@ def test_an_unknown_precision_is_a_usage_error(bf16_run, capsys, command):
         run(capsys, command, str(bf16_run), "--precision", "fp16")
     assert exit_.value.code == 2
     assert "--precision: invalid choice: 'fp16'" in capsys.readouterr().err
+
+
+def test_serve_takes_device_and_threads_as_translate_does(bf16_run, capsys, monkeypatch):
+    """serve had no --device or --threads: a server could not be given its share of the
+    cores, nor a GPU."""
+    import torch
+
+    runs, _ = _load_runs([str(bf16_run)], "best", "fp32", "cpu")
+    assert str(runs[0].run.device) == "cpu"
+    with pytest.raises(ValueError, match="--device"):
+        _load_runs([str(bf16_run)], "best", "fp32", "gpu0")
+    status, _, err = run(capsys, "serve", str(bf16_run), "--threads", "0")
+    assert status == 2 and "--threads must be >= 1, got 0" in err
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(
+        "attnkit.cli.serve._listen", lambda *a: (_ for _ in ()).throw(SystemExit(0))
+    )
+    try:
+        with pytest.raises(SystemExit):
+            run(capsys, "serve", str(bf16_run), "--threads", "1", "--precision", "fp32")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)

@@ -65,7 +65,7 @@ def load_run_folder(args: argparse.Namespace, run_dir: str | None = None):
 
     run_dir = args.run_dir if run_dir is None else run_dir
     check_run_folder(run_dir)
-    _apply_threads(getattr(args, "threads", None))
+    apply_threads(getattr(args, "threads", None))
     device = resolve_device(args.device, "--device")
     return load_run(
         run_dir,
@@ -99,7 +99,12 @@ def threads_option(p: argparse.ArgumentParser, what: str = "the model's work") -
     )
 
 
-def _apply_threads(threads: int | None) -> None:
+def apply_threads(threads: int | None) -> None:
+    """``--threads`` put in force (None: PyTorch's own choice).
+
+    Raises:
+        UsageError: a count below 1.
+    """
     if threads is None:
         return
     if threads < 1:

@@ -6,7 +6,8 @@ ends); SIGTERM also shuts down cleanly, then ends with the signal's status 143.
 Binds 127.0.0.1 unless ``--host`` says otherwise. A run folder that cannot be
 loaded is named on stderr (and in ``GET /runs`` and on the page) and the others
 are served; only when none loads is it an error (status 2). ``--max-body-bytes``,
-``--max-chars`` and ``--max-lines`` set :class:`attnkit.serve.Limits`.
+``--max-chars`` and ``--max-lines`` set :class:`attnkit.serve.Limits`; ``--device`` and
+``--threads`` are translate's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .decoding import precision_option
 from .errors import UsageError
-from .run_dir import checkpoint_option
+from .run_dir import apply_threads, checkpoint_option, device_option, threads_option
 
 # option -> (Limits field, help); the defaults are Limits' own
 _LIMITS = {
@@ -42,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0 = any)")
     checkpoint_option(p)
+    device_option(p)
+    threads_option(p, "the translations")
     precision_option(p)
     _limit_options(p)
     p.set_defaults(func=_run_serve)
@@ -95,7 +98,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
     limits = _limits(args)
-    runs, missing = _load_runs(args.runs, args.checkpoint, args.precision)
+    apply_threads(args.threads)
+    runs, missing = _load_runs(args.runs, args.checkpoint, args.precision, args.device)
     sock = _listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -107,19 +111,29 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto"):
-    """The runs that load and the missing ones (each named on stderr).
+def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto", device: str = "cpu"):
+    """The runs that load, on ``device`` (``--device``), and the missing ones (each named on
+    stderr).
 
     Raises:
         UsageError: none of the folders loads (the message names each and why).
+        ValueError: a bad ``--device``.
     """
+    from ..nmt.device import resolve_device
     from ..nmt.runs.loaded_run import load_run
     from ..serve import MissingRun, ServedRun
 
+    place = str(resolve_device(device, "--device"))
     runs, missing = [], []
     for name, folder in zip(run_names(folders), folders, strict=True):
         try:
-            run = load_run(folder, checkpoint=checkpoint, precision=precision, option="--precision")
+            run = load_run(
+                folder,
+                checkpoint=checkpoint,
+                device=place,
+                precision=precision,
+                option="--precision",
+            )
             runs.append(ServedRun(name, run))
         except (ValueError, FileNotFoundError, OSError) as err:
             missing.append(MissingRun(name, folder, str(err)))
