@@ -84,6 +84,25 @@ def test_adam_betas_that_are_not_two_numbers_say_how_to_write_them(betas):
     assert problem.endswith(f"got {yaml.safe_load(betas)!r}")
 
 
+@pytest.mark.parametrize(("a", "b"), [(0, 0), (0.25, 0), (0.49, 0)])
+def test_a_length_limit_that_allows_no_output_is_a_config_error(a, b):
+    # it was accepted, and the first validation, after an epoch of training, failed with
+    # "max_len_a=0.0 and max_len_b=0 give a length limit 0 < 1 for a source of length 13"
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict(BASE, [f"decode.max_len_a={a}", f"decode.max_len_b={b}"])
+    problem = str(err.value).splitlines()[1]
+    assert f"decode.max_len_a ({float(a)}) and decode.max_len_b ({b}) give a one-token" in problem
+
+
+@pytest.mark.parametrize(("a", "b"), [(0, 1), (0.5, 0), (1, 0), (0.25, 1)])
+def test_the_smallest_accepted_length_limits_give_a_one_token_source_one_step(a, b):
+    from attnkit.nmt.decoding.steps import max_lengths
+
+    decode = RunConfig.from_dict(BASE, [f"decode.max_len_a={a}", f"decode.max_len_b={b}"]).decode
+    limits = max_lengths(torch.tensor([2, 4]), decode.max_len_a, decode.max_len_b)  # </s> in
+    assert limits.tolist() == [int(2 * a + b), int(4 * a + b)] and limits.min() >= 1
+
+
 def test_unreadable_config_files_are_named(tmp_path, capsys):
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")

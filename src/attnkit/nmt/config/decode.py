@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .section import _Section
 
@@ -21,7 +21,10 @@ class DecodeConfig(_Section):
     repeating any n-gram of the output (0 = off). Both penalties are at most
     ``MAX_PENALTY`` (100). ``early_stopping: true`` ends a
     sentence's beam search once it has ``beam_size`` finished hypotheses (faster;
-    the default waits until no live beam can still win).
+    the default waits until no live beam can still win). A sentence emits at most
+    ``int(max_len_a * src_len + max_len_b)`` tokens, ``</s>`` included, where ``src_len``
+    counts ``</s>`` too: ``2 * max_len_a + max_len_b`` must be at least 1, so that a
+    one-token source (``src_len`` 2; an empty line is never decoded) may emit ``</s>``.
     """
 
     beam_size: int = Field(5, gt=0)
@@ -33,3 +36,16 @@ class DecodeConfig(_Section):
     batch_size: int = Field(64, gt=0)
     early_stopping: bool = False
     max_input_len: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _every_source_gets_a_step(self) -> DecodeConfig:
+        """A limit of no step for a one-token source failed at the first validation,
+        after a whole epoch of training, with "give a length limit 0 < 1"."""
+        if 2 * self.max_len_a + self.max_len_b < 1:
+            raise ValueError(
+                f"decode.max_len_a ({self.max_len_a}) and decode.max_len_b ({self.max_len_b}) "
+                "give a one-token source (src_len 2 with </s>) the length limit "
+                "int(2 * max_len_a + max_len_b) = 0: no output token; raise max_len_b, "
+                "e.g. --decode.max_len_b 1"
+            )
+        return self
