@@ -183,3 +183,18 @@ def test_pairs_longer_than_the_position_table_are_left_out_not_a_crash(tmp_path)
     )
     assert whole["valid_loss"] == pytest.approx(alone["valid_loss"], rel=1e-6)
     assert math.isfinite(whole["valid_bleu"]) and summary.progress.step == 3
+
+
+def test_a_position_table_too_short_for_every_pair_says_to_raise_max_positions(tmp_path):
+    """Toy pairs of 2-6 symbols, a table of 2 positions: the limits become 1 and no pair is
+    left. The error said "raise data.max_src_len/max_tgt_len", which changed nothing: a
+    larger limit is lowered to the table's again."""
+    cfg = config(TRANSFORMER, "model.max_positions=2", "data.max_src_len=50")
+    assert (cfg.data.max_src_len, cfg.data.max_tgt_len) == (1, 1)
+    with pytest.raises(ValueError) as err:
+        train(cfg, tmp_path, progress_bar=False, echo=quiet)
+    assert str(err.value) == (
+        "no training pairs left after filtering; raise data.max_src_len (1) and "
+        "data.max_tgt_len (1), and model.max_positions (2), which caps them at 1 "
+        "(one of its positions is </s> or <s>)"
+    )

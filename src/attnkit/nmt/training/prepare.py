@@ -163,10 +163,30 @@ def prepare_data(
     data = TrainingData(train, checked.valid, checked.references, src_tok, tgt_tok, store.counts)
     echo(data.summary())
     if not len(train):
-        raise ValueError(
-            "no training pairs left after filtering; raise data.max_src_len/max_tgt_len"
-        )
+        raise ValueError(_no_pairs_left(config))
     return data
+
+
+def _no_pairs_left(config: RunConfig) -> str:
+    """What to raise when no training pair is left: the length limits that dropped them, and
+    a Transformer's ``model.max_positions`` where it lowered them (raising the limits alone
+    would change nothing: :meth:`RunConfig._lengths_fit_positions` lowers them again)."""
+    data = config.data
+    limits = [
+        f"data.{key} ({getattr(data, key)})"
+        for key in ("max_src_len", "max_tgt_len")
+        if getattr(data, key) is not None
+    ]
+    message = "no training pairs left after filtering"
+    if limits:
+        message += f"; raise {' and '.join(limits)}"
+    positions = getattr(config.model, "max_positions", None)
+    if positions is not None and positions - 1 in (data.max_src_len, data.max_tgt_len):
+        message += (
+            f", and model.max_positions ({positions}), which caps them at "
+            f"{positions - 1} (one of its positions is </s> or <s>)"
+        )
+    return message
 
 
 def _tokenizers(
