@@ -103,6 +103,17 @@ def test_the_smallest_accepted_length_limits_give_a_one_token_source_one_step(a,
     assert limits.tolist() == [int(2 * a + b), int(4 * a + b)] and limits.min() >= 1
 
 
+def test_a_position_table_without_room_for_a_token_is_a_config_error():
+    # max_positions 1 lowered data.max_src_len/max_tgt_len to 0, values the data section
+    # refuses: no pair could train, and the run folder's config.yaml did not load again
+    transformer = ["model.arch=transformer", "model.d_model=8", "model.heads=2"]
+    with pytest.raises(ValueError, match=r"model\.max_positions: must be >= 2, got 1$"):
+        RunConfig.from_dict(BASE, [*transformer, "model.max_positions=1"])
+    config = RunConfig.from_dict(BASE, [*transformer, "model.max_positions=2"])
+    assert (config.data.max_src_len, config.data.max_tgt_len) == (1, 1)
+    assert RunConfig.from_dict(yaml.safe_load(config.to_yaml())) == config
+
+
 def test_unreadable_config_files_are_named(tmp_path, capsys):
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")

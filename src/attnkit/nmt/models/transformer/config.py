@@ -29,7 +29,8 @@ class TransformerConfig(ConfigModel):
         attention_dropout: on the attention weights.
         norm_first: pre-LN (True, stable without long warm-up) or the paper's post-LN.
         positions: ``sinusoidal`` (sec. 3.5) or ``learned``.
-        max_positions: longest source or target sequence, in tokens (incl. ``</s>``).
+        max_positions: longest source or target sequence, in tokens (incl. ``</s>``); 2 or
+            more (one token and ``</s>``).
         share_embeddings: one matrix for source embeddings, target embeddings and
             the output layer; needs a joint vocabulary (``tokenizer.joint: true``).
             When False, the target embeddings still serve as the output layer.
@@ -47,7 +48,9 @@ class TransformerConfig(ConfigModel):
     attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
     norm_first: bool = True
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
-    max_positions: PositiveInt = 512
+    # one token and </s> (or <s>): with 1, the training limits became 0 tokens (data.max_*_len,
+    # which must be > 0), and the run folder's config.yaml no longer loaded
+    max_positions: int = Field(512, ge=2)
     share_embeddings: bool = True
     alignment_layer: int = -1
 
