@@ -52,6 +52,21 @@ def test_resume_run_dir_form_reuses_the_saved_config(run_dir, capsys):
     assert f"run folder: {run_dir}" in captured.out
 
 
+def test_reusing_a_finished_run_names_the_budget_that_still_holds_it(run_dir, capsys):
+    # a larger max_steps with the time cap spent was reused with "a larger
+    # train.epochs/max_steps/max_minutes/early_stopping goes on": it did not go on
+    more = ["--train.max_steps", "8", "--train.max_minutes", "0.0001"]
+    assert main(["train", "--resume", str(run_dir), "--no-progress", *more]) == 0
+    err = capsys.readouterr().err
+    assert "resuming with train.max_minutes: null in the run, 0.0001 given" in err
+    assert (
+        "holds a finished run with this config; reusing it (max_minutes=0.0001 reached: "
+        "raise train.max_minutes to train on; --overwrite retrains)"
+    ) in err
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert "(max_steps=4 reached: raise train.max_steps to train on;" in capsys.readouterr().err
+
+
 def test_train_argument_misuse(run_dir, capsys, tmp_path):
     assert "give a CONFIG.yaml, or --resume RUN_DIR" in error_of(["train"], capsys)
     assert "is a folder; to continue that run pass --resume" in error_of(

@@ -45,7 +45,7 @@ from .interrupt import terminate_as_ctrl_c
 from .prepare import TrainingData, prepare_data
 from .progress import Progress, TrainingError, TrainSummary
 from .run_end import finish_cut_short, finish_run
-from .stopping import budget_left, cut_short_note
+from .stopping import cut_short_note, spent_budget
 from .threads import threads_restored
 from .trainer import Trainer
 
@@ -140,10 +140,13 @@ def _train_locked(
     ckpt = load_latest(folder.last, warn=echo) if resuming else None
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
         progress = Progress(**ckpt.state["progress"])
-        if not budget_left(config.train, progress):
+        spent = spent_budget(config.train, progress)
+        if spent:
+            reasons, keys = zip(*spent, strict=True)
             echo(
-                f"{folder.path} holds a finished run with this config; reusing it (--overwrite "
-                "retrains; a larger train.epochs/max_steps/max_minutes/early_stopping goes on)"
+                f"{folder.path} holds a finished run with this config; reusing it "
+                f"({', '.join(reasons)}: raise {' and '.join(keys)} to train on; "
+                "--overwrite retrains)"
             )
             if group.is_main and not folder.choice.is_file():
                 finish_cut_short(folder, config, trainer.device, trainer.precision, echo)

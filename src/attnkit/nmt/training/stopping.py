@@ -30,7 +30,7 @@ from .interrupt import StopRequest
 from .progress import Progress, TrainingError
 from .step_budget import step_limit
 
-__all__ = ["StopRules", "budget_left", "cut_short_note"]
+__all__ = ["StopRules", "budget_left", "cut_short_note", "spent_budget"]
 
 
 class StopRules:
@@ -115,11 +115,20 @@ class StopRules:
 
 def budget_left(config: TrainConfig, p: Progress) -> bool:
     """Whether a finished run may train on under ``config`` (its budget was raised on resume)."""
-    return not (
-        _epochs_done(config, p)
-        or _budget_spent(config, step_limit(config, p), p.step, p.elapsed_s)
-        or _early_stop(config, p)
+    return not spent_budget(config, p)
+
+
+def spent_budget(config: TrainConfig, p: Progress) -> list[tuple[str, str]]:
+    """Why a finished run may not train on under ``config``: each budget still spent, with
+    the setting whose larger value lifts it (``("max_minutes=25 reached",
+    "train.max_minutes")``); empty when it may (its budget was raised on resume)."""
+    checks = (
+        ("train.epochs", _epochs_done(config, p)),
+        ("train.max_steps", _steps_spent(step_limit(config, p), p.step)),
+        ("train.max_minutes", _time_spent(config, p.elapsed_s)),
+        ("train.early_stopping", _early_stop(config, p)),
     )
+    return [(reason, key) for key, reason in checks if reason]
 
 
 def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
@@ -155,8 +164,14 @@ def _early_stop(config: TrainConfig, p: Progress) -> str:
 
 def _budget_spent(config: TrainConfig, limit: int | None, step: int, elapsed_s: float) -> str:
     """Which budget is spent: ``limit`` steps (:func:`.step_budget.step_limit`) or the time."""
-    if limit is not None and step >= limit:
-        return f"max_steps={limit} reached"
+    return _steps_spent(limit, step) or _time_spent(config, elapsed_s)
+
+
+def _steps_spent(limit: int | None, step: int) -> str:
+    return f"max_steps={limit} reached" if limit is not None and step >= limit else ""
+
+
+def _time_spent(config: TrainConfig, elapsed_s: float) -> str:
     if config.max_minutes is not None and elapsed_s >= config.max_minutes * 60:
         return f"max_minutes={config.max_minutes} reached"
     return ""
