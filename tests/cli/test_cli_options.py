@@ -222,6 +222,43 @@ def test_a_min_lr_not_below_lr_warns_that_the_rate_never_falls(
     assert warnings == ([warning] if warning else [])
 
 
+@pytest.mark.parametrize(
+    ("argv", "warning"),
+    [
+        (
+            ["copy", "--train.warmup_steps", "1000"],  # plateau has no warm-up
+            "attnkit: warning: train.warmup_steps 1000: not used by train.lr_schedule plateau",
+        ),
+        (
+            ["copy_transformer", "--train.min_lr", "0.001", "--train.lr_patience", "2"],
+            "attnkit: warning: train.lr_patience 2, train.min_lr 0.001: not used by "
+            "train.lr_schedule inverse_sqrt",
+        ),
+        (
+            ["quick", "--train.lr_decay", "0.3"],
+            "attnkit: warning: train.lr_decay 0.3: not used by train.lr_schedule linear",
+        ),
+        (["copy", "--train.lr_decay", "0.3", "--train.min_lr", "1e-4"], None),
+        (["quick", "--train.warmup_steps", "50", "--train.min_lr", "1e-4"], None),
+    ],
+)
+def test_a_schedule_setting_the_schedule_does_not_read_is_warned_about(
+    capsys, monkeypatch, tmp_path, argv, warning
+):
+    # train.warmup_steps with lr_schedule plateau trained without a warm-up, unsaid
+    def before_training(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    status, _, err = run(capsys, "train", *argv, "--out", str(tmp_path / "run"))
+    assert status == 2 and err.endswith("error: stopped before training\n")
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    if warning is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warnings[0].startswith(warning)
+
+
 def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
     capsys, monkeypatch, tmp_path
 ):

@@ -214,6 +214,8 @@ def _train(args: argparse.Namespace, placed) -> int:
         _warn_budget_inside_warmup(config.train)
         _warn_rate_never_falls(config.train)
         _warn_tsv_columns_differ(config.data)
+        if not args.resume:  # a run folder's config.yaml gives every key; said when it began
+            _warn_unused_schedule_keys(config.train)
     try:
         summary = train(
             config,
@@ -305,6 +307,19 @@ def _warn_tsv_columns_differ(data) -> None:
             f"the TSV splits read source/target from different columns ({listed}): unless "
             "their files differ in layout, set the same src_column and tgt_column in each, "
             "or validation scores the other direction"
+        )
+
+
+def _warn_unused_schedule_keys(train) -> None:
+    """One warning naming the schedule settings the config gives that its ``lr_schedule``
+    ignores (``warmup_steps: 1000`` with ``plateau`` trained with no warm-up, silently)."""
+    unused = train.unused_schedule_keys()
+    if unused:
+        given = ", ".join(f"train.{key} {getattr(train, key)}" for key in unused)
+        warn(
+            f"{given}: not used by train.lr_schedule {train.lr_schedule} (plateau reads "
+            "lr_decay, lr_patience and min_lr; inverse_sqrt warmup_steps; linear "
+            "warmup_steps and min_lr)"
         )
 
 

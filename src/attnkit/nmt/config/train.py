@@ -12,6 +12,13 @@ from .subword_sampling import SubwordSamplingConfig
 
 _Beta = Annotated[float, Field(ge=0, lt=1)]  # an Adam beta (Kingma & Ba 2015, alg. 1)
 
+# the settings each lr_schedule reads besides lr (:mod:`attnkit.nmt.training.schedule`)
+SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {
+    "plateau": ("lr_decay", "lr_patience", "min_lr"),
+    "inverse_sqrt": ("warmup_steps",),
+    "linear": ("warmup_steps", "min_lr"),
+}
+
 
 class TrainConfig(_Section):
     """Optimisation: Adam, clipping, label smoothing, lr schedule, early stopping, budgets.
@@ -26,7 +33,9 @@ class TrainConfig(_Section):
     a fixed step budget ends on a low rate (:mod:`attnkit.nmt.training.schedule`; a run
     that ``epochs`` ends first ends with a note saying so);
     a budget raised on resume redraws the line to the new ``max_steps``, so
-    the rate rises again to where that line stands. ``max_steps: auto``
+    the rate rises again to where that line stands. A schedule setting the chosen
+    schedule does not read (:data:`SCHEDULE_KEYS`), such as ``warmup_steps`` with
+    ``plateau``, is warned about by ``attnkit train``. ``max_steps: auto``
     (linear only, with ``max_minutes``) sizes the budget to the machine: the
     warm-up is timed and ``max_steps`` set to the steps that fill 95% of
     ``max_minutes`` (:mod:`attnkit.nmt.training.step_budget`); the number is
@@ -111,6 +120,15 @@ class TrainConfig(_Section):
     init_checkpoint: Literal["auto", "best", "last", "averaged"] = "auto"
     guided_alignment: GuidedAlignmentConfig | None = None
     subword_sampling: SubwordSamplingConfig | None = None
+
+    def unused_schedule_keys(self) -> list[str]:
+        """The schedule settings this section gives (in the file or an override) that its
+        ``lr_schedule`` does not read (:data:`SCHEDULE_KEYS`): ``warmup_steps`` with
+        ``plateau``, which has no warm-up; ``lr_decay``, ``lr_patience`` and, for
+        ``inverse_sqrt``, ``min_lr`` with the per-step schedules."""
+        used = SCHEDULE_KEYS[self.lr_schedule]
+        every = dict.fromkeys(key for keys in SCHEDULE_KEYS.values() for key in keys)
+        return [key for key in every if key not in used and key in self.model_fields_set]
 
     @field_validator("adam_betas", mode="before")
     @classmethod
