@@ -240,12 +240,18 @@ def test_a_min_lr_not_below_lr_warns_that_the_rate_never_falls(
         ),
         (["copy", "--train.lr_decay", "0.3", "--train.min_lr", "1e-4"], None),
         (["quick", "--train.warmup_steps", "50", "--train.min_lr", "1e-4"], None),
+        (
+            ["copy", "--tokenizer.model_type", "bpe"],  # copy splits words at whitespace
+            "attnkit: warning: tokenizer.model_type bpe: not used by tokenizer.kind word",
+        ),
+        (["quick", "--tokenizer.model_type", "bpe"], None),
     ],
 )
-def test_a_schedule_setting_the_schedule_does_not_read_is_warned_about(
+def test_a_setting_the_run_does_not_read_is_warned_about(
     capsys, monkeypatch, tmp_path, argv, warning
 ):
-    # train.warmup_steps with lr_schedule plateau trained without a warm-up, unsaid
+    # train.warmup_steps with lr_schedule plateau trained without a warm-up, and
+    # tokenizer.model_type bpe with tokenizer.kind word whitespace words, unsaid
     def before_training(*args, **kwargs):
         raise ValueError("stopped before training")
 

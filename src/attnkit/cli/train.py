@@ -216,6 +216,7 @@ def _train(args: argparse.Namespace, placed) -> int:
         _warn_tsv_columns_differ(config.data)
         if not args.resume:  # a run folder's config.yaml gives every key; said when it began
             _warn_unused_schedule_keys(config.train)
+            _warn_unused_tokenizer_keys(config.tokenizer)
     try:
         summary = train(
             config,
@@ -323,6 +324,18 @@ def _warn_unused_schedule_keys(train) -> None:
         )
 
 
+def _warn_unused_tokenizer_keys(tokenizer) -> None:
+    """One warning naming the sentencepiece settings given with ``tokenizer.kind: word``
+    (``model_type: bpe`` trained whitespace words, silently)."""
+    unused = tokenizer.unused_keys()
+    if unused:
+        given = ", ".join(f"tokenizer.{key} {getattr(tokenizer, key)}" for key in unused)
+        warn(
+            f"{given}: not used by tokenizer.kind word, which splits at whitespace "
+            "(sentencepiece settings: set tokenizer.kind sentencepiece to use them)"
+        )
+
+
 def _percent(share: float) -> str:
     """``share`` as a percentage with a digit that is not 0: ``50%``, ``0.25%``."""
     return f"{share:.0%}" if share >= 0.01 else f"{share * 100:.2g}%"
@@ -334,6 +347,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     config, folder = _config_and_folder(args)
     _warn_threads_over_cores(config.train.threads)
     _warn_tsv_columns_differ(config.data)
+    _warn_unused_tokenizer_keys(config.tokenizer)
     prepare_run(config, folder, progress_bar=not args.no_progress, echo=stderr)
     print(f"prepared: {folder.path}")
     return 0

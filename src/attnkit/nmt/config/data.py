@@ -137,3 +137,11 @@ class TokenizerConfig(_Section):
     model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = Field(1.0, ge=MIN_CHARACTER_COVERAGE, le=1)
     sample_sentences: int = Field(1_000_000, gt=0)
+
+    def unused_keys(self) -> list[str]:
+        """The sentencepiece settings (``model_type``, ``character_coverage``) this section
+        gives (in the file or an override) with ``kind: word``, which splits at whitespace
+        and reads neither."""
+        if self.kind != "word":
+            return []
+        return [k for k in ("model_type", "character_coverage") if k in self.model_fields_set]
