@@ -3,6 +3,7 @@ identical translations, attention views of every layer and head, translate --plo
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 
@@ -198,3 +199,33 @@ def test_a_position_table_too_short_for_every_pair_says_to_raise_max_positions(t
         "data.max_tgt_len (1), and model.max_positions (2), which caps them at 1 "
         "(one of its positions is </s> or <s>)"
     )
+
+
+@pytest.mark.parametrize("fitting_pairs", [0, 1])
+def test_a_validation_set_longer_than_the_position_table_is_refused_before_training(
+    tmp_path, fitting_pairs
+):
+    """Short training pairs, validation pairs of 8 tokens, a table of 6 positions: the
+    validation loss left every pair out and read "valid loss 0.000, ppl 1.00" at each
+    validation. With one pair that fits, the loss is that pair's."""
+    short = [" ".join(f"s{(i + j) % 8}" for j in range(3)) for i in range(40)]
+    long = [" ".join(f"s{(i + j) % 8}" for j in range(8)) for i in range(6)]
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{s}\n" for s in short))
+    valid = long + short[:fitting_pairs]
+    (tmp_path / "valid.tsv").write_text("".join(f"{s}\t{s}\n" for s in valid))
+    files = {split: {"tsv": str(tmp_path / f"{split}.tsv")} for split in ("train", "valid")}
+    data = f"data={json.dumps(files)}"
+    cfg = config(TRANSFORMER, data, "model.max_positions=6", "train.max_steps=2")
+    run_dir = tmp_path / "run"
+    if not fitting_pairs:
+        with pytest.raises(ValueError) as err:
+            train(cfg, run_dir, progress_bar=False, echo=quiet)
+        assert str(err.value) == (
+            "no validation pair fits model.max_positions (6): each has more than 5 source or "
+            "target tokens, so the validation loss would cover no pair; raise "
+            "model.max_positions, or validate on shorter pairs"
+        )
+        return
+    summary = train(cfg, run_dir, progress_bar=False, echo=quiet)
+    losses = [row["valid_loss"] for row in summary.history]
+    assert losses and all(loss > 0.5 for loss in losses)  # a real loss, not 0 over no pair

@@ -159,16 +159,25 @@ def validate(
 
 
 def _readable(model: Translator, examples: Examples) -> Examples:
-    """The pairs whose source (with ``</s>``) and target (with ``<s>`` or ``</s>``) fit the
-    model's position tables; all of them when it has none."""
+    """The pairs that fit the model's position tables (:func:`fitting`); all of them when it
+    has none."""
     if model.max_source_len is None and model.max_target_len is None:
         return examples
-    src, tgt = examples.lengths()  # tokens without specials
-    keep = np.ones(len(examples), dtype=bool)
-    for lengths, limit in ((src, model.max_source_len), (tgt, model.max_target_len)):
-        if limit is not None:
-            keep &= lengths < limit
+    keep = fitting(examples, model.max_source_len, model.max_target_len)
     if keep.all():
         return examples
     chosen = np.flatnonzero(keep).tolist()
     return Examples([examples.src[i] for i in chosen], [examples.tgt[i] for i in chosen])
+
+
+def fitting(
+    examples: Examples, max_source_len: int | None, max_target_len: int | None
+) -> np.ndarray:
+    """Which pairs' source (with ``</s>``) and target (with ``<s>`` or ``</s>``) fit position
+    tables of these lengths (None: no table), as a boolean mask ``(N,)``."""
+    src, tgt = examples.lengths()  # tokens without specials
+    keep = np.ones(len(examples), dtype=bool)
+    for lengths, limit in ((src, max_source_len), (tgt, max_target_len)):
+        if limit is not None:
+            keep &= lengths < limit
+    return keep

@@ -31,6 +31,7 @@ from ..runs.runlock import run_lock
 from .distributed import Group
 from .init_from import starting_point
 from .interrupt import terminate_as_ctrl_c
+from .objective import fitting
 from .threads import set_threads, threads_restored
 
 __all__ = [
@@ -145,8 +146,9 @@ def prepare_data(
     :meth:`TrainingData.summary` line goes to ``echo``.
 
     Raises:
-        ValueError: a split has no sentence pairs, or no training pair is left
-            within the length limits.
+        ValueError: a split has no sentence pairs, no training pair is left
+            within the length limits, or no validation pair fits a Transformer's
+            ``model.max_positions``.
     """
     valid_corpus = _valid_corpus(config)  # an empty split fails before any tokenizer trains
     threads = torch.get_num_threads()
@@ -164,7 +166,26 @@ def prepare_data(
     echo(data.summary())
     if not len(train):
         raise ValueError(_no_pairs_left(config))
+    _check_valid_fits_positions(config, checked.valid)
     return data
+
+
+def _check_valid_fits_positions(config: RunConfig, valid: Examples) -> None:
+    """At least one validation pair fits a Transformer's position tables: the validation
+    loss leaves out the others (:func:`.objective.validate`), and over no pair it read
+    ``valid loss 0.000, ppl 1.00``, a perfect model, at every validation.
+
+    Raises:
+        ValueError: every validation pair is too long for ``model.max_positions``.
+    """
+    positions = getattr(config.model, "max_positions", None)
+    if positions is None or not len(valid) or fitting(valid, positions, positions).any():
+        return
+    raise ValueError(
+        f"no validation pair fits model.max_positions ({positions}): each has more than "
+        f"{positions - 1} source or target tokens, so the validation loss would cover no "
+        "pair; raise model.max_positions, or validate on shorter pairs"
+    )
 
 
 def _no_pairs_left(config: RunConfig) -> str:
