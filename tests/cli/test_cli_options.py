@@ -265,6 +265,23 @@ def test_a_setting_the_run_does_not_read_is_warned_about(
         assert len(warnings) == 1 and warnings[0].startswith(warning)
 
 
+def test_a_whole_saved_config_copied_to_start_a_run_warns_of_no_unused_key(
+    capsys, monkeypatch, tmp_path
+):
+    """A run's config.yaml gives every key, defaults included: copied to start a new run
+    it warned that warmup_steps 4000 goes unread by the plateau schedule."""
+    from attnkit.nmt.config import RunConfig
+
+    def before_training(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    whole = tmp_path / "copied.yaml"
+    whole.write_text(RunConfig.preset("copy").to_yaml())
+    status, _, err = run(capsys, "train", str(whole), "--out", str(tmp_path / "run"))
+    assert status == 2 and "warning:" not in err, err
+
+
 def test_a_vocabulary_smaller_than_asked_is_said_once_at_tokenizer_training(
     capsys, monkeypatch, tmp_path
 ):

@@ -140,8 +140,13 @@ class TokenizerConfig(_Section):
 
     def unused_keys(self) -> list[str]:
         """The sentencepiece settings (``model_type``, ``character_coverage``) this section
-        gives (in the file or an override) with ``kind: word``, which splits at whitespace
-        and reads neither."""
+        sets off their defaults (in the file or an override) with ``kind: word``, which
+        splits at whitespace and reads neither."""
         if self.kind != "word":
             return []
-        return [k for k in ("model_type", "character_coverage") if k in self.model_fields_set]
+        fields = type(self).model_fields
+        return [
+            k
+            for k in ("model_type", "character_coverage")
+            if k in self.model_fields_set and getattr(self, k) != fields[k].default
+        ]

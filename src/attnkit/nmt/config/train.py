@@ -122,13 +122,19 @@ class TrainConfig(_Section):
     subword_sampling: SubwordSamplingConfig | None = None
 
     def unused_schedule_keys(self) -> list[str]:
-        """The schedule settings this section gives (in the file or an override) that its
-        ``lr_schedule`` does not read (:data:`SCHEDULE_KEYS`): ``warmup_steps`` with
-        ``plateau``, which has no warm-up; ``lr_decay``, ``lr_patience`` and, for
-        ``inverse_sqrt``, ``min_lr`` with the per-step schedules."""
+        """The schedule settings this section sets off their defaults (in the file or an
+        override) that its ``lr_schedule`` does not read (:data:`SCHEDULE_KEYS`):
+        ``warmup_steps`` with ``plateau``, which has no warm-up; ``lr_decay``,
+        ``lr_patience`` and, for ``inverse_sqrt``, ``min_lr`` with the per-step schedules."""
         used = SCHEDULE_KEYS[self.lr_schedule]
         every = dict.fromkeys(key for keys in SCHEDULE_KEYS.values() for key in keys)
-        return [key for key in every if key not in used and key in self.model_fields_set]
+        return [key for key in every if key not in used and self._set_off_default(key)]
+
+    def _set_off_default(self, key: str) -> bool:
+        """``key`` is given and not its default (a whole saved config.yaml, copied to start
+        a new run, gives every key: only a value someone chose is worth a warning)."""
+        default = type(self).model_fields[key].default
+        return key in self.model_fields_set and getattr(self, key) != default
 
     @field_validator("adam_betas", mode="before")
     @classmethod
