@@ -214,6 +214,7 @@ BAD_INPUTS = {
     "dtype": (TypeError, "key has dtype torch.float32 but the parameters are torch.float64",
               lambda m: m.double()(torch.randn(2, 4, 8).double(), torch.randn(2, 4, 6))),
     "not a tensor": (TypeError, "query must be a torch.Tensor, got list", lambda m: m([1.0])),
+    "query None": (TypeError, "query must be a torch.Tensor, got NoneType", lambda m: m(None)),
     "key not a tensor": (TypeError, "key must be a torch.Tensor, got list",
                          lambda m: m(torch.randn(2, 4, 8), [[1.0] * 6])),
     "value not a tensor": (TypeError, "value must be a torch.Tensor, got ndarray",

@@ -306,7 +306,8 @@ class MultiHeadAttention(TorchInterop, nn.Module):
     ) -> None:
         dtype = self.q_proj.weight.dtype
         for name, t in (("query", query), ("key", key), ("value", value)):
-            if t is not None and not isinstance(t, Tensor):  # before any .device is read
+            # before any .device is read; query has no default, so None is no tensor either
+            if (t is not None or name == "query") and not isinstance(t, Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             if t is not None:
                 check_device(name, t, self.q_proj.weight.device, "the parameters")
