@@ -407,3 +407,17 @@ def test_scale_step_says_when_dividing_by_the_rounded_root_prints_another_number
     tie = explain([1.0, 0.0, 0.0, 0.0], [[-3.57326, 0.0, 0.0, 0.0]]).to_text()
     assert "scaled = [-3.573/2]\n         = [-1.787]\n" in tie
     assert "rounded numbers" not in tie
+
+
+def test_scale_step_by_hand_check_takes_scores_of_any_size():
+    # 1e+28/1.732 rounded to 3 decimals has 32 digits, more than Decimal's default 28:
+    # the by-hand check raised decimal.InvalidOperation instead of printing the lesson
+    t = explain([1e14, 1e14, 1e14], [[1e14, 0.0, 0.0], [0.0, 1e14, 0.0]])
+    text = t.to_text()
+    assert "scores = [1.000e+28, 1.000e+28]" in text
+    assert "1/sqrt(3) = 1/1.732" in text
+    assert "Scale: 1/sqrt(3)" in t.to_markdown()
+    assert (
+        "scaled = [1.000e+28/1.732, 1.000e+28/1.732]\n         = [5.774e+27, 5.774e+27]\n" in text
+    )
+    assert "weights" in explain([1e6] * 3, [[1e6, 0, 0]]).to_text(15)  # 1e12, 15 decimals

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,6 +41,10 @@ _SCORE_MATRIX = {
     "scaled_dot": "Score matrix S = Q·K^T (rows = queries):",
     "general": "Score matrix S = Q·W·K^T (rows = queries):",
 }
+
+
+# digits of the whole part of any finite float64 (1.8e+308), and a few to spare
+_DECIMAL_DIGITS = 320
 
 
 def fmt(x: float | None, precision: int, integral: bool = False, *, small: bool = False) -> str:
@@ -212,12 +216,16 @@ def _scale_note(trace: AttentionTrace, i: int, p: int) -> str | None:
 def _divided_by_hand(numerators: Sequence[str], denominator: str, p: int) -> list[str]:
     """Each number as printed divided by the one printed below it, as a student would:
     in decimal and rounded half up to ``p`` decimals (-3.573/2 = -1.7865 is -1.787,
-    where the binary float nearest -1.7865 prints -1.786)."""
+    where the binary float nearest -1.7865 prints -1.786). Worked with every digit a
+    float64 can print (a score of 1e+28 rounded to 3 decimals has 32; Decimal's default
+    28 digits would raise InvalidOperation)."""
     quantum = Decimal(1).scaleb(-p)
-    return [
-        fmt(float((Decimal(n) / Decimal(denominator)).quantize(quantum, ROUND_HALF_UP)), p)
-        for n in numerators
-    ]
+    with localcontext() as ctx:
+        ctx.prec = _DECIMAL_DIGITS + p
+        return [
+            fmt(float((Decimal(n) / Decimal(denominator)).quantize(quantum, ROUND_HALF_UP)), p)
+            for n in numerators
+        ]
 
 
 def _root(trace: AttentionTrace, p: int) -> str:
