@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from attnkit.cli import build_parser
+from attnkit.cli.errors import UsageError
 from cli_helpers import assert_one_line_error, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -479,3 +481,30 @@ def test_a_target_vocabulary_smaller_than_asked_is_said_when_the_source_is_full(
     said = [line for line in err.splitlines() if "tokenizer.vocab_size" in line]
     assert len(said) == 1 and " target tokens, not tokenizer.vocab_size 30" in said[0], said
     assert "source" not in said[0]
+
+
+def test_an_output_that_is_a_device_is_not_refused_for_its_folder(monkeypatch, tmp_path):
+    # /dev/stdout and /dev/null are written into (atomic_write_bytes, the sinks), never
+    # replaced; /dev is root's, so for any other user the folder check refused them all
+    from attnkit.cli import outputs
+
+    real_access = os.access
+    readonly = {Path("/dev"), tmp_path / "ro"}
+
+    def access(path, mode, *args, **kwargs):  # as a user who may not write in those folders
+        if Path(path) in readonly and mode & os.W_OK:
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(outputs.os, "access", access)
+    for device in ("/dev/null", "/dev/stdout"):
+        outputs.check_output("--attention-out", device)
+        outputs.check_output("--out", device, {"--src": "in.txt"})
+    # a regular file there is still refused: it is replaced, beside it
+    (tmp_path / "ro").mkdir()
+    with pytest.raises(UsageError, match="no permission to write in"):
+        outputs.check_output("--out", str(tmp_path / "ro" / "x.txt"))
+    # a link is followed to the file it names, which the writers replace
+    (tmp_path / "rw").mkdir()
+    (tmp_path / "ro" / "link.txt").symlink_to(tmp_path / "rw" / "x.txt")
+    outputs.check_output("--out", str(tmp_path / "ro" / "link.txt"))

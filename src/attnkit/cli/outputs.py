@@ -54,8 +54,15 @@ def check_output(
 def _check_folder_of(option: str, path: str) -> None:
     """Refuse ``path`` where its folder cannot be made or written: the nearest part of it
     that exists is a file (``out.txt/x.json``), or a folder this user may not write in
-    (the writers make the missing folders below it)."""
-    folder = Path(path).parent
+    (the writers make the missing folders below it). A device or a pipe (``/dev/stdout``,
+    ``/dev/null``, a named pipe) is written into, never replaced, so its folder (``/dev``,
+    which only root may write in) is not asked; a link is followed, as the writers do."""
+    target = Path(path)
+    if _is_device(target):  # os.stat follows a link to the device
+        return
+    if target.is_symlink():  # the file it points to is replaced, beside it
+        target = Path(os.path.realpath(target))
+    folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
