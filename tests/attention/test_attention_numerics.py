@@ -230,3 +230,40 @@ def test_fully_padded_batch_row_gives_exact_zeros_even_with_nan_values(weights):
     out = sdpa(q, k, v, keep, return_weights=weights)
     out = out[0] if weights else out
     assert torch.all(out[1] == 0) and torch.isfinite(out).all()
+
+
+def test_values_that_are_the_keys_are_zeroed_once(monkeypatch):
+    # 5cd5803 zeroes the dead keys too; with values defaulting to the keys (encoder-decoder
+    # attention) the same (B, Tk, D) tensor was zeroed twice, a second torch.where pass
+    # that made Attention without prepared keys about 3x slower per call
+    from attnkit.attention.functional import zero_dead_keys
+    from attnkit.attention.masks import padding_mask
+
+    keys = torch.randn(2, 5, 4)
+    keys[1, 3:] = math.nan  # padding
+    mask = padding_mask([5, 3], 5)  # (B, Tk)
+    zeroed_keys, zeroed_values = zero_dead_keys(mask[:, None, :], keys, keys)
+    assert zeroed_keys is zeroed_values
+    assert torch.equal(zeroed_keys[1, 3:], torch.zeros(2, 4))
+    # distinct values are still zeroed on their own
+    values = torch.randn(2, 5, 3)
+    zk, zv = zero_dead_keys(mask[:, None, :], keys, values)
+    assert zk is not zv and torch.equal(zv[1, 3:], torch.zeros(2, 3))
+    assert torch.equal(zk[1, 3:], torch.zeros(2, 4))
+
+    big = []  # torch.where passes over a (B, Tk, D) tensor inside Attention
+    where = torch.where
+
+    def counting(*args, **kwargs):
+        if len(args) == 3 and any(
+            isinstance(a, torch.Tensor) and a.shape == keys.shape for a in args[1:]
+        ):
+            big.append(1)
+        return where(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "where", counting)
+    query = torch.randn(2, 4, requires_grad=True)
+    context, _ = Attention(DotScore())(query, keys, mask=mask)
+    assert len(big) == 1
+    context.sum().backward()
+    assert torch.isfinite(query.grad).all() and torch.isfinite(context).all()

@@ -375,13 +375,15 @@ def zero_dead_keys(
         keys_too: also zero ``key`` (else it comes back unchanged).
 
     Returns:
-        ``(key, value)`` with zeros at the dead positions.
+        ``(key, value)`` with zeros at the dead positions; one tensor for both when
+        ``value`` is ``key`` (values that default to the keys are zeroed once).
     """
     live = allowed.any(dim=-2) if allowed.dim() > 1 else allowed  # (..., Tk)
     live = live.unsqueeze(-1)  # (..., Tk, 1)
+    zeroed_value = torch.where(live, value, 0.0)  # (..., Tk, Dv)
     if keys_too:
-        key = torch.where(live, key, 0.0)  # (..., Tk, D)
-    return key, torch.where(live, value, 0.0)  # (..., Tk, Dv)
+        key = zeroed_value if key is value else torch.where(live, key, 0.0)  # (..., Tk, D)
+    return key, zeroed_value
 
 
 def _explicit_attention(
