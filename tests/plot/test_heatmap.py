@@ -198,3 +198,12 @@ def test_heatmap_grid_keeps_long_token_labels_readable():
     tokens = [f"tok{i}" for i in range(100)]
     fig = plot.heatmap_grid(np.full((2, 100, 3), 1 / 3), tokens)
     assert label_overlaps(fig, "y") == 0
+
+
+def test_a_very_long_labelled_side_stays_within_ten_thousand_pixels():
+    """Labelled sides grew up to 600 inches: a 2000-token heatmap would be ~28,000 px
+    square, gigabytes of pixels. The matrix is never drawn here: only its size is asked."""
+    from attnkit.plot.matrix import MAX_LABELLED_INCHES, _side_inches
+
+    assert _side_inches(2000, 2.2, 4.0, 16.0, 0.1, True) == MAX_LABELLED_INCHES == 100.0
+    assert _side_inches(256, 2.2, 4.0, 16.0, 0.1, True) == pytest.approx(2.2 + 0.14 * 256)

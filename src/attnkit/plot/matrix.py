@@ -14,8 +14,10 @@ from .style import CELL_INCHES, FONT_SIZE, _escape_text, _figure, _shorten_title
 
 #: Least room along a labelled side per cell: one tick label (FONT_SIZE - 1 pt) and a gap.
 LABEL_INCHES = 0.14
-#: A figure side never grows past this (Agg draws at most 65536 px at DPI = 100).
-MAX_LABELLED_INCHES = 600.0
+#: A labelled side never grows past this: 10,000 px at DPI = 100, room for about 700
+#: labels (translate cuts a sentence at 256 tokens), and at most 400 MB of RGBA for a
+#: square picture; 600 inches (Agg's own limit) would be 14 GB.
+MAX_LABELLED_INCHES = 100.0
 
 
 def _side_inches(
