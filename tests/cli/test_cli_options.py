@@ -143,15 +143,22 @@ def test_threads_per_process_of_a_torchrun_job_are_checked_against_the_shared_co
     assert capsys.readouterr().err == ""
 
 
+def stop_before_training(monkeypatch) -> None:
+    """``attnkit train`` ends with ``error: stopped before training`` (status 2) once its
+    config notes and warnings are out: no data is read, no model built."""
+
+    def before_training(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+
+
 @pytest.mark.parametrize("rank", ["0", "1"])
 def test_under_torchrun_only_rank_0_prints_the_warnings_before_training(
     capsys, monkeypatch, tmp_path, rank
 ):
     # every rank printed each config note and warning: one copy per process
-    def before_training(*args, **kwargs):
-        raise ValueError("stopped before training")
-
-    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    stop_before_training(monkeypatch)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
     for name, value in (("WORLD_SIZE", "2"), ("RANK", rank), ("LOCAL_WORLD_SIZE", "2")):
         monkeypatch.setenv(name, value)
@@ -214,10 +221,7 @@ def test_a_min_lr_not_below_lr_warns_that_the_rate_never_falls(
     capsys, monkeypatch, tmp_path, argv, warning
 ):
     # the linear line and the plateau decay stop at min_lr: the rate stayed at lr unsaid
-    def before_training(*args, **kwargs):
-        raise ValueError("stopped before training")
-
-    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    stop_before_training(monkeypatch)
     status, _, err = run(capsys, "train", *argv, "--out", str(tmp_path / "run"))
     assert status == 2 and err.endswith("error: stopped before training\n")
     warnings = [line for line in err.splitlines() if "warning:" in line]
@@ -254,10 +258,7 @@ def test_a_setting_the_run_does_not_read_is_warned_about(
 ):
     # train.warmup_steps with lr_schedule plateau trained without a warm-up, and
     # tokenizer.model_type bpe with tokenizer.kind word whitespace words, unsaid
-    def before_training(*args, **kwargs):
-        raise ValueError("stopped before training")
-
-    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    stop_before_training(monkeypatch)
     status, _, err = run(capsys, "train", *argv, "--out", str(tmp_path / "run"))
     assert status == 2 and err.endswith("error: stopped before training\n")
     warnings = [line for line in err.splitlines() if "warning:" in line]
@@ -274,10 +275,7 @@ def test_a_whole_saved_config_copied_to_start_a_run_warns_of_no_unused_key(
     it warned that warmup_steps 4000 goes unread by the plateau schedule."""
     from attnkit.nmt.config import RunConfig
 
-    def before_training(*args, **kwargs):
-        raise ValueError("stopped before training")
-
-    monkeypatch.setattr("attnkit.nmt.training.loop.train", before_training)
+    stop_before_training(monkeypatch)
     whole = tmp_path / "copied.yaml"
     whole.write_text(RunConfig.preset("copy").to_yaml())
     status, _, err = run(capsys, "train", str(whole), "--out", str(tmp_path / "run"))

@@ -314,26 +314,32 @@ def _warn_tsv_columns_differ(data) -> None:
 def _warn_unused_schedule_keys(train) -> None:
     """One warning naming the schedule settings the config gives that its ``lr_schedule``
     ignores (``warmup_steps: 1000`` with ``plateau`` trained with no warm-up, silently)."""
-    unused = train.unused_schedule_keys()
-    if unused:
-        given = ", ".join(f"train.{key} {getattr(train, key)}" for key in unused)
-        warn(
-            f"{given}: not used by train.lr_schedule {train.lr_schedule} (plateau reads "
-            "lr_decay, lr_patience and min_lr; inverse_sqrt warmup_steps; linear "
-            "warmup_steps and min_lr)"
-        )
+    _warn_unused(
+        "train",
+        train,
+        train.unused_schedule_keys(),
+        f"not used by train.lr_schedule {train.lr_schedule} (plateau reads lr_decay, "
+        "lr_patience and min_lr; inverse_sqrt warmup_steps; linear warmup_steps and min_lr)",
+    )
 
 
 def _warn_unused_tokenizer_keys(tokenizer) -> None:
     """One warning naming the sentencepiece settings given with ``tokenizer.kind: word``
     (``model_type: bpe`` trained whitespace words, silently)."""
-    unused = tokenizer.unused_keys()
-    if unused:
-        given = ", ".join(f"tokenizer.{key} {getattr(tokenizer, key)}" for key in unused)
-        warn(
-            f"{given}: not used by tokenizer.kind word, which splits at whitespace "
-            "(sentencepiece settings: set tokenizer.kind sentencepiece to use them)"
-        )
+    _warn_unused(
+        "tokenizer",
+        tokenizer,
+        tokenizer.unused_keys(),
+        "not used by tokenizer.kind word, which splits at whitespace (sentencepiece "
+        "settings: set tokenizer.kind sentencepiece to use them)",
+    )
+
+
+def _warn_unused(name: str, section, keys: list[str], why: str) -> None:
+    """``SECTION.KEY VALUE, ...: WHY`` as one warning, when ``keys`` is not empty."""
+    if keys:
+        given = ", ".join(f"{name}.{key} {getattr(section, key)}" for key in keys)
+        warn(f"{given}: {why}")
 
 
 def _percent(share: float) -> str:
