@@ -104,15 +104,16 @@ class Attention(nn.Module):
                 check_device(name, t, query.device, "query")
         step = query.dim() == 2
         if step:
-            if mask is not None:
-                _check_broadcast("mask", mask.shape, (query.shape[0], keys.shape[-2]))
+            if mask is not None:  # checked as the caller gave it: (B, Tk)
+                _check_mask(mask, (query.shape[0], keys.shape[-2]))
             query = query.unsqueeze(1)  # (B, 1, Dq)
             mask = None if mask is None else mask.unsqueeze(-2)  # (B, 1, Tk)
         else:
             mask = key_mask_for_queries(mask, query.shape[0], keys.shape[-2])  # (B, 1, Tk)
+            if mask is not None:
+                _check_mask(mask, (*query.shape[:2], keys.shape[-2]))
         _check_layer_inputs(query, keys, values)
         if mask is not None:  # before the score: a NaN key would reach the gradients
-            _check_mask(mask, (*query.shape[:2], keys.shape[1]))
             keys, values = _zero_dead(mask, keys, values, prepared_keys is None, values_zeroed)
         scores = self.score(query, keys, prepared_keys)  # (B, Tq, Tk), float32 for fp16/bf16
         weights = masked_softmax(scores, mask).to(values.dtype)  # (B, Tq, Tk)
@@ -132,11 +133,12 @@ def _check_tensors(**args: Tensor | None) -> None:
             raise TypeError(f"{arg} must be {kind}, got {type(t).__name__}")
 
 
-def _check_mask(mask: Tensor, scores: tuple[int, int, int]) -> None:
-    """``mask`` must be bool and broadcast to the scores ``(B, Tq, Tk)``."""
+def _check_mask(mask: Tensor, shape: tuple[int, ...]) -> None:
+    """``mask`` must be bool and broadcast to ``shape`` (the scores', or ``(B, Tk)`` for a
+    step query)."""
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    _check_broadcast("mask", mask.shape, scores)
+    _check_broadcast("mask", mask.shape, shape)
 
 
 def _zero_dead(
