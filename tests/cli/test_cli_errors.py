@@ -237,3 +237,21 @@ def test_buffered_stdout_onto_a_full_disk_fails_at_the_last_flush_with_74(run_di
     err = proc.stderr.decode()
     assert proc.returncode == 74
     assert err == "attnkit translate: error: cannot write <stdout>: No space left on device\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["explain", "--help"]])
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_help_onto_a_full_disk_is_74_not_a_silent_0(argv, unbuffered):
+    """argparse ignores a failed write of its help: the text was lost and the status 0."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(Path(attnkit.__file__).parents[1])
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    command = [sys.executable, "-m", "attnkit.cli", *argv]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=120)
+    assert proc.returncode == 74
+    assert (
+        proc.stderr.decode() == "attnkit: error: cannot write <stdout>: No space left on device\n"
+    )

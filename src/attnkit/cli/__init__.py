@@ -52,7 +52,7 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 def build_parser() -> argparse.ArgumentParser:
     from . import align, average, bench, export, inspect, lessons, nmt, plot, serve, train
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="attnkit",
         description="The attention mechanism of neural translation: "
         "explain, plot, train, translate.",
@@ -88,7 +88,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a reader that left shows up here when the output was buffered
     except BrokenPipeError:
         return _reader_gone()
+    except WriteError as err:  # argparse's `--help > FILE` on a full disk (see _Parser)
+        print(f"attnkit: error: {err}", file=sys.stderr)
+        _stdout_to_devnull()
+        return WRITE_ERROR_STATUS
     return status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that ``--help`` or ``--version`` that cannot be written
+    to stdout is a :class:`WriteError` (argparse ignores a failed write, so
+    ``attnkit --help > /dev/full`` exited 0 with the text lost)."""
+
+    def _print_message(self, message: str, file=None) -> None:
+        if message and (file is sys.stdout):
+            with writing(STDOUT):
+                file.write(message)
+        else:
+            super()._print_message(message, file)
+
+    def exit(self, status: int = 0, message: str | None = None):
+        with writing(STDOUT):
+            sys.stdout.flush()  # a buffered help text meets a full disk here
+        super().exit(status, message)
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
