@@ -10,6 +10,7 @@ import torch
 
 from attnkit.cli import build_parser
 from attnkit.cli.errors import UsageError
+from attnkit.cli.run_dir import warn_threads_over_cores
 from cli_helpers import assert_one_line_error, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,16 +113,14 @@ def test_overrides_apply_in_command_line_order(tmp_path, overrides, lr):
 
 
 def test_more_threads_than_cores_warns_once(capsys, monkeypatch):
-    from attnkit.cli import train
-
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    train._warn_threads_over_cores(3)
+    warn_threads_over_cores(3, "train.threads")
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "warning: train.threads 3 is more than the 2 CPU core(s)" in err
     for fine in (2, 0, "auto"):
-        train._warn_threads_over_cores(fine)
+        warn_threads_over_cores(fine, "train.threads")
     assert capsys.readouterr().err == ""
 
 
@@ -129,17 +128,15 @@ def test_threads_per_process_of_a_torchrun_job_are_checked_against_the_shared_co
     capsys, monkeypatch
 ):
     # 2 processes x train.threads 2 on 2 cores: 4 threads fought over 2 cores, unsaid
-    from attnkit.cli import train
-
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    train._warn_threads_over_cores(2, processes=2)
+    warn_threads_over_cores(2, "train.threads", processes=2)
     assert capsys.readouterr().err == (
         "attnkit: warning: train.threads 2 is per process: the 2 processes on this machine "
         "ask for 4 threads, more than the 2 CPU core(s) they share; threads beyond the cores "
-        "wait for each other and slow training down (use 1, or 'auto')\n"
+        "wait for each other and slow the work down (use 1, or 'auto')\n"
     )
     for threads, processes in ((1, 2), (1, 3), ("auto", 2), (2, 1)):
-        train._warn_threads_over_cores(threads, processes=processes)
+        warn_threads_over_cores(threads, "train.threads", processes=processes)
     assert capsys.readouterr().err == ""
 
 
@@ -506,3 +503,19 @@ def test_an_output_that_is_a_device_is_not_refused_for_its_folder(monkeypatch, t
     (tmp_path / "rw").mkdir()
     (tmp_path / "ro" / "link.txt").symlink_to(tmp_path / "rw" / "x.txt")
     outputs.check_output("--out", str(tmp_path / "ro" / "link.txt"))
+
+
+def test_translate_threads_over_the_cores_warn_as_train_threads_do(capsys, monkeypatch):
+    # `translate --threads 5000` set 5,000 threads on 2 cores without a word
+    from attnkit.cli.run_dir import apply_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    apply_threads(5000)
+    assert capsys.readouterr().err == (
+        "attnkit: warning: --threads 5000 is more than the 2 CPU core(s) this process may use; "
+        "threads beyond the cores wait for each other and slow the work down "
+        "(use 2, or leave it out)\n"
+    )
+    apply_threads(2)
+    assert capsys.readouterr().err == ""

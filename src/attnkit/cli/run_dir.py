@@ -11,9 +11,10 @@ checkout's beside the installed package) or one shipped in the package.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import UsageError, warn
 
 __all__ = [
     "CHECKPOINTS",
@@ -27,6 +28,7 @@ __all__ = [
     "prepared_only",
     "preset_for",
     "run_options",
+    "warn_threads_over_cores",
 ]
 
 CHECKPOINTS = ("auto", "best", "last", "averaged")  # auto: averaged if it validated better
@@ -99,6 +101,27 @@ def threads_option(p: argparse.ArgumentParser, what: str = "the model's work") -
     )
 
 
+def warn_threads_over_cores(threads: int | str, option: str, processes: int = 1) -> None:
+    """One warning when ``option`` asks for more threads than this process's share of the
+    cores: the count is per process, and the ``processes`` processes on this machine
+    (torchrun's ``--nproc_per_node``) share its cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max((cores or 1) // processes, 1)
+    if not (isinstance(threads, int) and cores and threads > share):
+        return
+    asked = f"{option} {threads} is more than the {cores} CPU core(s) this process may use"
+    if processes > 1:
+        asked = (
+            f"{option} {threads} is per process: the {processes} processes on this machine "
+            f"ask for {threads * processes} threads, more than the {cores} CPU core(s) they share"
+        )
+    default = "leave it out" if option.startswith("--") else "'auto'"
+    warn(
+        f"{asked}; threads beyond the cores wait for each other and slow the work down "
+        f"(use {share}, or {default})"
+    )
+
+
 def apply_threads(threads: int | None) -> None:
     """``--threads`` put in force (None: PyTorch's own choice).
 
@@ -109,6 +132,7 @@ def apply_threads(threads: int | None) -> None:
         return
     if threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
+    warn_threads_over_cores(threads, "--threads")
     import torch
 
     torch.set_num_threads(threads)

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from .errors import UsageError, stderr, warn
-from .run_dir import prepared_only
+from .run_dir import prepared_only, warn_threads_over_cores
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -210,7 +210,7 @@ def _train(args: argparse.Namespace, placed) -> int:
 
     with _said_by_rank_0(placed.is_main):  # torchrun: one copy of each note, not one a rank
         config, folder = _config_and_folder(args)
-        _warn_threads_over_cores(config.train.threads, placed.local_world_size)
+        warn_threads_over_cores(config.train.threads, "train.threads", placed.local_world_size)
         _warn_budget_inside_warmup(config.train)
         _warn_rate_never_falls(config.train)
         _warn_tsv_columns_differ(config.data)
@@ -245,28 +245,6 @@ def _said_by_rank_0(main: bool):
     import io
 
     return contextlib.nullcontext() if main else contextlib.redirect_stderr(io.StringIO())
-
-
-def _warn_threads_over_cores(threads, processes: int = 1) -> None:
-    """One warning when train.threads asks for more threads than this process's share of
-    the cores: ``train.threads`` is per process, and the ``processes`` training processes
-    on this machine (torchrun's ``--nproc_per_node``) share its cores."""
-    import os
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    share = max((cores or 1) // processes, 1)
-    if not (isinstance(threads, int) and cores and threads > share):
-        return
-    asked = f"train.threads {threads} is more than the {cores} CPU core(s) this process may use"
-    if processes > 1:
-        asked = (
-            f"train.threads {threads} is per process: the {processes} processes on this machine "
-            f"ask for {threads * processes} threads, more than the {cores} CPU core(s) they share"
-        )
-    warn(
-        f"{asked}; threads beyond the cores wait for each other and slow training down "
-        f"(use {share}, or 'auto')"
-    )
 
 
 def _warn_budget_inside_warmup(train) -> None:
@@ -351,7 +329,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     from ..nmt.training.prepare import prepare_run
 
     config, folder = _config_and_folder(args)
-    _warn_threads_over_cores(config.train.threads)
+    warn_threads_over_cores(config.train.threads, "train.threads")
     _warn_tsv_columns_differ(config.data)
     _warn_unused_tokenizer_keys(config.tokenizer)
     prepare_run(config, folder, progress_bar=not args.no_progress, echo=stderr)
