@@ -242,6 +242,17 @@ def test_settings_that_must_be_ints_refuse_floats_and_bools(field, value) -> Non
     assert SearchSettings(no_repeat_ngram=2).no_repeat_ngram == 2
 
 
+def test_an_unknown_override_is_named_with_the_settings_there_are() -> None:
+    # beam_search(..., beam=5) raised dataclasses' "__init__() got an unexpected keyword
+    # argument 'beam'", naming neither the call nor what it takes
+    with pytest.raises(TypeError, match=r"unknown search setting\(s\) 'beam'; the settings are "):
+        SearchSettings().with_overrides(beam=5, max_len_b=None)
+    assert "beam_size" in str(
+        pytest.raises(TypeError, SearchSettings().with_overrides, beam=5).value
+    )
+    assert SearchSettings().with_overrides(beam_size=5, max_len_b=None).beam_size == 5
+
+
 @pytest.mark.parametrize("field,value", [("max_len_b", math.inf), ("max_len_a", math.nan)])
 def test_a_length_limit_that_is_not_finite_is_refused_by_name(field, value) -> None:
     # it gave "a length limit -9223372036854775808 < 1" once the source was encoded

@@ -205,7 +205,8 @@ def beam_search(
         ``log p(y) / lp(y) + cp(x; y)``.
 
     Raises:
-        ValueError: a bad override (``beam_size < 1``, ``coverage_penalty < 0``),
+        TypeError: an override that is no field of :class:`SearchSettings`.
+        ValueError: a bad override value (``beam_size < 1``, ``coverage_penalty < 0``),
             bad source tensors or a length limit < 1.
     """
     n_best = beam_search_n_best(model, src, src_lengths, settings, **overrides)

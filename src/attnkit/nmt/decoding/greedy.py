@@ -39,8 +39,9 @@ def greedy_decode(
         log-probability.
 
     Raises:
+        TypeError: an override that is no field of :class:`SearchSettings`.
         ValueError: bad source tensors (see ``Translator.encode``), a length
-            limit < 1, or a bad override.
+            limit < 1, or a bad override value.
     """
     settings = settings.with_overrides(**overrides)
     with inference(model):

@@ -78,7 +78,8 @@ def decode_n_best(
         per example, in input order, 1 to ``n`` hypotheses, best first.
 
     Raises:
-        ValueError: ``n`` < 1, a bad override, or a length limit < 1.
+        TypeError: an override that is no field of :class:`SearchSettings`.
+        ValueError: ``n`` < 1, a bad override value, or a length limit < 1.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")

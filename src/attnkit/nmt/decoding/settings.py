@@ -92,6 +92,12 @@ class SearchSettings:
             TypeError: an override that is no field of :class:`SearchSettings`.
             ValueError: as the class.
         """
+        known = [f.name for f in fields(self)]
+        if unknown := [name for name in overrides if name not in known]:
+            raise TypeError(
+                f"unknown search setting(s) {', '.join(map(repr, unknown))}; "
+                f"the settings are {', '.join(known)}"
+            )
         given = {name: value for name, value in overrides.items() if value is not None}
         return replace(self, **given) if given else self
 
