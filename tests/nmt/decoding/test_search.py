@@ -18,6 +18,7 @@ from attnkit.nmt.decoding.search import (
 )
 from attnkit.nmt.decoding.settings import SearchSettings
 from attnkit.nmt.decoding.steps import block_repeats
+from attnkit.nmt.decoding.translate import Translation
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
 from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
 
@@ -73,6 +74,21 @@ def test_beam_size_one_equals_greedy(variant, alpha, beta) -> None:
     for g, b in zip(greedy, beam, strict=True):
         _assert_same(g, b)
         assert b.log_prob == pytest.approx(g.log_prob, abs=1e-4)
+
+
+def test_hypotheses_compare_by_value() -> None:
+    # `==` of two hypotheses raised "Boolean value of Tensor with more than one value is
+    # ambiguous" (the dataclass compared its weights tensor as a truth value)
+    model = _model(VARIANTS[0])
+    src, src_lengths = pad(_sources())
+    first, again = (greedy_decode(model, src, src_lengths) for _ in range(2))
+    assert first == again
+    other = Hypothesis(first[0].tokens, first[0].weights + 1e-3, first[0].score, first[0].log_prob)
+    assert first[0] != other
+    assert first[0] != Hypothesis(first[0].tokens, first[0].weights.double(), 0.0, 0.0)
+    text = Translation("a b", "x", ["a", "b"], ["x"], first[0].weights, hypotheses=[])
+    same = Translation("a b", "x", ["a", "b"], ["x"], first[0].weights.clone(), hypotheses=[])
+    assert text == same and text != Translation("a b", "x", ["a", "b"], ["x"], None)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..models.translator import DecoderState, SourceMemory
 from ..vocab_ids import BOS, PAD
+from .value_equality import compared_by_value
 
 __all__ = ["Hypothesis", "SearchModel", "block_repeats", "max_lengths", "next_log_probs"]
 
@@ -49,6 +50,7 @@ class SearchModel(Protocol):
     def eval(self) -> Any: ...
 
 
+@compared_by_value
 @dataclass
 class Hypothesis:
     """One translation of one sentence.

@@ -33,6 +33,7 @@ from .engine import SearchEngine, TorchEngine
 from .search import Hypothesis
 from .settings import SearchSettings
 from .supervised import SupervisedHeads, supervised_weights
+from .value_equality import compared_by_value
 
 __all__ = [
     "Sources",
@@ -49,6 +50,7 @@ DEFAULT_INPUT_LIMIT = 256
 _LINE_BREAKS = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+@compared_by_value
 @dataclass
 class Translation:
     """One translated sentence and the attention that produced it.
