@@ -208,6 +208,25 @@ def test_a_time_cap_that_cuts_the_step_budget_short_says_so(tmp_path):
     assert "of train.max_steps=100000" in note and "--resume" in note
 
 
+@pytest.mark.parametrize("schedule", ["inverse_sqrt", "linear"])
+def test_epochs_that_end_inside_the_warm_up_say_so(tmp_path, schedule):
+    # the run ended with the rate still rising towards train.lr, without a word
+    messages = []
+    budget = ("train.max_steps=100",) if schedule == "linear" else ()
+    cfg = config(f"train.lr_schedule={schedule}", "train.warmup_steps=40", *budget,
+                 "train.epochs=1", "train.valid_every=null")  # fmt: skip
+    summary = train(cfg, tmp_path / "run", progress_bar=False, echo=messages.append)
+    assert summary.progress.step == 10 and summary.history[-1]["lr"] == pytest.approx(
+        0.01 * 11 / 40
+    )
+    assert messages[-2] == (
+        "note: train.epochs=1 ended training at step 10, inside the warm-up "
+        "(train.warmup_steps=40): the rate never reached train.lr=0.01; `attnkit train "
+        f"--resume {tmp_path / 'run'} --train.epochs N` with a larger N trains on (or set a "
+        "warm-up shorter than the epochs)"
+    )
+
+
 def test_epochs_that_end_a_linear_schedule_before_its_budget_say_so(tmp_path):
     # the run stopped with "epochs=1 done" and the rate near its peak, without a word
     messages = []

@@ -133,7 +133,10 @@ def spent_budget(config: TrainConfig, p: Progress) -> list[tuple[str, str]]:
 
 def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
     """A plain warning when the time cap, not the step budget, ended a run that has both; or
-    when ``train.epochs`` ended a linear schedule before its line reached ``min_lr``."""
+    when ``train.epochs`` ended a linear schedule before its line reached ``min_lr``, or a
+    warm-up schedule before its rate reached ``train.lr``."""
+    if warm_up := _epochs_inside_warm_up(config, p, run_dir):
+        return warm_up
     limit = step_limit(config, p)
     if limit is None or p.step >= limit:
         return ""
@@ -153,6 +156,21 @@ def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
             "N` with a larger N finishes the budget (or set max_steps to the steps of the epochs)"
         )
     return ""
+
+
+def _epochs_inside_warm_up(config: TrainConfig, p: Progress, run_dir: Path) -> str:
+    if not (
+        p.stop_reason.startswith("epochs")
+        and config.lr_schedule != "plateau"  # the one schedule without a warm-up
+        and p.step < config.warmup_steps
+    ):
+        return ""
+    return (
+        f"note: train.epochs={config.epochs} ended training at step {p.step}, inside the "
+        f"warm-up (train.warmup_steps={config.warmup_steps}): the rate never reached "
+        f"train.lr={config.lr:g}; `attnkit train --resume {run_dir} --train.epochs N` with a "
+        "larger N trains on (or set a warm-up shorter than the epochs)"
+    )
 
 
 def _early_stop(config: TrainConfig, p: Progress) -> str:
