@@ -77,6 +77,17 @@ def test_malformed_input_is_a_one_line_error_with_status_2(capsys, argv, message
     assert_one_line_error(err, "explain", message)
 
 
+def test_explain_precision_given_a_number_format_names_the_mix_up(capsys):
+    # translate's --precision bf16 typed here gave "invalid int value: 'bf16'"
+    with pytest.raises(SystemExit):
+        run(capsys, "explain", "--query", "1,0", "--keys", "1,0;0,1", "--precision", "bf16")
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(
+        "attnkit explain: error: argument --precision: explain's --precision is the number "
+        "of decimals shown, got 'bf16'; the worked example is computed in float64"
+    )
+
+
 def test_saturation_table_and_plot(capsys, tmp_path):
     path = tmp_path / "sat.png"
     argv = ["saturation", "--dims", "4,64,256", "--trials", "200", "--seed", "1"]

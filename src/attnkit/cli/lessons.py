@@ -50,8 +50,10 @@ def _add_explain(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--precision",
-        type=int,
-        help="decimals shown (default 3; JSON keeps full precision unless given)",
+        type=_decimals,
+        metavar="DECIMALS",
+        help="decimals shown (default 3; JSON keeps full precision unless given); explain "
+        "computes in float64",
     )
     p.set_defaults(func=_run_explain)
 
@@ -134,6 +136,22 @@ def dumps(data: dict) -> str:
         return "[" + re.sub(r"\n\s*", " ", match.group(0)[1:-1]).strip() + "]"
 
     return re.sub(r"\[[^\[\]{}]*\]", one_line, text)
+
+
+def _decimals(text: str) -> int:
+    """``--precision``'s count of decimals; the number format of the translation commands'
+    ``--precision`` (fp32, bf16) is named as the mix-up it is."""
+    if text.strip().lower() in ("fp32", "bf16", "auto"):
+        raise argparse.ArgumentTypeError(
+            f"explain's --precision is the number of decimals shown, got {text!r}; the worked "
+            "example is computed in float64 (fp32 and bf16 are for translate, evaluate, ...)"
+        )
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of decimals, got {text!r}"
+        ) from None
 
 
 def _precision(precision: int | None) -> int:
