@@ -1,16 +1,18 @@
 """attnkit.atomic: scratch left by a killed writer is removed by the next write of the same
-name; a symbolic link is written through."""
+name; a symbolic link is written through; a folder replaced whole is never missing."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
 
+from attnkit import atomic
 from attnkit.atomic import WriteError, atomic_write_bytes, new_folder_beside
 
 
@@ -101,3 +103,33 @@ def test_a_file_in_the_way_of_the_folder_is_named(tmp_path):
         assert str(caught.value) == f"cannot write {path}: {blocking} is a file, not a folder"
         assert caught.value.errno == errno.ENOTDIR
     assert blocking.read_text() == "a file, not a folder"
+
+
+def _two_folders(tmp_path):
+    for name, text in (("run", "old"), (".run.scratch.tmp", "new")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text(text)
+    return tmp_path / ".run.scratch.tmp", tmp_path / "run"
+
+
+@pytest.mark.skipif(atomic._renameat2() is None, reason="needs Linux renameat2")
+def test_a_kill_while_a_folder_is_replaced_never_leaves_it_missing(tmp_path, monkeypatch):
+    # the old folder was renamed aside, then the new one in: a kill in between left no folder
+    new, folder = _two_folders(tmp_path)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    monkeypatch.setattr(shutil, "rmtree", killed)  # killed before the old version is deleted
+    with pytest.raises(KeyboardInterrupt):
+        atomic.replace_folder(new, folder)
+    assert (folder / "meta.json").read_text() == "new"
+    assert (new / "meta.json").read_text() == "old"  # scratch, removed by the next build
+
+
+def test_a_folder_is_replaced_whole_where_it_cannot_be_swapped(tmp_path, monkeypatch):
+    new, folder = _two_folders(tmp_path)
+    monkeypatch.setattr(atomic, "_renameat2", lambda: None)
+    atomic.replace_folder(new, folder)
+    assert (folder / "meta.json").read_text() == "new" and os.listdir(tmp_path) == ["run"]

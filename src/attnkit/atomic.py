@@ -16,13 +16,16 @@ longer running; a half-built token store can be gigabytes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import os
 import re
 import secrets
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,11 +201,18 @@ def _fsync_dir(folder: Path) -> None:
 def replace_folder(new: str | Path, folder: str | Path) -> None:
     """Put the finished folder ``new`` at ``folder``; a folder already there is replaced whole.
 
-    The old folder is first renamed aside (a hidden sibling), then ``new`` is
-    renamed into place and the old one deleted, so ``folder`` is always either
-    the old version or the new one, never a mix.
+    On Linux the two folders are swapped in one step (``renameat2`` with
+    ``RENAME_EXCHANGE``) and the old one, now at ``new``'s scratch name, is
+    deleted, so ``folder`` is always the old version or the new one, never a mix
+    and never missing, even for a process killed in between. Elsewhere (or on a
+    file system without the exchange) the old folder is renamed aside first: a
+    kill between the two renames leaves ``folder`` missing, its old version in a
+    hidden sibling ``.NAME.old-XXXX``.
     """
     new, folder = Path(new), Path(folder)
+    if folder.exists() and _exchange(new, folder):
+        shutil.rmtree(new, ignore_errors=True)  # the old version, under the scratch name
+        return
     old = None
     if folder.exists():
         old = folder.with_name(f".{folder.name}.old-{secrets.token_hex(4)}")
@@ -210,3 +220,36 @@ def replace_folder(new: str | Path, folder: str | Path) -> None:
     os.replace(new, folder)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
+_NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM})
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one step; False where the system or the file
+    system cannot (then nothing was changed).
+
+    Raises:
+        OSError: the exchange was possible but failed (e.g. permissions); names ``b``.
+    """
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _NO_EXCHANGE:
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@functools.cache
+def _renameat2():
+    """glibc's ``renameat2`` (2.28 and later), or None (another libc or system)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
