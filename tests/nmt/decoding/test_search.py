@@ -17,7 +17,7 @@ from attnkit.nmt.decoding.search import (
     length_penalty,
 )
 from attnkit.nmt.decoding.settings import SearchSettings
-from attnkit.nmt.decoding.steps import block_repeats
+from attnkit.nmt.decoding.steps import block_repeats, max_lengths
 from attnkit.nmt.decoding.translate import Translation
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
 from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
@@ -256,6 +256,20 @@ def test_settings_that_must_be_ints_refuse_floats_and_bools(field, value) -> Non
     with pytest.raises(ValueError, match=rf"{field} must be an int >= \d, got {value!r}"):
         SearchSettings(**{field: value})
     assert SearchSettings(no_repeat_ngram=2).no_repeat_ngram == 2
+
+
+def test_a_huge_length_limit_means_no_limit_not_a_negative_one() -> None:
+    # max_len_a=1e30 wrapped round to a limit of -2**63 and was refused as "< 1"
+    src_lengths = torch.tensor([3, 1])
+    assert max_lengths(src_lengths, 1e30, 5).tolist() == [2**31 - 1] * 2
+    assert max_lengths(src_lengths, 1e30, 5, cap=64).tolist() == [64, 64]
+    with pytest.raises(ValueError, match=r"length limit -2147483647 < 1"):
+        max_lengths(src_lengths, -1e30, 5)
+    model = tiny_transformer(max_positions=12)  # its table stops the search
+    src, lengths = pad(_sources())
+    assert greedy_decode(model, src, lengths, max_len_a=1e30) == greedy_decode(
+        model, src, lengths, max_len_a=0.0, max_len_b=12
+    )
 
 
 def test_an_unknown_override_is_named_with_the_settings_there_are() -> None:

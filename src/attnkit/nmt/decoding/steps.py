@@ -77,14 +77,19 @@ class Hypothesis:
         return self.weights.shape[0] > len(self.tokens)
 
 
+_NO_LIMIT = 2**31 - 1  # steps: "no limit" in practice, and an int32 for CTranslate2
+
+
 def max_lengths(
     src_lengths: Tensor, max_len_a: float, max_len_b: float, cap: int | None = None
 ) -> Tensor:
-    """Per-sentence step limits ``min(int(a * src_len + b), cap)`` ``(B,)``; each must be >= 1.
+    """Per-sentence step limits ``min(int(a * src_len + b), cap)`` ``(B,)``; each must be >= 1,
+    and none is above ``2**31 - 1`` (a huge ``a`` means no limit).
 
     ``cap``: the model's own limit (``SearchModel.max_target_len``), None for none.
     """
-    limits = (max_len_a * src_lengths.double() + max_len_b).floor().long()  # (B,)
+    limits = (max_len_a * src_lengths.double() + max_len_b).floor()  # (B,)
+    limits = limits.clamp(-_NO_LIMIT, _NO_LIMIT).long()  # 1e30 would wrap round to -2**63
     if cap is not None:
         limits = limits.clamp(max=cap)
     if limits.numel() and int(limits.min()) < 1:
