@@ -13,10 +13,15 @@ uvicorn on 127.0.0.1. Nothing else in attnkit imports this package.
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .export import html_page, write_html
 from .limits import Limits
+
+if TYPE_CHECKING:  # imported by __getattr__ at run time (the web stack)
+    from .app import MissingRun as MissingRun
+    from .app import ServedRun as ServedRun
+    from .app import create_app as create_app
 
 _FROM_APP = ("MissingRun", "ServedRun", "create_app")
 

@@ -11,9 +11,14 @@ imported on first use, so validating a config does not load torch.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import RNNConfig
+
+if TYPE_CHECKING:  # imported by __getattr__ at run time
+    from .model import RNNMemory as RNNMemory
+    from .model import RNNState as RNNState
+    from .model import RNNTranslator as RNNTranslator
 
 __all__ = ["RNNConfig", "RNNMemory", "RNNState", "RNNTranslator"]
 

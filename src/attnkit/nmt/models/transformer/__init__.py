@@ -9,9 +9,14 @@ first use, so validating a config does not load torch.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import TransformerConfig
+
+if TYPE_CHECKING:  # imported by __getattr__ at run time
+    from .model import TransformerMemory as TransformerMemory
+    from .model import TransformerState as TransformerState
+    from .model import TransformerTranslator as TransformerTranslator
 
 __all__ = ["TransformerConfig", "TransformerMemory", "TransformerState", "TransformerTranslator"]
 
