@@ -83,6 +83,7 @@ def test_the_wheel_from_the_sdist_carries_what_attnkit_reads_at_run_time(wheel):
     needed |= {f"attnkit/presets/{name}.yaml" for name in preset_names()}
     needed |= {f"attnkit/serve/static/{page}" for page in ("index.html", "app.js", "app.css")}
     needed |= {f"{dist_info}licenses/LICENSE"}
+    needed |= {f"{dist_info}licenses/src/{data}README.md"}  # the data's terms, not MIT
     assert not needed - names
     stray = {n for n in names if not n.startswith(("attnkit/", dist_info))}
     assert stray == set()  # no tests/, benchmarks/ or configs/ as top-level packages
