@@ -39,3 +39,15 @@ def test_every_third_party_package_the_explorer_imports_is_a_dependency():
     app = (Path(__file__).resolve().parents[1] / "src/attnkit/serve/app.py").read_text()
     assert re.search(r"^from starlette\.", app, re.M)
     assert re.search(r'^    "starlette>=', PYPROJECT, re.M)
+
+
+def test_the_version_is_written_once_and_the_metadata_reads_it():
+    # pyproject.toml and attnkit/__init__.py each spelt "0.1.0": a release bumping one
+    # would have `attnkit --version` and pip disagree
+    import importlib.metadata
+
+    import attnkit
+
+    assert not re.search(r"^version\s*=\s*\"", PYPROJECT, re.M)
+    assert re.search(r'^version = \{ attr = "attnkit.__version__" \}$', PYPROJECT, re.M)
+    assert importlib.metadata.version("attnkit") == attnkit.__version__
