@@ -24,3 +24,33 @@ def test_loading_a_run_draws_nothing_from_the_global_rng(tmp_path):
     torch.manual_seed(0)
     load_run(folder)
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        (100_000_000, "encoder.rnn.weight_hh_l0 (24, 8) in the checkpoint, (300000000, 100000000)"),
+        (10**12, "the model is too large to build (Storage size calculation overflowed"),
+    ],
+)
+def test_a_config_asking_for_a_huge_model_is_refused_before_it_is_allocated(
+    tmp_path, size, expected
+):
+    # a downloaded run folder whose config.yaml says hidden_size: 100000000 failed deep in
+    # torch ("DefaultCPUAllocator: can't allocate memory: you tried to allocate 120000000
+    # 000000000 bytes"), a traceback (attnkit serve stopped, serving none of its runs); a
+    # size that fits in virtual memory was allocated and initialised
+    folder = make_run(tmp_path, WordTokenizer.train(["ein Mann", "zwei Hunde"]))
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("hidden_size: 8", f"hidden_size: {size}"))
+    with pytest.raises(ValueError, match="does not fit the model") as err:
+        load_run(folder)
+    assert expected in str(err.value)
+
+
+def test_a_checkpoint_of_other_shapes_is_refused_naming_the_tensor(tmp_path):
+    folder = make_run(tmp_path, WordTokenizer.train(["ein Mann", "zwei Hunde"]))
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("hidden_size: 8", "hidden_size: 9"))
+    with pytest.raises(ValueError, match=r"weight_hh_l0 \(24, 8\) in the checkpoint, \(27, 9\)"):
+        load_run(folder)

@@ -13,6 +13,7 @@ the chosen architecture's model code when it builds one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Discriminator, Tag
@@ -21,6 +22,8 @@ from .rnn.config import RNNConfig
 from .transformer.config import TransformerConfig
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from .translator import Translator
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "build_translator",
     "default_model_config",
     "translator_for_weights",
+    "weights_misfit",
 ]
 
 # arch tag -> its config class
@@ -97,6 +101,39 @@ def translator_for_weights(
 
     with torch.random.fork_rng(devices=[]):  # the model is initialised on the CPU
         return build_translator(config, src_vocab_size, tgt_vocab_size)
+
+
+def weights_misfit(
+    config: RNNConfig | TransformerConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    weights: Mapping[str, Tensor],
+) -> list[str]:
+    """How ``weights`` (a saved ``state_dict``) differ from the tensors of a translator of
+    ``config`` over these vocabularies: one line per tensor missing, unexpected or of
+    another shape (``encoder.rnn.weight_hh_l0 (3, 3) in the checkpoint, (192, 64) here``);
+    ``[]`` when they fit.
+
+    The translator is built on the meta device (no memory, no RNG), so a config that
+    asks for a model far larger than its weights (``hidden_size: 100000000``) is found
+    out before anything of that size is allocated.
+
+    Raises:
+        ValueError: as :func:`build_translator`.
+    """
+    import torch
+
+    try:
+        with torch.device("meta"):
+            wanted = build_translator(config, src_vocab_size, tgt_vocab_size).state_dict()
+    except RuntimeError as err:  # sizes past what even the meta device counts (2**63 bytes)
+        return [f"the model is too large to build ({err})"]
+    got = {key: tuple(value.shape) for key, value in weights.items()}
+    return [
+        f"{key} {got.get(key, 'missing')} in the checkpoint, {tuple(value.shape)} here"
+        for key, value in wanted.items()
+        if got.get(key) != tuple(value.shape)
+    ] + [f"{key} unexpected in the checkpoint" for key in got if key not in wanted]
 
 
 def _translator_class(arch: str) -> type[Translator]:

@@ -14,7 +14,7 @@ import torch
 from ..config import RunConfig
 from ..data.tokenizer import Tokenizer, load_tokenizers
 from ..device import resolve_device
-from ..models.registry import translator_for_weights
+from ..models.registry import translator_for_weights, weights_misfit
 from ..models.translator import Translator
 from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
@@ -67,7 +67,10 @@ def load_run(
 
     Raises:
         FileNotFoundError: ``folder`` is not a run folder or lacks the checkpoint.
-        ValueError: a file in it is invalid (the message names it), ``checkpoint``
+        ValueError: a file in it is invalid (the message names it), the checkpoint's
+            weights do not fit the model its config describes (the tensors are named;
+            checked before the model is built, so a config asking for a huge model is
+            refused, not allocated), ``checkpoint``
             is none of those names, ``device`` is unknown or not on this machine
             (:func:`.device.resolve_device`), or ``precision`` is unknown or
             impossible on it.
@@ -81,13 +84,16 @@ def load_run(
         raise FileNotFoundError(f"{run.config} not found; is {run.path} a training run folder?")
     config = RunConfig.load(run.config)
     src_tok, tgt_tok = load_tokenizers(run.path)
-    model = translator_for_weights(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
     path = _checkpoint_path(run, run.resolve_checkpoint(checkpoint))
     ckpt = load_checkpoint(path)
-    try:
-        model.load_state_dict(ckpt.model)
-    except RuntimeError as err:
-        raise ValueError(f"{path} does not fit the model in {run.config}: {err}") from None
+    vocab = (src_tok.vocab_size, tgt_tok.vocab_size)
+    if differ := weights_misfit(config.model, *vocab, ckpt.model):  # before any allocation
+        raise ValueError(
+            f"{path} does not fit the model in {run.config} and the vocabularies of its "
+            f"tokenizers ({vocab[0]} source / {vocab[1]} target tokens): {'; '.join(differ[:3])}"
+        )
+    model = translator_for_weights(config.model, *vocab)
+    model.load_state_dict(ckpt.model)
     model.to(where).eval()
     return LoadedRun(run.path, config, src_tok, tgt_tok, model, where, arithmetic)
 

@@ -35,7 +35,7 @@ from torch import Tensor
 from ...atomic import atomic_write_bytes
 from ..config import RunConfig, config_changes
 from ..data.tokenizer import load_tokenizers
-from ..models.registry import build_translator
+from ..models.registry import weights_misfit
 from ..runs.checkpoint import load_checkpoint
 from ..runs.run_folder import RunFolder, checkpoint_step
 
@@ -235,19 +235,12 @@ def _check_weights(
     weights: dict[str, Tensor], config: RunConfig, vocab: tuple[int, int], record: Path
 ) -> None:
     """``weights`` have the tensors, of the shapes, that ``config.model`` over the
-    ``vocab`` (source, target) sizes has (built on the meta device: no memory, no RNG).
+    ``vocab`` (source, target) sizes has (:func:`~..models.registry.weights_misfit`).
 
     Raises:
         ValueError: naming up to three tensors that differ, and the vocabulary sizes.
     """
-    with torch.device("meta"):
-        wanted = build_translator(config.model, *vocab).state_dict()
-    got = {key: tuple(value.shape) for key, value in weights.items()}
-    differ = [
-        f"{key} {got.get(key, 'missing')} in the checkpoint, {tuple(value.shape)} here"
-        for key, value in wanted.items()
-        if got.get(key) != tuple(value.shape)
-    ] + [f"{key} unexpected in the checkpoint" for key in got if key not in wanted]
+    differ = weights_misfit(config.model, *vocab, weights)
     if differ:
         raise ValueError(
             f"{SETTING}: {record}'s weights do not fit the model and the vocabularies of its "
