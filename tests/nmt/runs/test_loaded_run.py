@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attnkit.nmt.data.tokenizer import WordTokenizer
+from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
 from attnkit.nmt.runs.loaded_run import load_run
 from conftest_nmt import make_run
 
@@ -53,4 +54,19 @@ def test_a_checkpoint_of_other_shapes_is_refused_naming_the_tensor(tmp_path):
     config = folder / "config.yaml"
     config.write_text(config.read_text().replace("hidden_size: 8", "hidden_size: 9"))
     with pytest.raises(ValueError, match=r"weight_hh_l0 \(24, 8\) in the checkpoint, \(27, 9\)"):
+        load_run(folder)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64])
+def test_weights_saved_as_other_than_floating_point_are_refused(tmp_path, dtype):
+    # load_state_dict casts them without a word: int64 weights (a tool's quantised export,
+    # a crafted file) loaded, and translated, as whole numbers; complex ones lost their
+    # imaginary part with only a torch warning
+    folder = make_run(tmp_path, WordTokenizer.train(["ein Mann", "zwei Hunde"]))
+    ckpt = load_checkpoint(folder / "best.json")
+    weights = dict(ckpt.model)
+    weights["decoder.bridge.weight"] = (weights["decoder.bridge.weight"] * 100).to(dtype)
+    save_checkpoint(folder, "best", weights, ckpt.state)
+    expected = f"decoder.bridge.weight is {dtype} in the checkpoint, a floating-point tensor"
+    with pytest.raises(ValueError, match=expected):
         load_run(folder)

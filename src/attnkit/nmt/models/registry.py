@@ -110,9 +110,9 @@ def weights_misfit(
     weights: Mapping[str, Tensor],
 ) -> list[str]:
     """How ``weights`` (a saved ``state_dict``) differ from the tensors of a translator of
-    ``config`` over these vocabularies: one line per tensor missing, unexpected or of
-    another shape (``encoder.rnn.weight_hh_l0 (3, 3) in the checkpoint, (192, 64) here``);
-    ``[]`` when they fit.
+    ``config`` over these vocabularies: one line per tensor missing, unexpected, of
+    another shape (``encoder.rnn.weight_hh_l0 (3, 3) in the checkpoint, (192, 64) here``)
+    or not of floating point where the model's is; ``[]`` when they fit.
 
     The translator is built on the meta device (no memory, no RNG), so a config that
     asks for a model far larger than its weights (``hidden_size: 100000000``) is found
@@ -128,12 +128,25 @@ def weights_misfit(
             wanted = build_translator(config, src_vocab_size, tgt_vocab_size).state_dict()
     except RuntimeError as err:  # sizes past what even the meta device counts (2**63 bytes)
         return [f"the model is too large to build ({err})"]
-    got = {key: tuple(value.shape) for key, value in weights.items()}
-    return [
-        f"{key} {got.get(key, 'missing')} in the checkpoint, {tuple(value.shape)} here"
-        for key, value in wanted.items()
-        if got.get(key) != tuple(value.shape)
-    ] + [f"{key} unexpected in the checkpoint" for key in got if key not in wanted]
+    misfits = [_misfit(key, value, weights.get(key)) for key, value in wanted.items()]
+    return [line for line in misfits if line] + [
+        f"{key} unexpected in the checkpoint" for key in weights if key not in wanted
+    ]
+
+
+def _misfit(key: str, wanted: Tensor, saved: Tensor | None) -> str | None:
+    """Why the saved tensor cannot be the model's tensor ``key`` (``wanted``); None when it can.
+
+    A floating-point tensor saved as integers, booleans or complex numbers does not fit:
+    ``load_state_dict`` would cast it without a word (the imaginary part dropped).
+    """
+    shape = tuple(wanted.shape)
+    if saved is None or tuple(saved.shape) != shape:
+        found = "missing" if saved is None else tuple(saved.shape)
+        return f"{key} {found} in the checkpoint, {shape} here"
+    if wanted.is_floating_point() and not saved.is_floating_point():
+        return f"{key} is {saved.dtype} in the checkpoint, a floating-point tensor here"
+    return None
 
 
 def _translator_class(arch: str) -> type[Translator]:
