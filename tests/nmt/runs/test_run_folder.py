@@ -196,3 +196,20 @@ def test_history_until_a_checkpoint_rewrites_the_file_only_when_asked(tmp_path):
     assert folder.history_until(2, rewrite=True) == [{"step": 1}, {"step": 2}]
     lines = folder.metrics.read_text().splitlines()
     assert [json.loads(line) for line in lines] == [{"step": 1}, {"step": 2}]
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_auto_never_follows_choice_json_out_of_the_run_folder(tmp_path, absolute):
+    # a downloaded run's choice.json naming "../elsewhere/best" (or an absolute path) made
+    # --checkpoint auto load RUN/../elsewhere/best.json and its weights: a file outside the
+    # folder the user gave
+    folder = RunFolder(tmp_path / "run")
+    with_a_run(folder)
+    save_checkpoint(tmp_path / "elsewhere", "best", {"w": torch.ones(2)}, {"progress": {"step": 7}})
+    save_checkpoint(folder.path, "best", {"w": torch.zeros(2)}, {"progress": {"step": 3}})
+    chosen = str(tmp_path / "elsewhere" / "best") if absolute else "../elsewhere/best"
+    choice = {"chosen": chosen, "steps": {chosen: 7}, "scores": {chosen: 1.0}}
+    folder.choice.write_text(json.dumps(choice))
+    assert folder.resolve_checkpoint("auto") == "best"
+    folder.choice.write_text(json.dumps({"chosen": "last", "steps": {"last": 1}}))
+    assert folder.resolve_checkpoint("auto") == "last"  # a record of its own is followed

@@ -18,11 +18,11 @@ from ..models.registry import translator_for_weights, weights_misfit
 from ..models.translator import Translator
 from ..precision import Precision, resolve_precision
 from .checkpoint import load_checkpoint
-from .run_folder import AUTO, AVERAGED, RunFolder
+from .run_folder import AUTO, AVERAGED, CHECKPOINTS, RunFolder
 
 __all__ = ["LoadedRun", "load_run"]
 
-_CHECKPOINTS = (AUTO, "best", "last", AVERAGED)  # the names load_run takes
+_CHECKPOINTS = (AUTO, *CHECKPOINTS)  # the names load_run takes
 
 
 @dataclass

@@ -38,6 +38,7 @@ from .snapshots import Snapshots
 __all__ = [
     "AUTO",
     "AVERAGED",
+    "CHECKPOINTS",
     "RESUME_MAY_CHANGE",
     "RUNS_PARENT",
     "RunFolder",
@@ -48,6 +49,7 @@ __all__ = [
 RUNS_PARENT = Path("runs")  # where a run goes when no folder is given: runs/<config name>
 AVERAGED = "averaged"  # the checkpoint averaging the last snapshots (train.average_last)
 AUTO = "auto"  # what choice.json names, else averaged where it validated as well as best
+CHECKPOINTS = ("best", "last", AVERAGED)  # the checkpoints a run has, and choice.json may name
 
 # What --resume may change: how long the run goes on, how often it validates and saves,
 # its label, and the machine it runs on (threads, device and precision change the order or
@@ -206,6 +208,8 @@ class RunFolder:
         try:
             record = json.loads(self.choice.read_text(encoding="utf-8"))
             name, step = record["chosen"], record["steps"][record["chosen"]]
+            if name not in CHECKPOINTS:  # "../other/best" would be read outside the folder
+                return ""
             saved = json.loads(self.checkpoint(name).read_text(encoding="utf-8"))["state"]
         except (OSError, ValueError, KeyError, TypeError):
             return ""
