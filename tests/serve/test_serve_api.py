@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import math
@@ -407,6 +408,52 @@ def test_attnkit_serve_serves_the_runs_it_can_load_and_lists_the_missing(tmp_pat
     assert "config.yaml not found" in data["missing"][0]["error"]
     assert translated["sentences"][0]["translation"] is not None and status == 0
     assert f"attnkit serve: warning: not serving {gone}: " in server.stderr
+
+
+def _status_for_host(url: str, path: str, host: str) -> tuple[int, dict]:
+    """``GET url+path`` with the header ``Host: host``: the status and the JSON answer."""
+    address = url.split("//")[1].strip("/")
+    connection = http.client.HTTPConnection(address, timeout=30)
+    try:
+        connection.request("GET", path, headers={"Host": host})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def test_attnkit_serve_on_localhost_answers_only_its_own_host_names(tmp_path):
+    # a page of evil.example whose name re-resolved to 127.0.0.1 (DNS rebinding) sends
+    # "Host: evil.example:PORT", and read /runs (run folders, their paths) and translated
+    folder = make_runs(tmp_path)["rnn"]
+    server = ServerProcess(folder, "--allow-host", "Proxy.Example")
+    port = server.url.rstrip("/").rsplit(":", 1)[1]
+    try:
+        answers = {
+            host: _status_for_host(server.url, "/runs", host)
+            for host in (f"evil.example:{port}", f"localhost:{port}", f"127.0.0.1:{port}",
+                         f"[::1]:{port}", "proxy.example", "127.0.0.1.evil.example")
+        }  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    statuses = {host: status for host, (status, _) in answers.items()}
+    assert statuses == {
+        f"evil.example:{port}": 403,
+        f"localhost:{port}": 200,
+        f"127.0.0.1:{port}": 200,
+        f"[::1]:{port}": 200,
+        "proxy.example": 200,
+        "127.0.0.1.evil.example": 403,
+    }
+    refused = answers[f"evil.example:{port}"][1]
+    assert "evil.example" in refused["error"] and "DNS rebinding" in refused["error"]
+
+
+def test_allow_host_on_a_public_address_is_a_one_line_error(tmp_path, capsys):
+    folder = make_runs(tmp_path)["rnn"]
+    status, _, err = run(capsys, "serve", str(folder), "--host", "0.0.0.0", "--allow-host", "x")
+    assert status == 2
+    assert_one_line_error(err, "serve", "--host 0.0.0.0 answers requests for any name")
 
 
 def test_a_served_app_without_missing_runs_lists_none(served):

@@ -3,7 +3,9 @@
 Loads each run once, prints the URL and serves the explorer with uvicorn until
 Ctrl-C, which shuts down cleanly with exit status 0 (stopping is how a server
 ends); SIGTERM also shuts down cleanly, then ends with the signal's status 143.
-Binds 127.0.0.1 unless ``--host`` says otherwise. A run folder that cannot be
+Binds 127.0.0.1 unless ``--host`` says otherwise; on a loopback address it answers only
+requests whose ``Host`` names it (localhost, 127.0.0.1, ::1, ``--allow-host NAME``), so a
+page of another site cannot reach it by DNS rebinding. A run folder that cannot be
 loaded is named on stderr (and in ``GET /runs`` and on the page) and the others
 are served; only when none loads is it an error (status 2). ``--max-body-bytes``,
 ``--max-chars`` and ``--max-lines`` set :class:`attnkit.serve.Limits`; ``--device`` and
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import socket
 import sys
 from pathlib import Path
@@ -42,6 +45,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="trained run folders")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0 = any)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name requests may give besides localhost, 127.0.0.1 and ::1 when the "
+        "server binds one of those (e.g. a reverse proxy's name; repeatable); other names "
+        "are refused, as a page of another site renamed to this address (DNS rebinding) is",
+    )
     checkpoint_option(p)
     device_option(p)
     threads_option(p, "the translations")
@@ -98,17 +110,38 @@ def _run_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
     limits = _limits(args)
+    hosts = allowed_hosts(args.host, args.allow_host)
+    if hosts is None and args.allow_host:
+        raise UsageError(
+            f"--allow-host names the hosts of a server on a loopback address; --host "
+            f"{args.host} answers requests for any name"
+        )
     apply_threads(args.threads)
     runs, missing = _load_runs(args.runs, args.checkpoint, args.precision, args.device)
     sock = _listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"attnkit serve: http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
-    config = uvicorn.Config(create_app(runs, limits, missing), log_level="warning")
+    app = create_app(runs, limits, missing, hosts=hosts)
+    config = uvicorn.Config(app, log_level="warning")
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down
         uvicorn.Server(config).run(sockets=[sock])
     print("attnkit serve: stopped", file=sys.stderr)
     return 0
+
+
+def allowed_hosts(host: str, extra: list[str]) -> list[str] | None:
+    """The ``Host`` names a server bound to ``host`` answers: on a loopback address (the
+    default), :data:`~attnkit.serve.app.LOOPBACK_NAMES`, ``host`` itself and ``extra``
+    (``--allow-host``); None (any name) on another address, which other machines reach
+    by names of their own."""
+    from ..serve.app import LOOPBACK_NAMES
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost
+        loopback = False
+    return [*LOOPBACK_NAMES, host, *extra] if loopback else None
 
 
 def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto", device: str = "cpu"):

@@ -12,6 +12,11 @@ Routes (docs/serve.md):
 - ``POST /explain`` ``{"query", "keys", "values"?, "scaled"?, "mask"?, "causal"?}``:
   :func:`attnkit.lessons.explain`'s trace as JSON, plus its text.
 
+With ``hosts`` (what ``attnkit serve`` passes when it binds a loopback address), a
+request whose ``Host`` header names another server is refused (403): a page of
+another site that points its own name at 127.0.0.1 (DNS rebinding) cannot use
+or read the API, as Jupyter's check of local host names refuses it.
+
 Every error is JSON ``{"error": "..."}`` with a 4xx status: a malformed body
 or a value out of range (422), text too long, too many lines or a body over
 ``Limits.max_body_bytes`` (413; the body is counted as it arrives, whatever
@@ -24,9 +29,11 @@ read-only), so the event loop keeps answering while a model works.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -44,8 +51,17 @@ from ..nmt.runs.loaded_run import LoadedRun
 from .limits import Limits
 from .payload import run_info, sentence_payload
 
-__all__ = ["ApiError", "BodyLimit", "Limits", "MissingRun", "ServedRun", "create_app"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "ApiError",
+    "BodyLimit",
+    "Limits",
+    "MissingRun",
+    "ServedRun",
+    "create_app",
+]
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # what a browser on this machine calls it
 _READ = ["GET", "HEAD"]  # HEAD: the same headers as GET, no body (uvicorn drops it)
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
@@ -115,10 +131,16 @@ class ExplainRequest(_Strict):
 
 
 def create_app(
-    runs: list[ServedRun], limits: Limits | None = None, missing: list[MissingRun] | None = None
+    runs: list[ServedRun],
+    limits: Limits | None = None,
+    missing: list[MissingRun] | None = None,
+    *,
+    hosts: Collection[str] | None = None,
 ) -> FastAPI:
     """The application serving ``runs`` (the first is the default of ``/translate``);
-    ``missing`` lists the runs that could not be loaded (``GET /runs`` and the page say so).
+    ``missing`` lists the runs that could not be loaded (``GET /runs`` and the page say so);
+    ``hosts``: the names a request's ``Host`` header may give (its port aside, any case;
+    e.g. :data:`LOOPBACK_NAMES`), others answered 403; None: any name.
 
     Raises:
         ValueError: two runs share a name, or there is no run to serve.
@@ -132,7 +154,9 @@ def create_app(
     pages = {name: _read_static(name) for name in _STATIC}
     pending = _Counter(limits.max_pending)
     app = FastAPI(title="attnkit explorer", docs_url=None, redoc_url=None)
-    _add_error_handlers(app, limits)
+    if hosts is not None:
+        _check_hosts(app, hosts)
+    _add_error_handlers(app, limits)  # its body limit the outermost middleware
 
     @app.api_route("/", methods=_READ)
     def index() -> Response:
@@ -353,6 +377,36 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
         return _error(422, _not_json(request, err.errors()) or _describe(err.errors()))
+
+
+def _check_hosts(app: FastAPI, hosts: Collection[str]) -> None:
+    """Refuse (403) a request whose ``Host`` header names none of ``hosts``; one without a
+    ``Host`` header (HTTP/1.0 from a script, never a browser) is served."""
+    allowed = {name.lower().strip("[]") for name in hosts}
+
+    @app.middleware("http")
+    async def known_host(request: Request, call_next):
+        header = request.headers.get("host")
+        name = _host_name(header) if header is not None else None
+        if header is None or name in allowed:
+            return await call_next(request)
+        return _error(
+            403,
+            f"Host {header!r} is not a name of this server ({', '.join(sorted(allowed))}): "
+            "a page of another site that points its own name at this address (DNS "
+            "rebinding) is refused; open the URL attnkit serve printed, or add the name "
+            "with attnkit serve --allow-host NAME",
+        )
+
+
+def _host_name(header: str) -> str:
+    """The name of a ``Host`` header without its port, brackets or final dot, lower case
+    (``[::1]:8000`` -> ``::1``); ``""`` for one that is no host name."""
+    try:
+        name = urlsplit(f"//{header}").hostname
+    except ValueError:  # an unclosed "[" and the like
+        return ""
+    return (name or "").rstrip(".")
 
 
 _SAY_JSON = "send JSON with the header Content-Type: application/json"
