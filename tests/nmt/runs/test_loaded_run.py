@@ -70,3 +70,14 @@ def test_weights_saved_as_other_than_floating_point_are_refused(tmp_path, dtype)
     expected = f"decoder.bridge.weight is {dtype} in the checkpoint, a floating-point tensor"
     with pytest.raises(ValueError, match=expected):
         load_run(folder)
+
+
+def test_a_transformer_config_with_a_huge_position_table_is_refused_naming_the_key(tmp_path):
+    # max_positions sizes the sinusoid tables, which no checkpoint holds: 10**9 failed deep
+    # in torch ("you tried to allocate 64000000000 bytes"), a traceback
+    model = {"arch": "transformer", "d_model": 8, "heads": 2, "ff_dim": 8}
+    folder = make_run(tmp_path, WordTokenizer.train(["ein Mann", "zwei Hunde"]), model=model)
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("max_positions: 512", "max_positions: 1000000000"))
+    with pytest.raises(ValueError, match="model.max_positions: must be <= 65536, got 1000000000"):
+        load_run(folder)

@@ -12,7 +12,12 @@ from pydantic import Field, PositiveInt, model_validator
 
 from ..config_base import ConfigModel
 
-__all__ = ["TransformerConfig"]
+__all__ = ["MAX_POSITIONS", "TransformerConfig"]
+
+# The longest sequence a Transformer may be configured for: one head's attention weights
+# over 65,536 positions are 16 GiB; a config.yaml saying max_positions: 1000000000 asked
+# for 64 GB of sinusoid table and failed deep in torch's allocator.
+MAX_POSITIONS = 65_536
 
 
 class TransformerConfig(ConfigModel):
@@ -29,8 +34,8 @@ class TransformerConfig(ConfigModel):
         attention_dropout: on the attention weights.
         norm_first: pre-LN (True, stable without long warm-up) or the paper's post-LN.
         positions: ``sinusoidal`` (sec. 3.5) or ``learned``.
-        max_positions: longest source or target sequence, in tokens (incl. ``</s>``); 2 or
-            more (one token and ``</s>``).
+        max_positions: longest source or target sequence, in tokens (incl. ``</s>``); 2
+            (one token and ``</s>``) to :data:`MAX_POSITIONS` (65,536).
         share_embeddings: one matrix for source embeddings, target embeddings and
             the output layer; needs a joint vocabulary (``tokenizer.joint: true``).
             When False, the target embeddings still serve as the output layer.
@@ -49,8 +54,9 @@ class TransformerConfig(ConfigModel):
     norm_first: bool = True
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
     # one token and </s> (or <s>): with 1, the training limits became 0 tokens (data.max_*_len,
-    # which must be > 0), and the run folder's config.yaml no longer loaded
-    max_positions: int = Field(512, ge=2)
+    # which must be > 0), and the run folder's config.yaml no longer loaded. At most
+    # MAX_POSITIONS: the sinusoid tables are built whole, and no checkpoint shows their size
+    max_positions: int = Field(512, ge=2, le=MAX_POSITIONS)
     share_embeddings: bool = True
     alignment_layer: int = -1
 
