@@ -139,6 +139,18 @@ def test_corrupt_safetensors_with_matching_checksum_is_named(tmp_path):
         load_checkpoint(tmp_path / "best.json")
 
 
+def test_a_weights_file_linked_to_a_device_is_refused_unread(tmp_path):
+    # a downloaded run's best.X.safetensors linked to /dev/zero was read until memory ran
+    # out (a MemoryError traceback, or the machine swapping), a named pipe waited for ever;
+    # /dev/null stands for them here: it was read, and called a truncated file
+    save_checkpoint(tmp_path, "best", tiny_model().state_dict(), {})
+    weights = tmp_path / json.loads((tmp_path / "best.json").read_text())["weights"]
+    weights.unlink()
+    weights.symlink_to(os.devnull)
+    with pytest.raises(ValueError, match=rf"{weights.name} is not a regular file \(a device"):
+        load_checkpoint(tmp_path / "best.json")
+
+
 def test_bad_records_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="best.json"):
         load_checkpoint(tmp_path / "best.json")

@@ -1,6 +1,7 @@
 """RunFolder: the file names, the default run name, start/resume/overwrite rules, history."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,18 @@ def test_auto_never_follows_choice_json_out_of_the_run_folder(tmp_path, absolute
     assert folder.resolve_checkpoint("auto") == "best"
     folder.choice.write_text(json.dumps({"chosen": "last", "steps": {"last": 1}}))
     assert folder.resolve_checkpoint("auto") == "last"  # a record of its own is followed
+
+
+@pytest.mark.parametrize("name", ["choice.json", "averaged.json"])
+def test_auto_reads_no_device_in_place_of_its_records(tmp_path, name):
+    # choice.json or averaged.json linked to /dev/zero was read until memory ran out
+    folder = RunFolder(tmp_path / "run")
+    with_a_run(folder)
+    (folder.path / name).symlink_to(os.devnull)
+    read = []
+    original = Path.read_bytes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or original(self))
+        patch.setattr(Path, "read_text", lambda self, **_: read.append(self.name) or "")
+        assert folder.resolve_checkpoint("auto") == "best"
+    assert name not in read

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "load_latest",
     "optimizer_from_parts",
     "optimizer_to_parts",
+    "read_regular_file",
     "record_path",
     "save_checkpoint",
 ]
@@ -207,6 +209,23 @@ def load_latest(path: str | Path, warn=None) -> Checkpoint:
         return ckpt
 
 
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file or a link to one: a file of a run folder,
+    which may have come from elsewhere.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        IsADirectoryError: it is a folder.
+        ValueError: it is a device, a pipe or a socket, which is never read (a
+            weights file linked to ``/dev/zero`` would be read until memory runs out, a
+            named pipe wait for a writer for ever).
+    """
+    mode = path.stat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"{path} is not a regular file (a device, a pipe or a socket)")
+    return path.read_bytes()
+
+
 def _weights_named_by(record: Path) -> str | None:
     try:
         return json.loads(record.read_text(encoding="utf-8")).get("weights")
@@ -242,7 +261,7 @@ def _record_and_weights(path: Path) -> tuple[dict, bytes]:
     for _ in range(_READ_ATTEMPTS):
         weights_path = path.parent / record["weights"]
         try:
-            return record, weights_path.read_bytes()
+            return record, read_regular_file(weights_path)
         except (FileNotFoundError, IsADirectoryError):
             newer = _read_record(path)
             if newer == record:

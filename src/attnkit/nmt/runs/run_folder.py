@@ -31,7 +31,7 @@ from pathlib import Path
 from ...atomic import atomic_write_bytes, writing
 from ..config import RunConfig, config_changes
 from ..data.tokenizer import MANIFEST
-from .checkpoint import checkpoint_exists, delete_checkpoint, record_path
+from .checkpoint import checkpoint_exists, delete_checkpoint, read_regular_file, record_path
 from .runlock import LOCK_NAME
 from .snapshots import Snapshots
 
@@ -206,11 +206,11 @@ class RunFolder:
     def _recorded_choice(self) -> str:
         """``choice.json``'s checkpoint if that checkpoint still holds the scored step, else ''."""
         try:
-            record = json.loads(self.choice.read_text(encoding="utf-8"))
+            record = json.loads(read_regular_file(self.choice))
             name, step = record["chosen"], record["steps"][record["chosen"]]
             if name not in CHECKPOINTS:  # "../other/best" would be read outside the folder
                 return ""
-            saved = json.loads(self.checkpoint(name).read_text(encoding="utf-8"))["state"]
+            saved = json.loads(read_regular_file(self.checkpoint(name)))["state"]
         except (OSError, ValueError, KeyError, TypeError):
             return ""
         return name if checkpoint_step(saved) == step else ""
@@ -487,7 +487,7 @@ def _averaged_state(record: Path) -> dict:
     """The state the ``averaged`` record holds (its steps and scores); ``{}`` when there is
     none or it cannot be read."""
     try:
-        state = json.loads(record.read_text(encoding="utf-8"))["state"]
+        state = json.loads(read_regular_file(record))["state"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return state if isinstance(state, dict) else {}
