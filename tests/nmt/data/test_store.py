@@ -5,6 +5,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -194,6 +195,32 @@ def test_a_record_of_another_format_is_an_error_naming_it(tmp_path):
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "version": 99}))
     with pytest.raises(ValueError, match="meta.json"):
         TokenStore.open(tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("dtype", "bogus", "dtype must be one of uint16, uint32, got 'bogus'"),
+        ("dtype", "int16", "dtype must be one of uint16, uint32, got 'int16'"),
+        ("length_dtype", ["x"], "length_dtype must be one of uint16, uint32, got ['x']"),
+        ("pairs", "1", "pairs must be a whole number >= 0, got '1'"),
+        ("src_tokens", None, "src_tokens must be a whole number >= 0, got None"),
+    ],
+)
+def test_a_record_with_fields_no_build_writes_is_damaged_and_rebuilt(
+    tmp_path, key, value, expected
+):
+    # numpy's TypeError ("data type 'bogus' not understood", "can only concatenate str")
+    # ended the run with a traceback where a damaged store is rebuilt; int16 ids of the
+    # width of uint16 were read as they were, ids past 32,767 negative
+    tok = WordTokenizer.train(["a b"])
+    _rebuild_reason(tmp_path, tok)
+    meta = tmp_path / "s" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), key: value}))
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        TokenStore.open(tmp_path / "s")
+    store, built, heard = _rebuild_reason(tmp_path, tok)
+    assert built == [1] and "damaged" in heard[0] and store.tgt[0] == tok.encode("b")
 
 
 def _concurrent_build(folder, log):

@@ -263,7 +263,32 @@ def _read_meta(folder: Path) -> dict:
     if not ok:
         cls = OutdatedStore if meta.get("format") == FORMAT else ValueError
         raise cls(f"{path}: format {meta.get('format')!r} v{meta.get('version')!r}")
+    if bad := _bad_fields(meta):
+        raise ValueError(f"{path}: not a token store record ({bad})")
     return meta
+
+
+_DTYPES = ("uint16", "uint32")  # what id_dtype and length_dtype give
+_COUNTS = ("pairs", "src_tokens", "tgt_tokens", *StoreCounts.__dataclass_fields__)
+
+
+def _bad_fields(meta: dict) -> str:
+    """What in ``meta`` (a ``meta.json`` of the right format) no build writes: a dtype
+    other than :data:`_DTYPES`, a count that is not a whole number >= 0, a fingerprint
+    that is not text; ``""`` when it is sound. A damaged file gets a ``ValueError``
+    (the store is rebuilt), never a ``TypeError`` from numpy, nor ids read in a dtype
+    of the same width (``float32`` for ``uint32``)."""
+    for key in ("dtype", "length_dtype"):
+        if meta.get(key) not in _DTYPES:
+            return f"{key} must be one of {', '.join(_DTYPES)}, got {meta.get(key)!r}"
+    optional = () if meta.get("link_values") is None else ("link_values",)
+    for key in dict.fromkeys((*_COUNTS, *optional)):
+        value = meta.get(key)
+        if type(value) is not int or value < 0:
+            return f"{key} must be a whole number >= 0, got {value!r}"
+    if not isinstance(meta.get("fingerprint"), str):
+        return f"fingerprint must be text, got {meta.get('fingerprint')!r}"
+    return ""
 
 
 class OutdatedStore(ValueError):
