@@ -289,3 +289,21 @@ def test_a_folder_given_as_the_config_is_named_a_folder(tmp_path):
 
     with pytest.raises(FileNotFoundError, match=f"{tmp_path} is a folder, not a config file"):
         RunConfig.load(tmp_path)
+
+
+def test_a_value_of_nested_yaml_aliases_is_shown_cut_short(tmp_path):
+    # aliases of lists of aliases: a few hundred bytes of YAML that are 9**5 strings here
+    # (9**9, 387 million, in as few bytes) and the message spelt every one of them out:
+    # gigabytes of error text from a config.yaml a run folder brought along
+    anchors = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    anchors += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 5)]
+    text = "anchors:\n" + "".join(f"  {line}\n" for line in anchors)
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text + "name: *a4\ndata: {toy: {task: copy}}\ntrain: {adam_betas: *a4}\n")
+    with pytest.raises(ValueError) as err:
+        RunConfig.load(path)
+    lines = str(err.value).splitlines()
+    keys = sorted(line.split(":")[0].strip() for line in lines[1:])
+    assert keys == ["anchors", "name", "train.adam_betas"]
+    assert "name: must be a valid string, got [[[[...], [...], [...]" in str(err.value)
+    assert all(len(line) < 500 for line in lines), [len(line) for line in lines]

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..models.registry import ARCHITECTURES
-from .section import _model_at, _shown_loc
+from .section import _model_at, _shown_loc, shown
 
 _COMPARISONS = (
     ("greater than or equal to", ">="),
@@ -38,14 +38,13 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             tag = item["input"].get("arch") if isinstance(item["input"], dict) else None
             allowed = " | ".join(ARCHITECTURES)
-            lines.append(f"{loc}.arch: must be {allowed}, got {tag!r}")
+            lines.append(f"{loc}.arch: must be {allowed}, got {shown(tag)}")
         elif kind == "extra_forbidden":
             parent = _model_at(item["loc"][:-1], root)
             allowed = ", ".join(parent.model_fields) if parent else "?"
             hint = _other_architecture(item["loc"])
-            lines.append(
-                f"{loc}: unknown key{hint} (allowed here: {allowed}), got {item.get('input')!r}"
-            )
+            got = shown(item.get("input"))
+            lines.append(f"{loc}: unknown key{hint} (allowed here: {allowed}), got {got}")
         elif kind == "missing":
             lines.append(f"{loc}: required key is missing")
         elif kind == "value_error":
@@ -54,7 +53,7 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
             message = message.replace("Input should be", "must be")
             for words, sign in _COMPARISONS:
                 message = message.replace(words, sign)
-            lines.append(f"{loc}: {message}, got {item.get('input')!r}")
+            lines.append(f"{loc}: {message}, got {shown(item.get('input'))}")
     return "\n".join(f"  {line}" for line in lines)
 
 

@@ -20,7 +20,7 @@ from .overrides import (
     override_list,
     switch_architecture,
 )
-from .section import _Section
+from .section import _Section, shown
 from .train import TrainConfig
 from .yaml_text import dump_yaml, load_yaml
 
@@ -120,7 +120,9 @@ class RunConfig(_Section):
         """
         overrides = override_list(overrides)
         if not isinstance(raw, dict):
-            raise ValueError(f"{source}: the top level must be a mapping of sections, got {raw!r}")
+            raise ValueError(
+                f"{source}: the top level must be a mapping of sections, got {shown(raw)}"
+            )
         try:
             result = apply_overrides(raw, overrides, cls)
             switched = switch_architecture(raw, result, overrides)

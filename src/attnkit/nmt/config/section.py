@@ -9,6 +9,7 @@ reports under the architecture's tag (``model.rnn.hidden_size``).
 
 from __future__ import annotations
 
+import reprlib
 import types
 import typing
 from collections.abc import Sequence
@@ -23,6 +24,23 @@ from ..models.registry import ARCHITECTURES
 # for the small number added to it (a rank, a split's index); a larger one failed at the
 # first step with "Overflow when unpacking long long", naming no key.
 Seed = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+
+
+# How a message shows a value from a config: as repr() does, cut short. YAML aliases can
+# name a list of aliases of lists (nine levels of nine "lol" are 387 million strings held
+# in a few kilobytes of text), which repr() would spell out whole.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxset = _SHOWN.maxdict = 6
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 100
+_SHOWN_CHARS = 300
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, cut short: 6 items a list or mapping, 3 levels
+    deep, 100 characters a string or number, 300 in all (``[[1, 2, ...], ...]``)."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 class _Section(ConfigModel):

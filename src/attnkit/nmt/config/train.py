@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .guided_alignment import GuidedAlignmentConfig
-from .section import Seed, _Section
+from .section import Seed, _Section, shown
 from .subword_sampling import SubwordSamplingConfig
 
 _Beta = Annotated[float, Field(ge=0, lt=1)]  # an Adam beta (Kingma & Ba 2015, alg. 1)
@@ -145,7 +145,7 @@ class TrainConfig(_Section):
         if not isinstance(value, list | tuple) or len(value) != 2:
             raise ValueError(
                 "must be two numbers [beta1, beta2] in [0, 1), e.g. [0.9, 0.98] "
-                f"(--train.adam_betas '[0.9, 0.98]'), got {value!r}"
+                f"(--train.adam_betas '[0.9, 0.98]'), got {shown(value)}"
             )
         return value
 
