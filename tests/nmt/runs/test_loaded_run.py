@@ -1,5 +1,7 @@
 """load_run from Python: the checkpoint names it takes."""
 
+import re
+
 import pytest
 import torch
 
@@ -80,4 +82,16 @@ def test_a_transformer_config_with_a_huge_position_table_is_refused_naming_the_k
     config = folder / "config.yaml"
     config.write_text(config.read_text().replace("max_positions: 512", "max_positions: 1000000000"))
     with pytest.raises(ValueError, match="model.max_positions: must be <= 65536, got 1000000000"):
+        load_run(folder)
+
+
+def test_a_config_with_more_layers_than_the_checkpoint_has_tensors_is_not_built(tmp_path):
+    # encoder_layers: 1000000000 built a billion GRU layers (on the meta device, to
+    # compare shapes) before it could say they do not fit: hours, and memory for each
+    folder = make_run(tmp_path, WordTokenizer.train(["ein Mann", "zwei Hunde"]))
+    config = folder / "config.yaml"
+    text = config.read_text().replace("encoder_layers: 1", "encoder_layers: 3000")
+    config.write_text(text)
+    expected = "model.encoder_layers + model.decoder_layers are 3001 layers, more than the "
+    with pytest.raises(ValueError, match=re.escape(expected)):
         load_run(folder)

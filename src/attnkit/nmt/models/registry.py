@@ -116,13 +116,20 @@ def weights_misfit(
 
     The translator is built on the meta device (no memory, no RNG), so a config that
     asks for a model far larger than its weights (``hidden_size: 100000000``) is found
-    out before anything of that size is allocated.
+    out before anything of that size is allocated; one with more layers than the weights
+    have tensors is not built at all.
 
     Raises:
         ValueError: as :func:`build_translator`.
     """
     import torch
 
+    layers = config.encoder_layers + config.decoder_layers  # each holds a tensor or more
+    if layers > len(weights):  # building a million layers, even on meta, would take hours
+        return [
+            f"model.encoder_layers + model.decoder_layers are {layers} layers, more than the "
+            f"checkpoint's {len(weights)} tensors"
+        ]
     try:
         with torch.device("meta"):
             wanted = build_translator(config, src_vocab_size, tgt_vocab_size).state_dict()
