@@ -388,9 +388,14 @@ def test_attnkit_serve_prints_its_url_serves_and_stops_cleanly(tmp_path):
 
 
 def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys):
-    status, _, err = run(capsys, "serve", str(tmp_path / "missing"))
+    # named as translate names it, with the command that makes it (was "config.yaml not
+    # found; is ... a training run folder?")
+    missing = tmp_path / "missing"
+    status, _, err = run(capsys, "serve", str(missing))
     assert status == 2
-    assert_one_line_error(err, "serve", "a training run folder?")
+    assert_one_line_error(
+        err, "serve", f"run folder {missing} not found; 'attnkit train CONFIG.yaml --out {missing}'"
+    )
 
 
 def test_attnkit_serve_serves_the_runs_it_can_load_and_lists_the_missing(tmp_path):
@@ -405,7 +410,7 @@ def test_attnkit_serve_serves_the_runs_it_can_load_and_lists_the_missing(tmp_pat
         status = server.stop()
     assert [r["name"] for r in data["runs"]] == ["rnn", "transformer"]
     assert [(m["name"], m["folder"]) for m in data["missing"]] == [("gone", str(gone))]
-    assert "config.yaml not found" in data["missing"][0]["error"]
+    assert data["missing"][0]["error"].startswith(f"run folder {gone} not found; ")
     assert translated["sentences"][0]["translation"] is not None and status == 0
     assert f"attnkit serve: warning: not serving {gone}: " in server.stderr
 

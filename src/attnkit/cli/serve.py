@@ -23,7 +23,13 @@ from pathlib import Path
 
 from .decoding import precision_option
 from .errors import UsageError
-from .run_dir import apply_threads, checkpoint_option, device_option, threads_option
+from .run_dir import (
+    apply_threads,
+    check_run_folder,
+    checkpoint_option,
+    device_option,
+    threads_option,
+)
 
 # option -> (Limits field, help); the defaults are Limits' own
 _LIMITS = {
@@ -160,6 +166,7 @@ def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto", dev
     runs, missing = [], []
     for name, folder in zip(run_names(folders), folders, strict=True):
         try:
+            check_run_folder(folder)  # a missing run: named with the command that makes it
             run = load_run(
                 folder,
                 checkpoint=checkpoint,
@@ -168,7 +175,7 @@ def _load_runs(folders: list[str], checkpoint: str, precision: str = "auto", dev
                 option="--precision",
             )
             runs.append(ServedRun(name, run))
-        except (ValueError, FileNotFoundError, OSError) as err:
+        except (UsageError, ValueError, FileNotFoundError, OSError) as err:
             missing.append(MissingRun(name, folder, str(err)))
     if not runs:
         raise UsageError("; ".join(m.error for m in missing))
