@@ -155,6 +155,25 @@ def test_a_finished_run_whose_budget_is_raised_trains_on(finished_run, tmp_path)
     assert again.reused and again.progress.step == 25
 
 
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (("train.batch_size=16",), "train.batch_size: 32 in the run, 16 given"),
+        (("model.hidden_size=12",), "model.hidden_size: 24 in the run, 12 given"),
+    ],
+)
+def test_resume_refuses_a_config_yaml_edited_by_hand(finished_run, tmp_path, edit, named):
+    run_dir = shutil.copytree(finished_run[0], tmp_path / "run")
+    edited = RunConfig.load(run_dir / "config.yaml", list(edit))
+    (run_dir / "config.yaml").write_text(edited.to_yaml())  # what --resume RUN_DIR reads
+    before = (run_dir / "last.json").read_bytes()
+    more = RunConfig.load(run_dir / "config.yaml", ["train.max_steps=25"])
+    with pytest.raises(ValueError, match="was trained with") as caught:
+        train(more, run_dir, resume=True, progress_bar=False, echo=quiet)
+    assert named in str(caught.value) and "config.yaml edited?" in str(caught.value)
+    assert (run_dir / "last.json").read_bytes() == before  # nothing trained
+
+
 def test_early_stopping_on_flat_validation_bleu(tmp_path):
     summary = train(
         config("train.lr=1e-12", "train.early_stopping=2", "train.valid_every=2"),

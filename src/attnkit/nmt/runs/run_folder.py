@@ -330,6 +330,32 @@ class RunFolder:
         the run's saved ``config.yaml``."""
         return config_changes(RunConfig.load(self.config), config)
 
+    def refuse_changes_since(self, trained: object, config: RunConfig) -> None:
+        """Refuse to resume under ``config`` where it differs from ``trained``, the config a
+        checkpoint records its run was trained with, outside :data:`RESUME_MAY_CHANGE`.
+
+        :meth:`prepare` compares ``config`` with ``config.yaml``, which a hand edit (or
+        ``--resume RUN_DIR`` reading that edit) changes along with it: a ``batch_size`` or
+        ``lr`` edited there resumed silently into another run, and an edited model size
+        failed deep in ``load_state_dict``. A checkpoint without the record (saved before
+        2026-12-07) or with one this version cannot read is not checked.
+
+        Raises:
+            ValueError: listing each key with the value the run was trained with and the
+                value given.
+        """
+        try:
+            before = RunConfig.model_validate(trained)
+        except ValueError:  # pydantic's ValidationError included
+            return
+        if fixed := _fixed(config_changes(before, config)):
+            raise ValueError(
+                f"the config differs from the one the run in {self.path} was trained with, as "
+                f"its last checkpoint records it ({changes_text(fixed)}); was {self.config} "
+                f"edited? only {', '.join(RESUME_MAY_CHANGE)} may change on --resume: restore "
+                f"those values, or pass {_OVERWRITE} to start over"
+            )
+
     def fixed_changes(self, config: RunConfig) -> list[tuple[str, object, object]]:
         """The :meth:`config_changes` in keys that may not change on ``--resume``."""
         return _fixed(self.config_changes(config))

@@ -138,6 +138,8 @@ def _train_locked(
         else:
             resuming = _shared_run_exists(folder)
     ckpt = load_latest(folder.last, warn=echo) if resuming else None
+    if ckpt is not None:  # config.yaml, which prepare() compared with, may have been edited
+        folder.refuse_changes_since(ckpt.state.get("config"), config)
     if ckpt is not None and ckpt.state.get("progress", {}).get("finished"):
         progress = Progress(**ckpt.state["progress"])
         spent = spent_budget(config.train, progress)

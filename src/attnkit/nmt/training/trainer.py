@@ -158,6 +158,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "world_size": self.group.world_size,
             "training_data": asdict(self.data.counts),
+            "config": self.config.model_dump(mode="json"),  # what --resume compares with
         }
         extra = {"epoch_generator": self.order.state, **rng_states(self.group, self.device)}
         if not self.group.is_main:
