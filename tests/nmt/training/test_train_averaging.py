@@ -11,6 +11,7 @@ from attnkit.nmt.config import RunConfig
 from attnkit.nmt.runs.checkpoint import load_checkpoint, save_checkpoint
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.runs.run_folder import RunFolder
+from attnkit.nmt.runs.snapshots import Snapshots
 from attnkit.nmt.training import objective
 from attnkit.nmt.training.loop import train
 from attnkit.nmt.training.prepare import validation_data
@@ -124,6 +125,26 @@ def test_resume_keeps_the_snapshot_set_of_an_uninterrupted_run(averaged_run, tmp
         load_checkpoint(RunFolder(run_dir).averaged).model,
     )
     assert all(torch.equal(a[k], b[k]) for k in b)
+
+
+def test_a_run_killed_before_its_last_trim_keeps_average_last_snapshots(
+    averaged_run, tmp_path, monkeypatch
+):
+    keep_last = Snapshots.keep_last
+
+    def killed_before_the_last_trim(self, count):
+        if self.steps()[-1] == 20:  # the last validation's snapshot and last checkpoint are saved
+            raise KeyboardInterrupt
+        return keep_last(self, count)
+
+    monkeypatch.setattr(Snapshots, "keep_last", killed_before_the_last_trim)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), tmp_path, progress_bar=False, echo=quiet)
+    monkeypatch.setattr(Snapshots, "keep_last", keep_last)
+    folder = RunFolder(tmp_path)
+    assert folder.snapshots.steps() == [5, 10, 15, 20]
+    train(config(), tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert folder.snapshots.steps() == RunFolder(averaged_run[0]).snapshots.steps() == [10, 15, 20]
 
 
 def test_a_run_stopped_while_averaging_is_finished_when_resumed(averaged_run, tmp_path):

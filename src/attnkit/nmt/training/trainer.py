@@ -123,7 +123,7 @@ class Trainer:
             warn=self.echo,
         )
         if self.group.is_main:
-            self.folder.drop_averaging_after(self.progress.step)
+            self._resume_snapshots()
         self.started -= self.progress.elapsed_s
         self._keep_budget()
         self.scheduler.resync()  # a budget raised on resume: its line from the first step
@@ -131,6 +131,15 @@ class Trainer:
         note = None if then is None else messages.data_changed(then, asdict(self.data.counts))
         if note and self.group.is_main:
             self.echo(note)
+
+    def _resume_snapshots(self) -> None:
+        """Drop the snapshots past the step resumed from, and those beyond the newest
+        ``average_last``: a run killed between its last validation's save and that trim
+        had kept one more, which no later validation removed and ``attnkit average``
+        took into its mean."""
+        self.folder.drop_averaging_after(self.progress.step)
+        if self.config.train.average_last:
+            self.folder.snapshots.keep_last(self.config.train.average_last)
 
     def _keep_budget(self) -> None:
         """A resumed ``max_steps: auto`` run keeps the budget it chose."""
