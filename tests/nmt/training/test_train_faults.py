@@ -300,6 +300,25 @@ def test_a_full_disk_is_one_message_with_the_last_checkpoint_and_resume_is_exact
     assert_same_weights(run_dir, reference)
 
 
+def test_a_full_disk_after_a_row_of_the_checkpoints_step_is_resumed_without_a_twin_row(
+    tmp_path, monkeypatch
+):
+    # checkpoint_every saves step 10 before the epoch's validation at step 10 writes its row;
+    # the disk fills before that validation's checkpoints: resuming redoes the validation
+    every_epoch = config("train.valid_every=null", "train.checkpoint_every=5")
+    straight, run_dir = tmp_path / "straight", tmp_path / "run"
+    train(every_epoch, straight, progress_bar=False, echo=quiet)
+    FullDisk(monkeypatch, after_rows(run_dir, 1))
+    with pytest.raises(WriteError, match="is last.json \\(step 10\\)"):
+        train(every_epoch, run_dir, progress_bar=False, echo=quiet)
+    assert [row["step"] for row in rows(run_dir)] == [10]
+    monkeypatch.undo()
+    train(every_epoch, run_dir, resume=True, progress_bar=False, echo=quiet)
+    assert [row["step"] for row in rows(run_dir)] == [10, 20]
+    assert rows(run_dir) == rows(straight)
+    assert_same_weights(run_dir, straight)
+
+
 def test_a_full_disk_before_the_first_checkpoint_says_to_start_again(tmp_path, monkeypatch):
     FullDisk(monkeypatch, lambda: (tmp_path / "metrics.jsonl").is_file())
     with pytest.raises(WriteError, match="holds no checkpoint yet; free some space and start"):

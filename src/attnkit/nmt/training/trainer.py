@@ -103,7 +103,9 @@ class Trainer:
         self.started = time.monotonic()  # training time (max_minutes): not the data's preparation
 
     def resume(self, ckpt: Checkpoint) -> None:
-        """Restore everything ``save("last")`` wrote; metrics after that step are dropped."""
+        """Restore everything ``save("last")`` wrote; the metrics rows and snapshots of the
+        validations it does not count are dropped (those after its step, and its step's own
+        when it was saved before that validation: ``checkpoint_every``, a stop request)."""
         try:
             self.model.load_state_dict(ckpt.model)
             self.optimizer.load_state_dict(ckpt.optimizer)
@@ -116,14 +118,13 @@ class Trainer:
             raise ValueError(
                 f"{self.folder.last}: cannot resume from this checkpoint ({err})"
             ) from None
+        p = self.progress
+        counted = p.step - 1 if p.pending_tokens else p.step  # its last validation's step, or later
         self.history = self.folder.history_until(
-            self.progress.step,
-            rewrite=self.group.is_main,
-            known=checkpoint_row(ckpt),
-            warn=self.echo,
+            counted, rewrite=self.group.is_main, known=checkpoint_row(ckpt), warn=self.echo
         )
         if self.group.is_main:
-            self._resume_snapshots()
+            self._resume_snapshots(counted)
         self.started -= self.progress.elapsed_s
         self._keep_budget()
         self.scheduler.resync()  # a budget raised on resume: its line from the first step
@@ -132,12 +133,12 @@ class Trainer:
         if note and self.group.is_main:
             self.echo(note)
 
-    def _resume_snapshots(self) -> None:
-        """Drop the snapshots past the step resumed from, and those beyond the newest
-        ``average_last``: a run killed between its last validation's save and that trim
-        had kept one more, which no later validation removed and ``attnkit average``
-        took into its mean."""
-        self.folder.drop_averaging_after(self.progress.step)
+    def _resume_snapshots(self, counted: int) -> None:
+        """Drop the snapshots past step ``counted`` (the validations resuming redoes), and
+        those beyond the newest ``average_last``: a run killed between its last validation's
+        save and that trim had kept one more, which no later validation removed and
+        ``attnkit average`` took into its mean."""
+        self.folder.drop_averaging_after(counted)
         if self.config.train.average_last:
             self.folder.snapshots.keep_last(self.config.train.average_last)
 
