@@ -105,6 +105,21 @@ def test_overwrite_clears_the_snapshots_and_the_averaged_checkpoint(tmp_path):
     assert list(tmp_path.rglob("*.safetensors")) == []
 
 
+@pytest.mark.parametrize(("best_step", "expected"), [(20, "averaged"), (35, "best")])
+def test_auto_compares_averaged_with_the_best_of_now_after_training_on(
+    tmp_path, best_step, expected
+):
+    # averaged at a finished run's end (step 20, above that best); the run then trained on
+    # with a raised budget: its best moved to step 35 with 40.0, and was not compared yet
+    folder = RunFolder(tmp_path)
+    averaged = {"valid_bleu": 31.0, "best_bleu": 30.0, "best_step": 20, "step": 20}
+    save_checkpoint(tmp_path, "averaged", _weights(1.0), averaged)
+    bleu = 30.0 if best_step == 20 else 40.0
+    progress = {"step": best_step, "best_step": best_step, "best_bleu": bleu}
+    save_checkpoint(tmp_path, "best", _weights(2.0), {"progress": progress})
+    assert folder.resolve_checkpoint("auto") == expected
+
+
 @pytest.mark.parametrize(
     ("averaged_bleu", "expected"), [(31.0, "averaged"), (30.0, "averaged"), (29.5, "best")]
 )

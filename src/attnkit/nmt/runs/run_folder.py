@@ -187,7 +187,9 @@ class RunFolder:
         that record (a run trained before it existed, or resumed and not finished):
         ``averaged`` when the run has one whose valid BLEU was at least the ``best``
         checkpoint's when it was written (on the whole validation set where the record
-        has that comparison), else ``best``."""
+        has that comparison), else ``best``. Where ``best`` has moved on since (a
+        finished run trained on with a raised budget), its training BLEU is compared
+        with the averaged one's, not the BLEU of the ``best`` it replaced."""
         if name != AUTO:
             return name
         chosen = self._recorded_choice()
@@ -195,7 +197,10 @@ class RunFolder:
             return chosen
         state = _averaged_state(self.averaged)
         mine, theirs = "valid_bleu", "best_bleu"
-        if "whole_valid_bleu" in state:
+        best = _progress(self.best)
+        if "best_step" in best and best["best_step"] != state.get("best_step", best["best_step"]):
+            state = {**state, "best_bleu": best.get("best_bleu")}
+        elif "whole_valid_bleu" in state:
             mine, theirs = "whole_valid_bleu", "best_whole_valid_bleu"
         try:
             wins = state[mine] >= state[theirs]
@@ -507,6 +512,15 @@ def checkpoint_step(state: object) -> int | None:
     progress = state.get("progress")
     step = progress.get("step") if isinstance(progress, dict) else state.get("step")
     return step if isinstance(step, int) else None
+
+
+def _progress(record: Path) -> dict:
+    """The training progress a ``best`` or ``last`` record holds; ``{}`` when unreadable."""
+    try:
+        progress = json.loads(record.read_text(encoding="utf-8"))["state"]["progress"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return progress if isinstance(progress, dict) else {}
 
 
 def _averaged_state(record: Path) -> dict:
