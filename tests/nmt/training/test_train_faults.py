@@ -345,6 +345,26 @@ def test_a_learning_curve_on_a_full_disk_ends_training_with_the_checkpoint_named
     assert "last good checkpoint of the run" in message and "is last.json (step 5)" in message
 
 
+def test_a_run_killed_before_drawing_its_last_validation_draws_it_when_resumed(
+    tmp_path, monkeypatch
+):
+    drawn, killed = [], []
+
+    def killed_while_drawing_step_20(rows, path):
+        if rows[-1]["step"] == 20 and not killed:  # last.json of step 20 is saved
+            killed.append(True)
+            raise KeyboardInterrupt
+        drawn.append([row["step"] for row in rows])
+        path.write_bytes(b"png")
+
+    monkeypatch.setattr(plot_module, "learning_curve", killed_while_drawing_step_20)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(), tmp_path, progress_bar=False, echo=quiet)
+    assert load_checkpoint(tmp_path / "last.json").state["progress"]["step"] == 20
+    train(config(), tmp_path, resume=True, progress_bar=False, echo=quiet)
+    assert drawn[-1] == [row["step"] for row in rows(tmp_path)] == [5, 10, 15, 20]
+
+
 def test_a_torn_last_metrics_row_is_named_and_rebuilt_on_resume(reference, tmp_path):
     shutil.copytree(reference, tmp_path / "run")
     run_dir = tmp_path / "run"

@@ -125,6 +125,8 @@ class Trainer:
         )
         if self.group.is_main:
             self._resume_snapshots(counted)
+            if self.history:  # the curve of the rows kept (one drawn after the save may lack one)
+                self._draw_curve()
         self.started -= self.progress.elapsed_s
         self._keep_budget()
         self.scheduler.resync()  # a budget raised on resume: its line from the first step
@@ -210,12 +212,16 @@ class Trainer:
         if main and self.config.train.average_last:
             self.folder.snapshots.keep_last(self.config.train.average_last)
         if main:
-            # matplotlib (about 35 MB a process) is loaded by rank 0 alone, which draws
-            from ...plot import learning_curve
-
-            with writing(self.folder.learning_curve):
-                learning_curve(_plottable(self.history), path=self.folder.learning_curve)
+            self._draw_curve()
         self.echo(messages.validation_line(row, improved))
+
+    def _draw_curve(self) -> None:
+        """Draw ``learning_curve.png`` from the history (rank 0 alone calls this)."""
+        # matplotlib (about 35 MB a process) is loaded by rank 0 alone, which draws
+        from ...plot import learning_curve
+
+        with writing(self.folder.learning_curve):
+            learning_curve(_plottable(self.history), path=self.folder.learning_curve)
 
     def _snapshot(self, row: dict) -> None:
         """Rank 0 keeps this validation's model weights for averaging (``train.average_last``)."""
