@@ -175,8 +175,15 @@ def test_a_non_finite_step_is_skipped_with_a_warning(tmp_path, monkeypatch, kind
 
 def test_repeated_non_finite_losses_stop_and_keep_the_last_good_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(objective_module, "token_loss", poisoned_loss(lambda n: n >= 7))
-    with pytest.raises(TrainingError, match="3 non-finite losses/gradients in a row at step 6"):
+    with pytest.raises(
+        TrainingError, match="3 non-finite losses/gradients in a row at step 6"
+    ) as e:
         train(config("train.max_nonfinite=3"), tmp_path, progress_bar=False, echo=quiet)
+    # the advice named train.lr and train.clip, which --resume refuses to change
+    assert str(e.value).endswith(
+        "(keys --resume may not change: start over with --overwrite, or in another --out with "
+        f"train.init_from: {tmp_path} to keep what it learnt)"
+    )
     good = load_checkpoint(tmp_path / "last.json")
     assert good.state["progress"]["step"] == 5
     assert all(torch.isfinite(w).all() for w in good.model.values())

@@ -77,7 +77,9 @@ class StopRules:
             raise TrainingError(
                 f"{limit} non-finite losses/gradients in a row at step {p.step}: training "
                 f"stopped. The last good checkpoint is kept in {self.last_checkpoint}; "
-                "lower train.lr, set train.clip, or check the data"
+                "check the data, or lower train.lr or set train.clip (keys --resume may not "
+                "change: start over with --overwrite, or in another --out with "
+                f"train.init_from: {Path(self.last_checkpoint).parent} to keep what it learnt)"
             )
         early = _early_stop(self.config, p)
         if early:
