@@ -190,3 +190,51 @@ def test_a_query_on_another_device_than_the_score_parameters_is_named():
     query, keys = torch.randn(2, 4, 6, device="meta"), torch.randn(2, 5, 6, device="meta")
     with pytest.raises(ValueError, match="^query is on meta, score 'general' on cpu"):
         layer(query, keys)
+
+
+def test_a_mask_check_is_plain_python_not_torch_broadcasting():
+    # torch.broadcast_shapes goes through torch._refs and symbolic shapes, some 50-100 us
+    # a call; a decoder step checks its mask twice (the layer, then masked_softmax)
+    from count_helpers import python_calls
+
+    attend, dq, dk = attention("general")
+    query, keys, mask = torch.randn(2, dq), torch.randn(2, 5, dk), padding_mask([5, 3])
+    calls = python_calls(lambda: attend(query, keys, mask=mask))
+    symbolic = {where: n for where, n in calls.items() if "torch/_refs" in where[0]}
+    assert symbolic == {}
+    assert sum(calls.values()) < 200  # was 311 with torch.broadcast_shapes
+
+
+@pytest.mark.parametrize(
+    "shape, target",
+    [
+        ((2, 1, 5), (2, 3, 5)),
+        ((5,), (2, 3, 5)),
+        ((1, 1, 1), (2, 3, 5)),
+        ((), (2, 3, 5)),
+        ((2, 3, 5), (2, 3, 5)),
+        ((0, 1), (0, 4)),
+        ((2, 5), (2, 3, 5)),
+        ((3, 5), (2, 3, 5)),
+        ((2, 3, 1), (2, 3, 0)),
+        ((2, 3, 2), (2, 3, 0)),
+        ((1, 2, 3, 5), (2, 3, 5)),
+        ((2, 4, 5), (2, 3, 5)),
+        ((2, 3, 5), (2, 1, 5)),
+    ],
+)
+def test_the_mask_check_agrees_with_torch_broadcasting(shape, target):
+    from attnkit.attention.functional import _check_broadcast
+    from attnkit.attention.masks import broadcast_shape
+
+    try:
+        expected = tuple(torch.broadcast_shapes(shape, target))
+    except RuntimeError:
+        expected = None
+    assert broadcast_shape(shape, target) == expected
+    assert broadcast_shape(target, shape) == expected
+    if expected == target:
+        _check_broadcast("mask", shape, target)
+    else:
+        with pytest.raises(ValueError, match=r"mask has shape .* does not broadcast"):
+            _check_broadcast("mask", shape, target)

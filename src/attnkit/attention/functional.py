@@ -22,6 +22,7 @@ from torch import Tensor
 from .dropout import check_rate, dropout
 from .masks import (
     ResolvedMask,
+    broadcast_shape,
     causal_mask,
     check_device,
     check_float_mask,
@@ -477,15 +478,14 @@ def _as_scale(scale: float) -> float:
 
 
 def _check_broadcast(name: str, shape: Sequence[int], target: Sequence[int]) -> None:
-    target = tuple(target)
-    try:
-        ok = torch.broadcast_shapes(tuple(shape), target) == target
-    except RuntimeError:
-        ok = False
-    if not ok:
+    """``shape`` (the argument ``name``'s) must broadcast to exactly ``target``
+    (:func:`~attnkit.attention.masks.broadcast_shape`: plain Python, as a decoder step
+    checks its mask twice)."""
+    target, shape = tuple(target), tuple(shape)
+    if broadcast_shape(shape, target) != target:
         raise ValueError(
-            f"{name} has shape {tuple(shape)}, which does not broadcast to {target}"
-            + _key_mask_hint(name, tuple(shape), target)
+            f"{name} has shape {shape}, which does not broadcast to {target}"
+            + _key_mask_hint(name, shape, target)
         )
 
 
