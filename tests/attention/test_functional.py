@@ -582,3 +582,10 @@ def test_masked_softmax_names_a_mask_on_another_device():
     mask = torch.ones(2, 3, dtype=torch.bool, device="meta")
     with pytest.raises(ValueError, match="^mask is on meta, scores on cpu"):
         masked_softmax(torch.randn(2, 3), mask)
+
+
+def test_combine_masks_still_refuses_masks_that_do_not_broadcast():
+    with pytest.raises(ValueError, match=r"masks of shapes \(2, 3\), \(4,\) do not broadcast"):
+        combine_masks(torch.ones(2, 3, dtype=torch.bool), None, torch.ones(4, dtype=torch.bool))
+    one = torch.ones(2, 1, 3, dtype=torch.bool)
+    assert combine_masks(None, one) is one

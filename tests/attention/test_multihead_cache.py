@@ -219,3 +219,20 @@ def test_gqa_gradients_are_finite_and_reach_every_projection():
     out.sum().backward()
     for name, p in mha.named_parameters():
         assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+
+
+def test_a_cross_attention_step_checks_its_mask_in_plain_python():
+    # torch.broadcast_shapes (torch._refs, symbolic-shape guards) cost some 50-100 us
+    # per attention call of every decoder step, for a single mask that has nothing
+    # to broadcast against
+    from count_helpers import python_calls
+
+    mha, pad = make(), padding_mask([T, 3])
+    memory, cache = torch.randn(B, T, E), KVCache()
+    with torch.no_grad():
+        mha(torch.randn(B, 1, E), memory, memory, key_padding_mask=pad, cache=cache)
+        calls = python_calls(
+            lambda: mha(torch.randn(B, 1, E), memory, memory, key_padding_mask=pad, cache=cache)
+        )
+    assert {where: n for where, n in calls.items() if "torch/_refs" in where[0]} == {}
+    assert sum(calls.values()) < 150  # 180 with torch.broadcast_shapes

@@ -168,11 +168,9 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
             raise TypeError(f"combine_masks takes bool masks, mask {i} has dtype {m.dtype}")
     if not present:
         return None
-    try:
-        torch.broadcast_shapes(*(m.shape for m in present))
-    except RuntimeError:
+    if len(present) > 1 and broadcast_shape(*(m.shape for m in present)) is None:
         shapes = ", ".join(str(tuple(m.shape)) for m in present)
-        raise ValueError(f"combine_masks: masks of shapes {shapes} do not broadcast") from None
+        raise ValueError(f"combine_masks: masks of shapes {shapes} do not broadcast")
     combined = present[0]
     for m in present[1:]:
         combined = combined & m
