@@ -57,3 +57,16 @@ def test_int32_and_int64_token_ids_and_any_small_int_lengths_give_the_same_logit
     for lengths in (torch.int32, torch.int16, torch.uint8):
         got, _ = model(src.to(dtype), src_lengths.to(lengths), tgt_in.to(dtype))
         torch.testing.assert_close(got, expected, atol=0, rtol=0)
+
+
+def test_the_source_checks_read_each_tensor_back_once():
+    # int(t.min()), int(t.max()): two ops and two reads back (a GPU waits for each) per
+    # tensor, three tensors every training step; aminmax reads both bounds at once
+    from attnkit.nmt.models.translator import check_ids, check_source
+    from count_helpers import aten_ops
+
+    src, lengths = torch.arange(24).reshape(4, 6) % 5, torch.tensor([6, 5, 2, 1])
+    for check in (lambda: check_source(src, lengths), lambda: check_ids("src", src, 5)):
+        assert aten_ops(check) == {"aminmax": 1, "stack": 1}
+    with pytest.raises(ValueError, match=r"src holds token ids in \[0, 4\] but the vocabulary"):
+        check_ids("src", src, 4)
