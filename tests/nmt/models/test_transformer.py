@@ -268,6 +268,28 @@ def test_embeddings_are_scaled_by_sqrt_d_model():
     torch.testing.assert_close(got, expected)
 
 
+def test_a_model_built_on_meta_then_to_empty_and_loaded_has_the_sinusoid_table():
+    # The table is a buffer no checkpoint holds: to_empty used to leave it uninitialised
+    # memory that load_state_dict never filled, and the translations were garbage or NaN.
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    expected, _ = model(src, src_lengths, tgt_in)
+    with torch.device("meta"):
+        empty = TransformerTranslator(model.config, model.src_vocab_size, model.tgt_vocab_size)
+    empty.to_empty(device="cpu").load_state_dict(model.state_dict())
+    assert torch.equal(empty.tgt_positions.table, sinusoids(model.config.max_positions, D))
+    torch.testing.assert_close(empty.eval()(src, src_lengths, tgt_in)[0], expected)
+
+
+def test_a_half_then_float_model_has_the_float32_sinusoids_again():
+    model = tiny_transformer().half().float()
+    assert torch.equal(model.src_positions.table, sinusoids(model.config.max_positions, D))
+    with torch.inference_mode():  # a table made in inference mode is rebuilt, not written to
+        model = tiny_transformer()
+    assert model.float().to("cpu").src_positions.table.dtype == torch.float32
+    assert model.share_memory().src_positions.table.is_shared()  # kept, not rebuilt
+
+
 def test_a_position_beyond_max_positions_is_a_clear_error():
     model = tiny_transformer(max_positions=8)
     src, src_lengths = pad(random_sequences(2, 9, 9, torch.Generator().manual_seed(0)))

@@ -32,6 +32,12 @@ def sinusoids(positions: int, dim: int) -> Tensor:
 class Positions(nn.Module):
     """Position vectors ``P[start : start + T]``, sinusoidal or learned.
 
+    The sinusoid table is a buffer left out of checkpoints, so it is rebuilt
+    whenever the module is moved or cast (``.to``, ``.double()``, ``.to_empty()``):
+    a model built on the ``meta`` device, given storage with ``to_empty`` and
+    then its weights with ``load_state_dict``, has the real table, not the
+    uninitialised memory ``to_empty`` leaves in a buffer no checkpoint fills.
+
     Args:
         dim: D.
         max_positions: the longest sequence that can be embedded.
@@ -45,6 +51,16 @@ class Positions(nn.Module):
         self.learned = nn.Embedding(max_positions, dim) if kind == "learned" else None
         if self.learned is None:
             self.register_buffer("table", sinusoids(max_positions, dim), persistent=False)
+
+    def _apply(self, fn, recurse: bool = True):  # as nn.RNNBase, which re-flattens its weights
+        before = getattr(self, "table", None)
+        super()._apply(fn, recurse)
+        table = getattr(self, "table", None)
+        # a new tensor (to_empty, a cast, a move) is rebuilt; one changed in place
+        # (share_memory_) or returned as it was (.float() of float32) is kept
+        if table is not None and table is not before and table.device.type != "meta":
+            self.table = sinusoids(*table.shape).to(device=table.device, dtype=table.dtype)
+        return self
 
     def forward(self, start: int, length: int) -> Tensor:
         """Positions ``start .. start+length-1`` -> ``(length, D)``.
