@@ -106,3 +106,23 @@ def test_a_rate_that_is_not_a_number_is_a_type_error_naming_it(case):
     with pytest.raises(ValueError, match=rf"{name} must be in \[0, 1\), got 1.0"):
         call(1.0)
     call(0.25)  # a number in range is taken
+
+
+def test_dropout_runs_under_torch_func_grad_and_vmap():
+    # Its autograd Function had no setup_context: torch.func.grad of any attnkit model in
+    # training mode stopped with a RuntimeError, and vmap could not batch its in-place draw.
+    x = torch.randn(6, 5)
+    torch.manual_seed(0)
+    g = torch.func.grad(lambda t: dropout(t, 0.5).sum())(x)
+    assert set(g.unique().tolist()) == {0.0, 2.0}  # the mask, scaled by 1 / (1 - p)
+    y = torch.func.vmap(lambda t: dropout(t, 0.5), randomness="different")(torch.ones(6, 5))
+    assert set(y.unique().tolist()) == {0.0, 2.0}
+    layer = MultiHeadAttention(8, 2, dropout=0.5).train()
+    params = {name: p.detach() for name, p in layer.named_parameters()}
+    query = torch.randn(2, 3, 8)
+
+    def loss(p):
+        return torch.func.functional_call(layer, p, (query,))[0].square().sum()
+
+    grads = torch.func.grad(loss)(params)
+    assert grads["q_proj.weight"].shape == (8, 8) and grads["out_proj.bias"].abs().sum() > 0

@@ -8,8 +8,9 @@ around it once they run in bf16 (a 128 x 20 x 1024 feed-forward activation:
 16-bit lane with ``p``: the same distribution with ``p`` rounded to a multiple
 of 1/65536, from the same seeded generator (so runs and resumes stay exact).
 The mask and the scale are applied in one pass forward and one backward.
-On other devices, and inside ``torch.compile`` (which cannot trace the
-in-place draw and fuses its own), it is ``F.dropout``. The attention core uses
+On other devices, inside ``torch.compile`` (which cannot trace the
+in-place draw and fuses its own) and under ``torch.func`` transforms
+(``grad``, ``vmap``, ...), it is ``F.dropout``. The attention core uses
 it for the attention weights (:mod:`attnkit.attention.functional`), the
 translators for their layers.
 """
@@ -35,7 +36,7 @@ def dropout(x: Tensor, p: float) -> Tensor:
     scaled by ``65536 / (65536 - k)``, so the expectation is exactly ``x``. Same
     shape and dtype.
     """
-    if x.device.type != "cpu" or torch.compiler.is_compiling():
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or _functorch_active():
         return F.dropout(x, p, training=True)  # a compiled graph makes its own mask
     dropped = min(round(p * LANES), LANES - 1)
     if dropped == 0:
@@ -47,6 +48,16 @@ def dropout(x: Tensor, p: float) -> Tensor:
     low = dropped - LANES // 2 - 1
     keep = lanes.clamp_(low, low + 1).sub_(low).to(x.dtype)
     return _MaskScale.apply(x, keep, LANES / (LANES - dropped))
+
+
+def _functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running.
+
+    The cheaper mask's in-place draw and :class:`_MaskScale` (an autograd Function
+    without ``setup_context``) cannot run under one; ``F.dropout`` can (under
+    ``vmap`` with ``randomness="different"`` or ``"same"``, as PyTorch requires).
+    """
+    return torch._C._are_functorch_transforms_active()
 
 
 class _MaskScale(torch.autograd.Function):
