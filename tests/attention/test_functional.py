@@ -9,10 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import (
+    Attention,
+    MultiHeadAttention,
     ScaledDotScore,
     causal_mask,
     combine_masks,
     invert_mask,
+    make_score,
     masked_softmax,
     padding_mask,
     scaled_dot_product_attention,
@@ -589,3 +592,34 @@ def test_combine_masks_still_refuses_masks_that_do_not_broadcast():
         combine_masks(torch.ones(2, 3, dtype=torch.bool), None, torch.ones(4, dtype=torch.bool))
     one = torch.ones(2, 1, 3, dtype=torch.bool)
     assert combine_masks(None, one) is one
+
+
+def test_the_weights_paths_run_under_torch_func_vmap():
+    # masked_softmax read a value on the host (are some rows all -inf?) and the modules'
+    # mask checks did too: under vmap each stopped with "data-dependent control flow".
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 8)
+    keep = torch.rand(3, 5) > 0.3
+    keep[0] = False  # a sentence with no key: zero weights, as outside vmap
+    scores = x.clone()
+    scores[1, 2] = -math.inf  # a row of -inf scores only
+    torch.testing.assert_close(torch.func.vmap(masked_softmax)(scores), masked_softmax(scores))
+    layer = Attention(make_score("additive", 8))
+
+    def attend(q, k):
+        return layer(q[None], q[None], mask=k[None])[1][0]
+
+    torch.testing.assert_close(torch.func.vmap(attend)(x, keep), layer(x, x, mask=keep)[1])
+    mha = MultiHeadAttention(8, 2)
+
+    def heads(q, k, bias):
+        return mha(q[None], key_padding_mask=k[None], attn_mask=bias, need_weights=True)[1][0]
+
+    bias = torch.randn(3, 5, 5)
+    expected = [
+        mha(x[i, None], key_padding_mask=keep[i, None], attn_mask=bias[i], need_weights=True)[1][0]
+        for i in range(3)
+    ]
+    got = torch.func.vmap(heads)(x, keep, bias)
+    torch.testing.assert_close(got, torch.stack(expected))
+    assert torch.all(got[0] == 0) and torch.allclose(got[1:].sum(-1), torch.ones(2, 5))

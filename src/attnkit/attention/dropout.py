@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .masks import functorch_active
+
 __all__ = ["Dropout", "check_rate", "dropout"]
 
 LANES = 65536  # values of a 16-bit lane
@@ -36,8 +38,10 @@ def dropout(x: Tensor, p: float) -> Tensor:
     scaled by ``65536 / (65536 - k)``, so the expectation is exactly ``x``. Same
     shape and dtype.
     """
-    if x.device.type != "cpu" or torch.compiler.is_compiling() or _functorch_active():
-        return F.dropout(x, p, training=True)  # a compiled graph makes its own mask
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or functorch_active():
+        # a compiled graph makes its own mask; torch.func cannot run the in-place draw,
+        # nor _MaskScale (an autograd Function without setup_context)
+        return F.dropout(x, p, training=True)
     dropped = min(round(p * LANES), LANES - 1)
     if dropped == 0:
         return x
@@ -48,16 +52,6 @@ def dropout(x: Tensor, p: float) -> Tensor:
     low = dropped - LANES // 2 - 1
     keep = lanes.clamp_(low, low + 1).sub_(low).to(x.dtype)
     return _MaskScale.apply(x, keep, LANES / (LANES - dropped))
-
-
-def _functorch_active() -> bool:
-    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running.
-
-    The cheaper mask's in-place draw and :class:`_MaskScale` (an autograd Function
-    without ``setup_context``) cannot run under one; ``F.dropout`` can (under
-    ``vmap`` with ``randomness="different"`` or ``"same"``, as PyTorch requires).
-    """
-    return torch._C._are_functorch_transforms_active()
 
 
 class _MaskScale(torch.autograd.Function):

@@ -27,6 +27,7 @@ from .masks import (
     check_device,
     check_float_mask,
     combine_masks,
+    host_can_read,
     invert_mask,
     padding_mask,
     resolve_mask,
@@ -113,12 +114,13 @@ def _without_dead_rows(scores: Tensor, mask: Tensor | None, dim: int) -> Tensor 
     them NaN); None when there is no mask and no such row.
 
     Only such rows need it: in any other row a ``-inf`` score gets weight 0 from the
-    softmax (from the floor's row maximum where every allowed score is ``-inf``). On
-    CPU, outside ``torch.compile``, one reduction finds them, so the usual case costs
+    softmax (from the floor's row maximum where every allowed score is ``-inf``). Where
+    :func:`~attnkit.attention.masks.host_can_read` allows (CPU, outside ``torch.compile``
+    and ``torch.func`` transforms), one reduction finds them, so the usual case costs
     no full-size mask (the weights path's peak memory is a naive softmax's); elsewhere
-    reading its answer would stall a GPU or break a graph, so every ``-inf`` is masked.
+    (a GPU, a compiled graph, ``vmap``) every ``-inf`` is masked.
     """
-    if scores.device.type != "cpu" or torch.compiler.is_compiling():
+    if not host_can_read(scores):
         finite = ~torch.isneginf(scores)
         return finite if mask is None else mask & finite
     dead = torch.isneginf(scores).all(dim=dim, keepdim=True)  # (..., 1, ...): a row's verdict

@@ -25,6 +25,8 @@ __all__ = [
     "check_device",
     "check_float_mask",
     "combine_masks",
+    "functorch_active",
+    "host_can_read",
     "invert_mask",
     "padding_mask",
     "resolve_mask",
@@ -213,6 +215,23 @@ def check_device(name: str, tensor: Tensor, device: torch.device, owner: str) ->
         )
 
 
+def functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running."""
+    return torch._C._are_functorch_transforms_active()
+
+
+def host_can_read(tensor: Tensor) -> bool:
+    """Whether a check may read ``tensor``'s values on the host (``bool(...)``, ``.item()``).
+
+    Only a CPU tensor outside ``torch.compile`` and ``torch.func`` transforms: on a
+    GPU the read is a synchronisation that stalls it, in a compiled graph a graph
+    break, and under ``vmap`` an error (a batched tensor has no one value).
+    """
+    return (
+        tensor.device.type == "cpu" and not torch.compiler.is_compiling() and not functorch_active()
+    )
+
+
 def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
     """Refuse a float mask holding NaN, a number above ``dtype``'s largest (``+inf``
     included), or 0s and 1s and nothing else (both present).
@@ -225,10 +244,9 @@ def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
     and mask nothing. A mask of one value only (all 0.0, or all 1.0) shifts
     every score alike, so it changes no weight and passes; a negative number
     beyond ``dtype``'s range becomes ``-inf`` there and blocks its key. Checked
-    with one reduction (``aminmax``), for CPU tensors
-    outside ``torch.compile`` only: reading the answer is a host
-    synchronisation, which would stall a GPU and break a compiled graph; there
-    such masks act as PyTorch's do (NaN rows, a bias of +1).
+    with one reduction (``aminmax``), where :func:`host_can_read` allows it (CPU,
+    outside ``torch.compile`` and ``torch.func`` transforms); elsewhere such
+    masks act as PyTorch's do (NaN rows, a bias of +1).
 
     Args:
         name: the argument's name, for the message.
@@ -239,9 +257,7 @@ def check_float_mask(name: str, mask: Tensor, dtype: torch.dtype) -> None:
         ValueError: naming the first offending entry and its index, or saying
             that a 0/1 mask should be a bool one.
     """
-    if not mask.is_floating_point() or mask.device.type != "cpu" or mask.numel() == 0:
-        return
-    if torch.compiler.is_compiling():
+    if not mask.is_floating_point() or mask.numel() == 0 or not host_can_read(mask):
         return
     low, high = torch.aminmax(mask)  # NaN when any entry is
     if high <= torch.finfo(dtype).max:  # False for NaN

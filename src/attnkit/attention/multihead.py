@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from .dropout import check_rate
 from .functional import attend, autocast_mixes, takes_fused_kernel, zero_dead_keys
 from .kv_cache import KVCache
-from .masks import ResolvedMask, check_device, check_float_mask, resolve_mask
+from .masks import ResolvedMask, check_device, check_float_mask, host_can_read, resolve_mask
 from .torch_interop import TorchInterop
 
 __all__ = ["KVCache", "MultiHeadAttention"]
@@ -384,13 +384,13 @@ def _warn_if_all_padding(key_padding_mask: Tensor) -> None:
 
     That is what torch's polarity (True = ignore) looks like here, where True
     means a real token: full-length sentences would come out as zeros. Checked
-    only for CPU tensors outside ``torch.compile``: reading the answer is a host
-    synchronisation, which would stall a GPU and break a compiled graph.
+    only where :func:`~attnkit.attention.masks.host_can_read` allows it (CPU, outside
+    ``torch.compile`` and ``torch.func`` transforms).
     """
     global _warned_all_padding
-    if _warned_all_padding or key_padding_mask.device.type != "cpu":
+    if _warned_all_padding or not host_can_read(key_padding_mask):
         return
-    if torch.compiler.is_compiling() or bool(key_padding_mask.any(dim=-1).all()):
+    if bool(key_padding_mask.any(dim=-1).all()):
         return
     _warned_all_padding = True
     warnings.warn(
@@ -431,13 +431,14 @@ def _check_zeroed_keys(cache: KVCache, key_padding_mask: Tensor | None, r: Resol
     """Refuse masks that allow a key a cross-attention cache has zeroed (``KVCache.kept``).
 
     Those keys and values are gone: attending to them would silently use zeros.
-    Checked on CPU outside ``torch.compile`` only (reading the answer is a host
-    synchronisation), and not at all when ``key_padding_mask`` is ``cache.kept``.
+    Checked where :func:`~attnkit.attention.masks.host_can_read` allows it (CPU,
+    outside ``torch.compile`` and ``torch.func`` transforms), and not at all when
+    ``key_padding_mask`` is ``cache.kept``.
     """
     kept = cache.kept  # (B, Tk) bool or None
-    if not cache.zeroed or kept is None or kept.device.type != "cpu":
+    if not cache.zeroed or kept is None or not host_can_read(kept):
         return
-    if torch.compiler.is_compiling() or key_padding_mask is kept:
+    if key_padding_mask is kept:
         return
     live = True if r.allowed is None else r.allowed.any(dim=-2, keepdim=True)  # (.., 1, Tk)
     revived = ~kept[:, None, None, :] & live  # (B, H|1, 1, Tk)
