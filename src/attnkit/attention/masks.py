@@ -58,7 +58,9 @@ def padding_mask(
 
     Raises:
         ValueError: ``lengths`` is not 1-D, has a negative entry, or exceeds
-            ``max_len``; a negative ``max_len``.
+            ``max_len``; a negative ``max_len``. The entries are not read inside
+            ``torch.compile`` when ``max_len`` is given, so that the mask traces into
+            one graph (``fullgraph=True``); there they are not checked.
         TypeError: ``lengths`` is not integer-valued, or ``max_len`` is not an int.
     """
     lengths = torch.as_tensor(lengths, device=device)
@@ -74,15 +76,23 @@ def padding_mask(
         raise TypeError(f"max_len must be an int, got {max_len!r}")
     if max_len is not None and max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
+    if max_len is None or not torch.compiler.is_compiling():  # reading values breaks a graph
+        max_len = _check_lengths(lengths, max_len)
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    return positions[None, :] < lengths[:, None]  # (B, T)
+
+
+def _check_lengths(lengths: Tensor, max_len: int | None) -> int:
+    """``max_len``, or ``max(lengths)`` when None, after checking every length is in
+    ``[0, max_len]`` (reads the values on the host)."""
     longest = int(lengths.max()) if lengths.numel() else 0
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
     if max_len is None:
-        max_len = longest
-    elif longest > max_len:
+        return longest
+    if longest > max_len:
         raise ValueError(f"lengths has a length {longest} greater than max_len={max_len}")
-    positions = torch.arange(max_len, device=lengths.device)  # (T,)
-    return positions[None, :] < lengths[:, None]  # (B, T)
+    return max_len
 
 
 def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None = None) -> Tensor:

@@ -352,3 +352,16 @@ def test_cached_decoder_step_compiles_without_graph_breaks():
             torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=0)
             torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
             state = want[2]
+
+
+def test_the_inner_encoder_compiles_into_one_graph_as_documented():
+    # docs/architecture.md: compile _encode if you need one graph. padding_mask read the
+    # lengths on the host (min and max) even with max_len given: fullgraph=True refused it.
+    torch._dynamo.reset()
+    model = tiny_transformer()
+    src, src_lengths, _, _ = _batch()
+    with torch.no_grad():
+        got = torch.compile(model._encode, fullgraph=True, backend="aot_eager")(src, src_lengths)
+        want = model._encode(src, src_lengths)
+    torch.testing.assert_close(got.states, want.states, atol=1e-5, rtol=0)
+    assert torch.equal(got.mask, want.mask)
