@@ -238,3 +238,10 @@ def test_the_mask_check_agrees_with_torch_broadcasting(shape, target):
     else:
         with pytest.raises(ValueError, match=r"mask has shape .* does not broadcast"):
             _check_broadcast("mask", shape, target)
+
+
+def test_repr_shows_the_dropout_rate_beside_the_score():
+    # it showed the score's sizes but not the dropout: Attention(s, 0.1) and Attention(s)
+    # printed alike
+    text = repr(Attention(ScaledDotScore(), dropout=0.1))
+    assert text == "Attention(\n  dropout=0.1\n  (score): ScaledDotScore()\n)"

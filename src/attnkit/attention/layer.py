@@ -51,6 +51,9 @@ class Attention(nn.Module):
         self.score = score
         self.dropout = check_rate("dropout", dropout)
 
+    def extra_repr(self) -> str:
+        return f"dropout={self.dropout}"
+
     def forward(
         self,
         query: Tensor,

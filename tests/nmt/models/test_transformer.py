@@ -365,3 +365,8 @@ def test_the_inner_encoder_compiles_into_one_graph_as_documented():
         want = model._encode(src, src_lengths)
     torch.testing.assert_close(got.states, want.states, atol=1e-5, rtol=0)
     assert torch.equal(got.mask, want.mask)
+
+
+def test_the_sinusoid_positions_repr_gives_their_sizes():
+    model = tiny_transformer(max_positions=8)
+    assert repr(model.src_positions) == f"Positions(sinusoidal, max_positions=8, dim={D})"

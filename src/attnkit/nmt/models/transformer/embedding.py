@@ -62,6 +62,11 @@ class Positions(nn.Module):
             self.table = sinusoids(*table.shape).to(device=table.device, dtype=table.dtype)
         return self
 
+    def extra_repr(self) -> str:
+        if self.learned is not None:
+            return ""  # the Embedding's repr gives its sizes
+        return f"sinusoidal, max_positions={self.max_positions}, dim={self.table.shape[1]}"
+
     def forward(self, start: int, length: int) -> Tensor:
         """Positions ``start .. start+length-1`` -> ``(length, D)``.
 
