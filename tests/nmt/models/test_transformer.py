@@ -370,3 +370,17 @@ def test_the_inner_encoder_compiles_into_one_graph_as_documented():
 def test_the_sinusoid_positions_repr_gives_their_sizes():
     model = tiny_transformer(max_positions=8)
     assert repr(model.src_positions) == f"Positions(sinusoidal, max_positions=8, dim={D})"
+
+
+def test_a_model_built_on_meta_and_loaded_with_assign_gets_its_sinusoid_tables():
+    # assign=True gives a meta model every tensor of the checkpoint, and the tables are in
+    # none: the forward pass stopped with "Tensor on device meta is not on the expected device"
+    model = tiny_transformer()
+    src, src_lengths, tgt_in, _ = _batch()
+    with torch.device("meta"):
+        empty = TransformerTranslator(model.config, model.src_vocab_size, model.tgt_vocab_size)
+    empty.load_state_dict(model.state_dict(), assign=True)
+    assert torch.equal(empty.src_positions.table, sinusoids(model.config.max_positions, D))
+    torch.testing.assert_close(
+        empty.eval()(src, src_lengths, tgt_in)[0], model(src, src_lengths, tgt_in)[0]
+    )

@@ -36,7 +36,8 @@ class Positions(nn.Module):
     whenever the module is moved or cast (``.to``, ``.double()``, ``.to_empty()``):
     a model built on the ``meta`` device, given storage with ``to_empty`` and
     then its weights with ``load_state_dict``, has the real table, not the
-    uninitialised memory ``to_empty`` leaves in a buffer no checkpoint fills.
+    uninitialised memory ``to_empty`` leaves in a buffer no checkpoint fills
+    (:meth:`place` does the same after ``load_state_dict(..., assign=True)``).
 
     Args:
         dim: D.
@@ -61,6 +62,12 @@ class Positions(nn.Module):
         if table is not None and table is not before and table.device.type != "meta":
             self.table = sinusoids(*table.shape).to(device=table.device, dtype=table.dtype)
         return self
+
+    def place(self, device: torch.device) -> None:
+        """Build a sinusoid table still on the ``meta`` device on ``device`` (else nothing)."""
+        table = getattr(self, "table", None)
+        if table is not None and table.device.type == "meta":
+            self.table = sinusoids(*table.shape).to(device=device, dtype=table.dtype)
 
     def extra_repr(self) -> str:
         if self.learned is not None:

@@ -156,6 +156,7 @@ class TransformerTranslator(Translator):
         self.output_bias = nn.Parameter(torch.zeros(tgt_vocab_size))
         self._reset_parameters()
         self.alignment_layer = config.alignment_layer % config.decoder_layers
+        self.register_load_state_dict_post_hook(_place_position_tables)
 
     @property
     def attention_layout(self) -> AttentionLayout:
@@ -315,3 +316,12 @@ class TransformerTranslator(Translator):
             encoder=torch.stack(encoder, dim=1),  # (B, Le, H, S, S)
             decoder=torch.stack(self_w, dim=1),  # (B, L, H, T, T)
         )
+
+
+def _place_position_tables(model: TransformerTranslator, _incompatible) -> None:
+    """After ``load_state_dict``: sinusoid tables still on ``meta`` are built where the
+    weights now are (``load_state_dict(..., assign=True)`` into a model built on the
+    ``meta`` device gives it every tensor but these, which no checkpoint holds)."""
+    device = model.tgt_embedding.weight.device
+    for positions in (model.src_positions, model.tgt_positions):
+        positions.place(device)
