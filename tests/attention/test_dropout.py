@@ -126,3 +126,19 @@ def test_dropout_runs_under_torch_func_grad_and_vmap():
 
     grads = torch.func.grad(loss)(params)
     assert grads["q_proj.weight"].shape == (8, 8) and grads["out_proj.bias"].abs().sum() > 0
+
+
+def test_dropout_has_a_forward_mode_derivative():
+    # its autograd Function had no jvp: forward-mode AD (torch.autograd.forward_ad, jvp
+    # products) through a module in training mode raised NotImplementedError
+    x = torch.randn(40, dtype=torch.float64, requires_grad=True)
+
+    def dropped(t):
+        torch.manual_seed(0)
+        return dropout(t, 0.5)
+
+    assert torch.autograd.gradcheck(dropped, (x,), check_forward_ad=True)
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(x.detach(), torch.ones(40, dtype=torch.float64))
+        tangent = torch.autograd.forward_ad.unpack_dual(dropped(dual)).tangent
+    assert torch.equal(tangent, torch.where(dropped(x.detach()) != 0, 2.0, 0.0).double())

@@ -55,19 +55,31 @@ def dropout(x: Tensor, p: float) -> Tensor:
 
 
 class _MaskScale(torch.autograd.Function):
-    """``x * keep * scale`` and its gradient in one pass each, rounded once (as the two
-    products were: ``keep`` is 0 or 1), instead of two passes and a temporary."""
+    """``x * keep * scale`` and its gradient (and tangent, for forward-mode AD) in one pass
+    each, rounded once (as the two products were: ``keep`` is 0 or 1), instead of two
+    passes and a temporary."""
 
     @staticmethod
     def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:
         ctx.save_for_backward(keep)
+        ctx.save_for_forward(keep)
         ctx.scale = scale
-        return torch.addcmul(x.new_zeros(()), x, keep, value=scale)
+        return _mask_scale(x, keep, scale)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
         (keep,) = ctx.saved_tensors
-        return torch.addcmul(grad.new_zeros(()), grad, keep, value=ctx.scale), None, None
+        return _mask_scale(grad, keep, ctx.scale), None, None
+
+    @staticmethod
+    def jvp(ctx, x_tangent: Tensor, _keep_tangent: None, _scale_tangent: None) -> Tensor:
+        (keep,) = ctx.saved_tensors
+        return _mask_scale(x_tangent, keep, ctx.scale)
+
+
+def _mask_scale(x: Tensor, keep: Tensor, scale: float) -> Tensor:
+    """``x * keep * scale`` in one pass."""
+    return torch.addcmul(x.new_zeros(()), x, keep, value=scale)
 
 
 def check_rate(name: str, p: object) -> float:
