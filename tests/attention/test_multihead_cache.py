@@ -236,3 +236,15 @@ def test_a_cross_attention_step_checks_its_mask_in_plain_python():
         )
     assert {where: n for where, n in calls.items() if "torch/_refs" in where[0]} == {}
     assert sum(calls.values()) < 150  # 180 with torch.broadcast_shapes
+
+
+def test_a_cache_is_compared_as_itself_and_can_be_a_dict_key():
+    # a dataclass's value '==' raised "Boolean value of Tensor with more than one value is
+    # ambiguous" between two filled caches, and hash() raised: no cache could key a dict
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 1, 8)
+    first, second = KVCache(), KVCache()
+    for cache in (first, second):
+        mha(x, cache=cache)
+    assert first == first and first != second
+    assert {first: 1, second: 2}[second] == 2

@@ -12,7 +12,7 @@ from torch import Tensor
 __all__ = ["KVCache"]
 
 
-@dataclass
+@dataclass(eq=False)  # a state that changes in place: one cache is itself, hashable
 class KVCache:
     """Projected keys and values carried between incremental decoding steps.
 
