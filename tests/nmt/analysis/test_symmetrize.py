@@ -112,3 +112,15 @@ def test_grow_diag_visits_a_link_grown_in_the_same_pass_as_symal_does():
     forward = {(0, 0), (0, 1), (1, 0), (2, 1)}
     reverse = {(1, 2), (2, 1)}
     assert symmetrize(forward, reverse, "grow-diag") == {(0, 1), (1, 0), (1, 2), (2, 1)}
+
+
+def test_grow_diag_tries_the_diagonals_in_symal_order():
+    # symal's diagonals, as (source, target) steps: (-1, -1), (+1, -1), (-1, +1), (+1, +1).
+    # Intersection 2-0. Visiting 2-0 grows its diagonal 1-1 (source 1 unaligned); 1-1 sorts
+    # after 2-0, so it is visited in the same pass: its diagonal 0-2 (source-1, target+1)
+    # comes before 2-2 (source+1, target+1) and is grown; then both words of 2-2 are aligned
+    # and it is refused. Trying 2-2 first would have grown it while target 2 was unaligned.
+    forward = {(0, 2), (1, 1), (2, 0), (2, 2)}
+    reverse = {(2, 0)}
+    for method in ("grow-diag", "grow-diag-final", "grow-diag-final-and"):
+        assert symmetrize(forward, reverse, method) == {(0, 2), (1, 1), (2, 0)}, method
