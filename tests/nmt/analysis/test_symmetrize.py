@@ -124,3 +124,12 @@ def test_grow_diag_tries_the_diagonals_in_symal_order():
     reverse = {(2, 0)}
     for method in ("grow-diag", "grow-diag-final", "grow-diag-final-and"):
         assert symmetrize(forward, reverse, method) == {(0, 2), (1, 1), (2, 0)}, method
+
+
+def test_agreement_links_keep_a_product_equal_to_the_threshold():
+    # "reaches a threshold": product >= tau. One-hot directions give products of exactly 1.0,
+    # the largest tau allowed; 0.5 * 1.0 = 0.5 is exact in floating point too.
+    one_hot = torch.eye(2)
+    assert agreement_links(one_hot, one_hot, 1.0) == {(0, 0), (1, 1)}
+    half = torch.tensor([[0.5, 0.5], [0.0, 1.0]])  # target word 0 split between sources
+    assert agreement_links(half, torch.eye(2), 0.5) == {(0, 0), (1, 1)}
