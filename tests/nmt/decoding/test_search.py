@@ -394,3 +394,20 @@ def test_a_transformer_stops_where_its_position_table_ends(search):
     assert max(steps) == 8 and all(s <= 8 for s in steps)
     unlimited = greedy_decode(tiny_transformer(), src, lengths, max_len_a=0.0, max_len_b=20)
     assert max(h.weights.shape[0] for h in unlimited) > 8  # so the cap, not EOS, stopped them
+
+
+def test_the_coverage_penalty_leaves_out_a_final_end_of_sentence_token() -> None:
+    # GNMT's cp sums over the source words; a final </s> is no word. With a limit of one
+    # output step no column's coverage reaches 1, so the </s> column would lower the score.
+    model = _model(VARIANTS[0])
+    source = [5, 6, 7, EOS]
+    src, src_lengths = pad([source])
+    beta = 0.4
+    (hyps,) = beam_search_n_best(
+        model, src, src_lengths, beam_size=2, coverage_penalty=beta, max_len_a=0, max_len_b=1
+    )
+    for hyp in hyps:
+        cover = hyp.weights.sum(dim=0)  # (4,): one step, each column below 1
+        assert float(cover[-1]) < 1.0  # the </s> column would count if it were included
+        expected = hyp.log_prob / length_penalty(1, 1.0) + beta * float(cover[:3].log().sum())
+        assert hyp.score == pytest.approx(expected, abs=1e-6)
