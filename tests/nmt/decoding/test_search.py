@@ -411,3 +411,66 @@ def test_the_coverage_penalty_leaves_out_a_final_end_of_sentence_token() -> None
         assert float(cover[-1]) < 1.0  # the </s> column would count if it were included
         expected = hyp.log_prob / length_penalty(1, 1.0) + beta * float(cover[:3].log().sum())
         assert hyp.score == pytest.approx(expected, abs=1e-6)
+
+
+class _TableModel(torch.nn.Module):
+    """A model whose next-token log-probabilities are looked up by (source, output so far).
+
+    ``table[(source, prefix)]`` maps tokens to probabilities (others get -inf); attention is
+    uniform over the real source. ``calls`` counts decoder steps.
+    """
+
+    steps_normalized = True
+    max_target_len = None
+    max_source_len = None
+    beams_share_memory = False
+
+    def __init__(self, table: dict, vocab: int = 6) -> None:
+        super().__init__()
+        self.table, self.vocab, self.calls = table, vocab, 0
+
+    def encode(self, src, src_lengths):
+        return _TableState(src, src_lengths)
+
+    def initial_state(self, memory):
+        return _TableState(memory.src[:, :0], memory.lengths)  # no output yet
+
+    def step(self, prev_tokens, state, memory):
+        self.calls += 1
+        out = torch.cat([state.src, prev_tokens[:, None]], dim=1)  # (N, t+1), BOS first
+        rows = []
+        for source, length, prefix in zip(memory.src, memory.lengths, out, strict=True):
+            probs = self.table[(tuple(source[:length].tolist()), tuple(prefix[1:].tolist()))]
+            row = torch.full((self.vocab,), -math.inf)
+            for token, p in probs.items():
+                row[token] = math.log(p)
+            rows.append(row)
+        weights = memory.mask.float() / memory.lengths[:, None]  # (N, S)
+        return torch.stack(rows), weights, _TableState(out, state.lengths)
+
+
+class _TableState:
+    """Source rows (as memory) or output rows (as decoder state), with the source lengths."""
+
+    def __init__(self, src, lengths) -> None:
+        self.src, self.lengths = src, lengths
+        self.mask = src != PAD
+
+    def index_select(self, index):
+        return _TableState(self.src[index], self.lengths[index])
+
+
+def test_beam_keeps_the_k_best_non_eos_extensions_even_behind_a_top_ranked_eos() -> None:
+    # K = 2. Step 1: </s> .5, "4" .3, "5" .2; then each ends. The best 2K extensions of a
+    # beam must be ranked: with only its K best (</s>, "4"), "5" would be lost although it is
+    # the second-best way to go on. By hand: three finished hypotheses, best first.
+    table = {((4,), ()): {EOS: 0.5, 4: 0.3, 5: 0.2}, ((4,), (4,)): {EOS: 1.0}}
+    table[((4,), (5,))] = {EOS: 1.0}
+    src, src_lengths = pad([[4]])
+    (hyps,) = beam_search_n_best(
+        _TableModel(table), src, src_lengths, beam_size=2, length_penalty=0.0
+    )
+    assert [h.tokens for h in hyps] == [[], [4], [5]]
+    assert [h.log_prob for h in hyps] == pytest.approx(
+        [math.log(0.5), math.log(0.3), math.log(0.2)]
+    )
