@@ -474,3 +474,14 @@ def test_beam_keeps_the_k_best_non_eos_extensions_even_behind_a_top_ranked_eos()
     assert [h.log_prob for h in hyps] == pytest.approx(
         [math.log(0.5), math.log(0.3), math.log(0.2)]
     )
+
+
+def test_greedy_stops_at_the_step_where_every_sentence_is_done() -> None:
+    # Limits a * len + b with a = 1, b = 0: 1 step for the 1-token source, 3 for the other,
+    # which emits </s> at once. Both are done after one step: a second would be wasted work.
+    table = {((4,), ()): {5: 0.9, EOS: 0.1}, ((4, 4, 4), ()): {EOS: 0.9, 5: 0.1}}
+    model = _TableModel(table)
+    src, src_lengths = pad([[4], [4, 4, 4]])
+    short, ended = greedy_decode(model, src, src_lengths, max_len_a=1, max_len_b=0)
+    assert (short.tokens, ended.tokens, ended.ended) == ([5], [], True)
+    assert model.calls == 1
