@@ -111,6 +111,14 @@ def test_argmax_links_each_target_word_once_and_threshold_keeps_heavy_cells():
     assert extract_links(words, "threshold", 0.9) == set()
 
 
+def test_threshold_links_keep_a_weight_equal_to_tau():
+    # w >= tau: a one-hot row (weight exactly 1.0, the largest tau allowed) and a word
+    # split evenly over two source words (0.5 each, exact in floating point) are linked
+    words = torch.tensor([[1.0, 0.0], [0.5, 0.5]])  # (Tw=2, Sw=2)
+    assert extract_links(words, "threshold", 1.0) == {(0, 0)}
+    assert extract_links(words, "threshold", 0.5) == {(0, 0), (0, 1), (1, 1)}
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
