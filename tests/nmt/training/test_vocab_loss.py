@@ -6,6 +6,8 @@ rows, both reductions, any block size; in bf16 autocast within bf16's
 tolerance; and through both translators' ``token_loss``.
 """
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -155,3 +157,32 @@ def test_logits_false_needs_full_teacher_forcing():
     batch = make_batch(pairs, [0])
     with pytest.raises(ValueError, match="logits=False needs teacher_forcing 1.0"):
         model(batch.src, batch.src_lengths, batch.tgt_in, teacher_forcing=0.5, logits=False)
+
+
+class _Ids:
+    """A target tokenizer stand-in for validate's BLEU: ids as words."""
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_validation_loss_is_the_unsmoothed_cross_entropy_per_target_token():
+    """valid_loss = sum of -log p(y_t) over every target token (</s> included) / their count,
+    without label smoothing whatever the training's, over batches of any size."""
+    from test_train import TINY
+
+    from attnkit.nmt.config import RunConfig
+    from attnkit.nmt.training.objective import validate
+
+    model = tiny_model(vocab=15)
+    pairs = Examples([[4, 5, 6], [7, 8, 9, 10, 11], [12, 4]], [[5, 6, 7, 8], [9, 10], [11]])
+    config = RunConfig.from_dict(TINY, ["decode.batch_size=2", "train.label_smoothing=0.1"])
+    scores = validate(model, pairs, ["5 6 7 8", "9 10", "11"], _Ids(), config, "cpu")
+    batch = make_batch(pairs, [0, 1, 2])
+    with torch.no_grad():
+        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)  # (3, 5, V)
+    gold = batch.tgt_out.reshape(-1)
+    total = F.cross_entropy(logits.reshape(len(gold), -1), gold, ignore_index=PAD, reduction="sum")
+    assert int((gold != PAD).sum()) == 10  # 4 + 2 + 1 tokens and three </s>
+    assert scores["valid_loss"] == pytest.approx(float(total) / 10, rel=1e-5)
+    assert scores["valid_ppl"] == pytest.approx(math.exp(float(total) / 10), rel=1e-5)
