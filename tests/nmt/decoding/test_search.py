@@ -416,7 +416,8 @@ def test_the_coverage_penalty_leaves_out_a_final_end_of_sentence_token() -> None
 class _TableModel(torch.nn.Module):
     """A model whose next-token log-probabilities are looked up by (source, output so far).
 
-    ``table[(source, prefix)]`` maps tokens to probabilities (others get -inf); attention is
+    ``table[(source, prefix)]`` maps tokens to probabilities (others get -inf; an unlisted
+    prefix gives </s> probability 1); attention is
     uniform over the real source. ``calls`` counts decoder steps.
     """
 
@@ -440,7 +441,8 @@ class _TableModel(torch.nn.Module):
         out = torch.cat([state.src, prev_tokens[:, None]], dim=1)  # (N, t+1), BOS first
         rows = []
         for source, length, prefix in zip(memory.src, memory.lengths, out, strict=True):
-            probs = self.table[(tuple(source[:length].tolist()), tuple(prefix[1:].tolist()))]
+            key = (tuple(source[:length].tolist()), tuple(prefix[1:].tolist()))
+            probs = self.table.get(key, {EOS: 1.0})  # an unlisted prefix ends
             row = torch.full((self.vocab,), -math.inf)
             for token, p in probs.items():
                 row[token] = math.log(p)
@@ -485,3 +487,17 @@ def test_greedy_stops_at_the_step_where_every_sentence_is_done() -> None:
     short, ended = greedy_decode(model, src, src_lengths, max_len_a=1, max_len_b=0)
     assert (short.tokens, ended.tokens, ended.ended) == ([5], [], True)
     assert model.calls == 1
+
+
+@pytest.mark.parametrize("k", [2])
+def test_beam_search_keeps_no_hypothesis_of_probability_zero(k) -> None:
+    # Only "4 </s>" has a probability above 0: the other K - 1 beams have log-probability
+    # -inf from step 1 on, and their extensions (</s> included) stay -inf until the limit
+    # of 3 steps. A hypothesis of probability 0 is none: the n-best list holds "4" alone,
+    # with log p = 0. K = 2: dead beams reach the limit.
+    table = {((4,), ()): {4: 1.0}}
+    src, src_lengths = pad([[4]])
+    (hyps,) = beam_search_n_best(
+        _TableModel(table), src, src_lengths, beam_size=k, max_len_a=0, max_len_b=3
+    )
+    assert [(h.tokens, h.ended, h.log_prob) for h in hyps] == [([4], True, 0.0)]
