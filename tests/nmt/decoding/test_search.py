@@ -489,12 +489,13 @@ def test_greedy_stops_at_the_step_where_every_sentence_is_done() -> None:
     assert model.calls == 1
 
 
-@pytest.mark.parametrize("k", [2])
+@pytest.mark.parametrize("k", [2, 5])
 def test_beam_search_keeps_no_hypothesis_of_probability_zero(k) -> None:
     # Only "4 </s>" has a probability above 0: the other K - 1 beams have log-probability
     # -inf from step 1 on, and their extensions (</s> included) stay -inf until the limit
     # of 3 steps. A hypothesis of probability 0 is none: the n-best list holds "4" alone,
-    # with log p = 0. K = 2: dead beams reach the limit.
+    # with log p = 0. K = 2: dead beams reach the limit. K = 5: dead </s> candidates (-inf)
+    # rank among the top K.
     table = {((4,), ()): {4: 1.0}}
     src, src_lengths = pad([[4]])
     (hyps,) = beam_search_n_best(
