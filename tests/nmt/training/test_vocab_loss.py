@@ -68,6 +68,22 @@ def test_equals_pytorch_cross_entropy_of_the_linear_layer(smoothing, reduction, 
     assert got_grads[0][::5].abs().max() == 0  # PAD rows get no gradient
 
 
+def test_logits_far_beyond_exp_s_range_give_pytorch_s_finite_loss_and_gradients():
+    """Logits of several hundred (exp overflows float32 above 88): the loss is formed
+    from logits shifted by their row maximum, as F.cross_entropy's log-softmax is."""
+    x, w, b, y = inputs()
+    w = (w.detach() * 200).requires_grad_()  # logits up to a few hundred
+    assert float(F.linear(x, w, b).detach().abs().max()) > 200
+    want, want_grads = loss_and_grads(lambda: reference(x, w, b, y, 0.1, "mean"), x, w, b)
+    got, got_grads = loss_and_grads(
+        lambda: linear_cross_entropy(x, w, b, y, ignore_index=PAD, smoothing=0.1), x, w, b
+    )
+    assert torch.isfinite(want)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    for g, h in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-4)
+
+
 def test_batched_shapes_and_the_scaled_backward():
     """``(B, T, D)`` vectors with ``(B, T)`` targets; a scaled loss scales every gradient."""
     x, w, b, y = inputs(rows=24)
