@@ -37,6 +37,25 @@ def test_matches_the_posterior_summed_over_every_path():
     torch.testing.assert_close(got, _brute_posterior(weights, 0.7), rtol=1e-10, atol=1e-12)
 
 
+def test_a_long_sentence_gets_the_exact_posterior_not_an_underflow():
+    # Uniform weights over 30 source words: the emissions are one constant, so the posterior
+    # is the prior chain's marginal, gamma_j = u P^j (u uniform, P the jump matrix). Over 400
+    # target words every path's probability is below 30^-400, far under float64's 1e-308:
+    # only the per-step rescaling of the forward and backward passes keeps it finite.
+    steps, words, strength = 400, 30, 0.7
+    weights = torch.full((steps, words), 1.0 / words, dtype=torch.float64)
+    position = torch.arange(words, dtype=torch.float64)
+    jump = (position[None, :] - position[:, None] - 1.0).abs()  # |i' - i - 1|
+    prior = torch.exp(-strength * jump)
+    prior /= prior.sum(dim=1, keepdim=True)  # p(i' | i)
+    marginal, expected = torch.full((words,), 1.0 / words, dtype=torch.float64), []
+    for _ in range(steps):
+        expected.append(marginal)
+        marginal = marginal @ prior
+    got = jump_smoothed(weights, strength, mix=1.0)
+    torch.testing.assert_close(got, torch.stack(expected), rtol=1e-9, atol=1e-12)
+
+
 def test_mix_blends_posterior_and_weights():
     torch.manual_seed(1)
     weights = torch.softmax(torch.randn(5, 4, dtype=torch.float64), dim=1)
