@@ -141,6 +141,13 @@ def test_no_links_at_all_is_an_error_and_mismatched_corpora_raise():
         alignment_error_rate([set(), set()], SURE, POSSIBLE)
 
 
+def test_nothing_predicted_has_precision_1_recall_0_and_aer_1():
+    # |A| = 0: precision |A ∩ P| / |A| is taken as 1.0 (no wrong link); recall 0 / 2;
+    # AER = 1 - (0 + 0) / (0 + 2) = 1
+    result = alignment_error_rate([set()], [{(0, 0), (1, 1)}])
+    assert (result.precision, result.recall, result.aer) == (1.0, 0.0, 1.0)
+
+
 ZH_HYP = ["猫坐在垫子上。"]
 ZH_REF = ["猫坐在垫子上了。"]
 
