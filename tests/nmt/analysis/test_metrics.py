@@ -148,6 +148,13 @@ def test_nothing_predicted_has_precision_1_recall_0_and_aer_1():
     assert (result.precision, result.recall, result.aer) == (1.0, 0.0, 1.0)
 
 
+def test_no_sure_gold_link_has_recall_1():
+    # |S| = 0: recall |A ∩ S| / |S| is taken as 1.0 (no sure link missed); the one predicted
+    # link is possible: precision 1 / 1, AER = 1 - (0 + 1) / (1 + 0) = 0
+    result = alignment_error_rate([{(0, 0)}], [set()], [{(0, 0)}])
+    assert (result.precision, result.recall, result.aer) == (1.0, 1.0, 0.0)
+
+
 ZH_HYP = ["猫坐在垫子上。"]
 ZH_REF = ["猫坐在垫子上了。"]
 
