@@ -498,7 +498,9 @@ def test_beam_search_keeps_no_hypothesis_of_probability_zero(k) -> None:
     # rank among the top K.
     table = {((4,), ()): {4: 1.0}}
     src, src_lengths = pad([[4]])
-    (hyps,) = beam_search_n_best(
-        _TableModel(table), src, src_lengths, beam_size=k, max_len_a=0, max_len_b=3
-    )
+    model = _TableModel(table)
+    (hyps,) = beam_search_n_best(model, src, src_lengths, beam_size=k, max_len_a=0, max_len_b=3)
     assert [(h.tokens, h.ended, h.log_prob) for h in hyps] == [([4], True, 0.0)]
+    # "4 </s>" is done after 2 steps and every live beam is dead: the dead beams took a
+    # third step to the limit
+    assert model.calls == 2

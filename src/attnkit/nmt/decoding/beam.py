@@ -413,7 +413,10 @@ def _settled(
     done: list[Hypothesis], best_live: float, k: int, ranking: _Ranking, step: int, limit: int
 ) -> bool:
     """Whether a sentence is done: K finished hypotheses and, unless stopping
-    early, no live beam that could still beat the best of them."""
+    early, no live beam that could still beat the best of them; or a finished one and
+    no live beam of any probability (all -inf: none could ever become a hypothesis)."""
+    if done and best_live == -math.inf:
+        return True
     if len(done) < k:
         return False
     if ranking.early_stopping:
