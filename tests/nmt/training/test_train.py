@@ -424,7 +424,6 @@ def test_a_store_build_logged_to_a_file_writes_lines_not_a_bar(tmp_path, capsys,
 
 def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
     # no step to save yet: KeyboardInterrupt, not a stop request honoured after prep + a step
-    import os
     import signal
 
     from attnkit.nmt.training import loop
@@ -432,7 +431,7 @@ def test_ctrl_c_while_the_data_is_prepared_stops_at_once(tmp_path, monkeypatch):
     real = loop.prepare_data
 
     def interrupted(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread, now
         return real(*args, **kwargs)
 
     monkeypatch.setattr(loop, "prepare_data", interrupted)
@@ -528,7 +527,6 @@ def test_prepare_gives_the_caller_its_thread_count_back(caller_threads, tmp_path
 def test_sigterm_while_the_data_is_prepared_stops_at_once_as_ctrl_c_does(tmp_path, monkeypatch):
     # SIGTERM (kill, a scheduler's scancel) before the first step ended the process outright
     # (status 143, no word) where Ctrl-C stops with KeyboardInterrupt (status 130)
-    import os
     import signal
 
     from attnkit.nmt.training import loop
@@ -536,7 +534,7 @@ def test_sigterm_while_the_data_is_prepared_stops_at_once_as_ctrl_c_does(tmp_pat
     real, heard = loop.prepare_data, []
 
     def terminated(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)
         return real(*args, **kwargs)
 
     def outside(signum, frame):  # SIGTERM outside train(): noted, so pytest is not ended

@@ -206,7 +206,7 @@ def test_sigterm_saves_and_stops_then_resume_matches_an_unbroken_run(reference, 
     def terminate_after_step_5(line):
         messages.append(line)
         if line.startswith("epoch 1 step 5:"):
-            os.kill(os.getpid(), signal.SIGTERM)  # as when the machine shuts down
+            signal.raise_signal(signal.SIGTERM)  # as when the machine shuts down
 
     before = signal.getsignal(signal.SIGTERM)
     summary = train(config(), tmp_path, progress_bar=False, echo=terminate_after_step_5)
@@ -223,9 +223,9 @@ def test_sigterm_saves_and_stops_then_resume_matches_an_unbroken_run(reference, 
 def test_second_sigint_aborts_at_once(capfd):
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt), StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread, now
         assert stop.requested == "SIGINT"
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread, now
     assert capfd.readouterr().err.count("SIGINT: saving a checkpoint after this step") == 1
     assert signal.getsignal(signal.SIGINT) is before
 
@@ -236,7 +236,7 @@ def test_ctrl_c_after_training_ended_stops_at_once_and_resume_finishes_the_run(t
     def interrupt_after_averaging(line):
         said.append(line)
         if line.startswith("averaged 3 snapshots"):  # then the run chooses its checkpoint
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # to this thread, now
 
     with pytest.raises(KeyboardInterrupt):
         train(
