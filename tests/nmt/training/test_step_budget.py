@@ -146,7 +146,8 @@ def test_a_resumed_auto_run_keeps_its_budget_and_draws_the_line_to_it(tmp_path):
 
 
 def test_auto_past_the_warm_up_of_a_numbered_run_is_refused(tmp_path):
-    numbered = config(*AUTO, "train.max_steps=25", "train.max_minutes=0.1", "train.epochs=100")
+    # the step budget ends this run, never the clock (0.1 minutes did, on a loaded machine)
+    numbered = config(*AUTO, "train.max_steps=25", "train.max_minutes=10", "train.epochs=100")
     train(numbered, tmp_path, progress_bar=False, echo=lambda _: None)
     with pytest.raises(ValueError, match="past it \\(step 25, warmup_steps 20\\)"):
         auto_run(tmp_path, resume=True)
