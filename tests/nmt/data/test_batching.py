@@ -120,6 +120,10 @@ def test_make_batch_layout():
     assert batch.tgt_out.tolist() == [[20, EOS, PAD], [21, 22, EOS]]
     assert batch.indices.tolist() == [0, 1]
     assert batch.num_target_tokens == 5
+    # the trainer's count from the lengths alone (the loss's divisor over all ranks)
+    from attnkit.nmt.training.objective import target_tokens
+
+    assert target_tokens(examples, [0, 1]) == 5 and target_tokens(examples, [1]) == 3
 
 
 def test_source_only_batch_has_no_targets():
