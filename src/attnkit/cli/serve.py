@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import os
 import socket
 import sys
 from pathlib import Path
@@ -97,10 +98,14 @@ def _limits(args: argparse.Namespace):
 
 
 def run_names(folders: list[str]) -> list[str]:
-    """One name per run folder: its folder name, numbered when two would be equal."""
+    """One name per run folder: its folder name, numbered when two would be equal.
+
+    The name is the folder as given (``.`` and ``..`` worked out), not where a
+    symbolic link to it points: ``runs/quick`` linked to ``runs/2026-12-07`` is ``quick``.
+    """
     names: list[str] = []
     for folder in folders:
-        name = Path(folder).resolve().name or "run"
+        name = Path(os.path.abspath(folder)).name or "run"
         base, n = name, 2
         while name in names:
             name, n = f"{base}-{n}", n + 1
