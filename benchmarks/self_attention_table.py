@@ -10,7 +10,8 @@ token (with ``--decoder``: per decoder input, ``<s>`` and the output so far):
 for every head of layer ``L`` (default: the last) the token it gives the most
 weight and that weight, and the weight the head average gives the token's own
 position. The second measures what each head of each layer
-does on the first N test2016 sentences: the share of source tokens whose
+does on the first N sentences of the run's test split (test2016 for
+Multi30k): the share of source tokens whose
 largest weight is on the previous token, itself, the next token, ``</s>``, or
 elsewhere. These are the tables docs/transformer.md quotes; the heatmaps of
 the same weights come from ``attnkit translate RUN "..." --plot DIR --head all``.
@@ -81,8 +82,8 @@ def head_roles(run_dir: Path, sentences: int) -> list[str]:
         counts = found if counts is None else counts + found  # (roles, Le, H)
     shares = counts / counts.sum(dim=0, keepdim=True)
     table = [
-        f"encoder heads on the first {len(ids)} test2016 sentences: share of source tokens "
-        "whose largest weight is on ...",
+        f"encoder heads on the first {len(ids)} sentences of the test split: share of source "
+        "tokens whose largest weight is on ...",
         "| layer | head | " + " | ".join(ROLES) + " |",
         "|---" * (len(ROLES) + 2) + "|",
     ]

@@ -565,6 +565,30 @@ def test_docs_transformer_md_shows_the_self_attention_table_as_it_prints(tmp_pat
     assert header == printed[1]  # | token | head 0 | ... | head 3 | self (mean) |
 
 
+def test_docs_transformer_md_shows_the_head_roles_table_as_it_prints(tmp_path):
+    """``--roles N`` prints a line naming the sentences before its table; docs/transformer.md
+    left it out, and the line named test2016 for any run's test split (a toy task's too)."""
+    import re
+    from pathlib import Path
+
+    from attnkit.nmt.data.tokenizer import WordTokenizer
+    from benchmarks.self_attention_table import head_roles
+    from conftest_nmt import make_run
+
+    model = {"arch": "transformer", "d_model": 8, "heads": 4, "ff_dim": 16, "dropout": 0.0}
+    tokenizer = WordTokenizer.train([" ".join(f"s{i}" for i in range(10))])
+    printed = head_roles(make_run(tmp_path, tokenizer, model=model), 7)
+    assert printed[0] == (
+        "encoder heads on the first 7 sentences of the test split: share of source tokens "
+        "whose largest weight is on ..."
+    )
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "transformer.md").read_text()
+    command = re.search(r"\$ python -m benchmarks\.self_attention_table \S+ --roles (\d+)\n", doc)
+    shown = doc[command.end() :].splitlines()[:2]
+    assert shown[0] == printed[0].replace("first 7 ", f"first {command.group(1)} ")
+    assert shown[1] == printed[1]  # | layer | head | previous | self | next | </s> | elsewhere |
+
+
 def test_bench_compile_times_equal_work_on_both_sides_of_each_masked_row_ratio():
     """The branch-free side resolved the user's mask inside its timer while the old
     branch started from it resolved; now both ratios' sides compute the same output
