@@ -109,3 +109,17 @@ def test_named_pipes_are_read_whole_gzip_or_not(tmp_path, gzipped):
 def test_a_folder_is_named_as_one(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"corpus file {tmp_path} is a folder"):
         read_lines(tmp_path)
+
+
+# a whole member, then one whose deflate data starts with a block of the reserved type 3
+DAMAGED_GZIP = gzip.compress(b"a\nb\n") + b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\x07" + bytes(8)
+
+
+def test_damaged_deflate_data_is_a_read_error_naming_the_file_not_a_zlib_traceback(tmp_path):
+    src = _write(tmp_path / "s.gz", DAMAGED_GZIP)
+    tgt = _write(tmp_path / "t", b"1\n2\n3\n")
+    with pytest.raises(ValueError, match=r"s\.gz: cannot read after line 2: .*invalid block type"):
+        read_lines(src)
+    *_, last = read_chunks(LineFiles((src, tgt)), 10)
+    assert last.count == 2 and b"".join(last.blocks[:1]) == b"a\nb\n"
+    assert "s.gz: cannot read after line 2: " in str(last.error)

@@ -21,7 +21,14 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import DataConfig, SplitFiles
-from .line_chunks import check_readable, decode_line, open_bytes, read_error, tsv_cells
+from .line_chunks import (
+    READ_ERRORS,
+    check_readable,
+    decode_line,
+    open_bytes,
+    read_error,
+    tsv_cells,
+)
 from .text import is_blank
 
 __all__ = [
@@ -100,7 +107,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
                 if number == 1:
                     text = text.removeprefix("\ufeff")  # byte order mark of some editors
                 yield text.rstrip("\r\n")
-    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+    except READ_ERRORS as err:
         raise read_error(path, number, err) from None
 
 

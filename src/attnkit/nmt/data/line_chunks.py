@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -34,6 +35,7 @@ from .text import is_blank
 
 __all__ = [
     "GZIP_MAGIC",
+    "READ_ERRORS",
     "LineFiles",
     "RawChunk",
     "check_readable",
@@ -60,6 +62,11 @@ def check_readable(path: str | Path, what: str = "corpus file") -> None:
 
 
 GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)
+
+# what reading a corpus file can raise past its first lines: an I/O error, a gzip stream
+# that is truncated (EOFError) or has a bad header or CRC (gzip.BadGzipFile, an OSError),
+# or deflate data damaged inside a member (zlib.error, which gzip passes on as it is)
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 # other compressors' magic numbers: such a file is refused by name, not read as bad UTF-8
@@ -247,7 +254,7 @@ class _RawFile:
         error = None
         try:
             lines.extend(islice(self.handle, n))  # keeps the lines read before an error
-        except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+        except READ_ERRORS as err:
             error = read_error(self.path, self.read + len(lines), err)
         self.read += len(lines)
         return lines, error
