@@ -250,3 +250,15 @@ def test_an_empty_section_means_its_defaults(tmp_path):
     path.write_text("data:\n")
     with pytest.raises(ValueError, match="data: no data source: set data.bundled"):
         RunConfig.load(path)
+
+
+def test_tsv_columns_beside_two_files_are_an_error_not_silently_ignored():
+    # '--set data.train.src_column=1 --set data.train.tgt_column=0' (as docs/align.md flips
+    # a TSV preset) on a split of two files trained the same direction as before
+    files = {"src": "a.de", "tgt": "a.en"}
+    raw = {"data": {"train": {**files, "src_column": 1, "tgt_column": 0}, "valid": files}}
+    message = error_of(raw)
+    assert "src_column=1 and tgt_column=0 pick the columns of a 'tsv' file" in message
+    assert "swap the files" in message
+    kept = RunConfig.from_dict({"data": {"train": {**files, "src_column": 0}, "valid": files}})
+    assert (kept.data.train.src_column, kept.data.train.tgt_column) == (0, 1)

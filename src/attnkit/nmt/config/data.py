@@ -18,7 +18,9 @@ class SplitFiles(_Section):
     """One split of a user corpus: two line-aligned files, or one TSV.
 
     Paths may be gzipped; relative paths are relative to the config file (given on the
-    command line, ``--data.train.src FILE``, to the current folder).
+    command line, ``--data.train.src FILE``, to the current folder). ``src_column`` and
+    ``tgt_column`` (0-based) pick a TSV's columns; beside ``src`` and ``tgt`` files, which
+    they would not change, any but the defaults (0, 1) is an error.
     """
 
     src: str | None = None
@@ -34,6 +36,12 @@ class SplitFiles(_Section):
             raise ValueError("give either both 'src' and 'tgt' files or one 'tsv' file")
         if self.tsv is not None and self.src_column == self.tgt_column:
             raise ValueError(f"src_column and tgt_column must differ, both are {self.src_column}")
+        if self.tsv is None and (self.src_column, self.tgt_column) != (0, 1):
+            raise ValueError(
+                f"src_column={self.src_column} and tgt_column={self.tgt_column} pick the "
+                "columns of a 'tsv' file, and this split has 'src' and 'tgt' files, which "
+                "they would not change: to translate the other way, swap the files"
+            )
         return self
 
 
