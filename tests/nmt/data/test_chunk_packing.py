@@ -132,6 +132,12 @@ def test_gzipped_files_and_a_tsv_give_the_store_of_the_pair_reader(tmp_path, tok
     assert pairs[0] == "ok" and lines == pairs
 
 
+def _nul(lines, number):
+    raw = (("\n".join(lines) + "\n").encode("utf-8")).split(b"\n")
+    raw[number - 1] = raw[number - 1][:2] + b"\x00" + raw[number - 1][2:]
+    return b"\n".join(raw)
+
+
 def _bad_utf8(lines, number):
     raw = (("\n".join(lines) + "\n").encode("utf-8")).split(b"\n")
     raw[number - 1] = raw[number - 1][:2] + b"\xff\xfe" + raw[number - 1][2:]
@@ -141,13 +147,25 @@ def _bad_utf8(lines, number):
 @pytest.mark.parametrize(
     ("src", "tgt", "expected"),
     [
+        (_nul(SOURCE, 5), TARGET, r"s, line 5: a NUL byte \(U\+0000\)"),
+        ("\n".join(SOURCE[2:]).encode("utf-16-le"), TARGET, r"s, line 1: a NUL byte"),  # no BOM
+        (_nul(SOURCE, 12), TARGET[:-3], r"s, line 12: a NUL byte"),  # while counting
         (_bad_utf8(SOURCE, 8), TARGET, r"s, line 8: invalid UTF-8 at byte 2"),
         (SOURCE, _bad_utf8(TARGET, 1), r"t, line 1: invalid UTF-8 at byte 2"),
         (SOURCE[:-2], TARGET, r"line counts differ: .*s has 11 lines but .*t has 13"),
         (SOURCE, TARGET[:-5], r"line counts differ: .*s has 13 lines but .*t has 8"),
         (_bad_utf8(SOURCE, 12), TARGET[:-3], r"s, line 12: invalid UTF-8"),  # while counting
     ],
-    ids=["utf8-src", "utf8-tgt-line-1", "src-shorter", "tgt-shorter", "utf8-in-the-rest"],
+    ids=[
+        "nul",
+        "utf16-without-bom",
+        "nul-in-the-rest",
+        "utf8-src",
+        "utf8-tgt-line-1",
+        "src-shorter",
+        "tgt-shorter",
+        "utf8-in-the-rest",
+    ],
 )
 def test_bad_files_give_the_errors_of_the_pair_reader(tmp_path, tok, workers, src, tgt, expected):
     pairs, lines = _both(tmp_path, _parallel(tmp_path, src, tgt), tok, workers)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .line_chunks import LineFiles, RawChunk, tsv_cells, utf8_error
+from .line_chunks import LineFiles, RawChunk, nul_error, tsv_cells, utf8_error
 from .text import is_blank
 
 __all__ = [
@@ -243,11 +243,16 @@ class LinePacker:
 
 def _decode(block: bytes, count: int, path, first: int) -> tuple[list[str], Exception | None]:
     """The ``count`` lines of ``block`` as text (endings kept but for the ``\\n``), up to the
-    first that is not UTF-8, and its error; a byte order mark on line 1 is dropped."""
+    first that is not UTF-8 or holds a NUL byte, and its error; a byte order mark on
+    line 1 is dropped."""
     try:
         lines, error = block.decode("utf-8").split("\n", count)[:count], None
     except UnicodeDecodeError:
         lines, error = _decode_each(block, count, path, first)
+    if b"\x00" in block:
+        nul = next((k for k, line in enumerate(lines) if "\x00" in line), None)
+        if nul is not None:
+            lines, error = lines[:nul], nul_error(path, first + nul)
     if first == 1 and lines:
         lines[0] = lines[0].removeprefix("\ufeff")  # byte order mark of some editors
     return lines, error

@@ -1,8 +1,9 @@
 """Reading parallel text: two line-aligned files, a TSV, or the bundled Multi30k.
 
 A parallel corpus is a list of (source, target) sentence pairs. Files may be
-gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped); a
-file of another compressor (xz, bzip2, zstd, zip, 7z) is refused, named.
+gzipped (``.gz``); text must be UTF-8 (a leading byte order mark is dropped) without
+NUL bytes (UTF-16 or an archive read as UTF-8 has them); a file of another
+compressor (xz, bzip2, zstd, zip, 7z) is refused, named.
 Errors name the file and the 1-based line.
 Pairs where either side is empty (:func:`attnkit.nmt.data.text.is_blank`: only
 whitespace and invisible characters) are skipped and counted, never silently
@@ -84,8 +85,8 @@ def read_lines(path: str | Path) -> list[str]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
-        ValueError: a line is not valid UTF-8 or the gzip stream is corrupt
-            (the message names the file and the line).
+        ValueError: a line is not valid UTF-8 or holds a NUL byte, or the gzip stream
+            is corrupt (the message names the file and the line).
     """
     return list(iter_lines(path))
 

@@ -40,6 +40,7 @@ __all__ = [
     "RawChunk",
     "check_readable",
     "decode_line",
+    "nul_error",
     "open_bytes",
     "read_chunks",
     "read_error",
@@ -149,16 +150,30 @@ def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueE
     )
 
 
+def nul_error(path: str | Path, number: int) -> ValueError:
+    """The error for line ``number`` of ``path`` that holds a NUL byte: valid UTF-8, but no
+    text has one, while UTF-16 without a byte order mark has one in every ASCII character
+    and an archive (tar, .tar.gz) in its headers; read on, either trained on garbage."""
+    return ValueError(
+        f"{path}, line {number}: a NUL byte (U+0000), which no text holds: save a UTF-16 "
+        "file as UTF-8, extract an archive (tar) first"
+    )
+
+
 def decode_line(raw: bytes, path: str | Path, number: int) -> str:
     """Line ``number`` of ``path`` (its bytes, ending included) as text.
 
     Raises:
-        ValueError: the bytes are not UTF-8 (:func:`utf8_error`).
+        ValueError: the bytes are not UTF-8 (:func:`utf8_error`), or hold a NUL byte
+            (:func:`nul_error`).
     """
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise utf8_error(path, number, err) from None
+    if "\x00" in text:
+        raise nul_error(path, number)
+    return text
 
 
 def tsv_cells(
