@@ -7,6 +7,7 @@ import pytest
 
 from attnkit.nmt.config import DataConfig
 from attnkit.nmt.data.batching import Examples, make_batch
+from attnkit.nmt.data.corpus import stream_split
 from attnkit.nmt.data.tokenizer import SentencePieceTokenizer, WordTokenizer
 from attnkit.nmt.data.training_split import open_training_store, store_fingerprint
 from attnkit.nmt.data.word_links import (
@@ -274,3 +275,13 @@ def test_the_word_rule_is_part_of_the_store_fingerprint(tmp_path, punct_data):
     with pytest.raises(ValueError, match=r"train\.align, line 1: link '4-4' .*whitespace"):
         open_training_store(data, tmp_path / "store", tok, tok, words="whitespace", **kwargs)
     assert heard and "rebuilding" in heard[0]
+
+
+def test_an_alignment_path_that_is_a_folder_is_named_as_one_not_as_missing(tmp_path, aligned_data):
+    data, _, tok = aligned_data
+    (tmp_path / "labels").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"alignment file .*labels is a folder, not a file"):
+        open_training_store(data, tmp_path / "store", tok, tok, alignments=tmp_path / "labels")
+    pairs = stream_split(data, "train", alignments=tmp_path / "labels")
+    with pytest.raises(FileNotFoundError, match=r"alignment file .*labels is a folder, not a file"):
+        list(pairs)

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config import DataConfig, TokenizerConfig
 from .chunk_packing import PairEncoder
 from .corpus import multi30k_path, stream_split
-from .line_chunks import LineFiles
+from .line_chunks import LineFiles, check_readable
 from .store import TokenStore, file_identity, fingerprint
 from .store_build import build_store, build_store_from_lines, open_or_build
 from .subword_sampling import SampledSegmentation
@@ -211,8 +211,8 @@ def open_training_store(
     A training file that is gone leaves a complete store in ``folder`` as it is,
     with a note to ``echo`` (but for ``sampling``, which encodes from the files).
     """
-    if alignments is not None and not Path(alignments).is_file():
-        raise FileNotFoundError(f"alignment file not found: {alignments}")
+    if alignments is not None:
+        check_readable(alignments, "alignment file")
     if alignments is not None and sampling is not None:
         raise ValueError("alignment links need one segmentation: no sampling with alignments")
     try:

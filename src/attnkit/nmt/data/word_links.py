@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..vocab_ids import UNK
+from .line_chunks import check_readable
 from .word_split import WordRule, word_spans
 
 __all__ = [
@@ -225,8 +226,7 @@ def attach_lines(
     from .corpus import iter_lines
 
     def pairs() -> Iterator[tuple]:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"alignment file not found: {path}")
+        check_readable(path, "alignment file")
         lines = iter_lines(path)
         number = 0
         for number, pair in enumerate(raw(), start=1):  # noqa: B007 (read after the loop)
