@@ -216,9 +216,10 @@ def test_auto_never_follows_choice_json_out_of_the_run_folder(tmp_path, absolute
     assert folder.resolve_checkpoint("auto") == "last"  # a record of its own is followed
 
 
-@pytest.mark.parametrize("name", ["choice.json", "averaged.json"])
+@pytest.mark.parametrize("name", ["choice.json", "averaged.json", "best.json"])
 def test_auto_reads_no_device_in_place_of_its_records(tmp_path, name):
-    # choice.json or averaged.json linked to /dev/zero was read until memory ran out
+    # choice.json or averaged.json linked to /dev/zero was read until memory ran out;
+    # best.json too, once auto compared the averaged record with the best of now
     folder = RunFolder(tmp_path / "run")
     with_a_run(folder)
     (folder.path / name).symlink_to(os.devnull)

@@ -515,9 +515,10 @@ def checkpoint_step(state: object) -> int | None:
 
 
 def _progress(record: Path) -> dict:
-    """The training progress a ``best`` or ``last`` record holds; ``{}`` when unreadable."""
+    """The training progress a ``best`` or ``last`` record holds; ``{}`` when unreadable (or
+    a device or a pipe, never read: :func:`.checkpoint.read_regular_file`)."""
     try:
-        progress = json.loads(record.read_text(encoding="utf-8"))["state"]["progress"]
+        progress = json.loads(read_regular_file(record))["state"]["progress"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return progress if isinstance(progress, dict) else {}
