@@ -472,3 +472,26 @@ def _post_json(url: str, body: dict) -> dict:
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.load(response)
+
+
+def test_an_allowed_host_given_with_a_final_dot_or_capitals_matches_as_the_header_does(served):
+    # the Host header is compared without its port, final dot and case; the names
+    # --allow-host gave kept their final dot, so "proxy.example." refused every request
+    from attnkit.cli.serve import allowed_hosts
+    from attnkit.serve.app import create_app
+
+    _, runs = served
+    app = create_app(list(runs.values()), hosts=["Proxy.Example.", "LOCALHOST"])
+    with TestClient(app) as client:
+        statuses = {
+            host: client.get("/runs", headers={"Host": host}).status_code
+            for host in ("proxy.example", "PROXY.EXAMPLE.:8443", "localhost:8000", "evil.example")
+        }
+    assert statuses == {
+        "proxy.example": 200,
+        "PROXY.EXAMPLE.:8443": 200,
+        "localhost:8000": 200,
+        "evil.example": 403,
+    }
+    assert allowed_hosts("LOCALHOST", []) is not None  # a loopback server, whatever the case
+    assert allowed_hosts("localhost.", []) is not None and allowed_hosts("0.0.0.0", []) is None

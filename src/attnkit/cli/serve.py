@@ -149,7 +149,9 @@ def allowed_hosts(host: str, extra: list[str]) -> list[str] | None:
     from ..serve.app import LOOPBACK_NAMES
 
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        loopback = host.lower().rstrip(".") == "localhost" or (
+            ipaddress.ip_address(host.strip("[]")).is_loopback
+        )
     except ValueError:  # a host name other than localhost
         loopback = False
     return [*LOOPBACK_NAMES, host, *extra] if loopback else None

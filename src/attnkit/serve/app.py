@@ -382,7 +382,8 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
 def _check_hosts(app: FastAPI, hosts: Collection[str]) -> None:
     """Refuse (403) a request whose ``Host`` header names none of ``hosts``; one without a
     ``Host`` header (HTTP/1.0 from a script, never a browser) is served."""
-    allowed = {name.lower().strip("[]") for name in hosts}
+    # as _host_name gives a header's name: any case, without brackets or a final dot
+    allowed = {name.lower().strip("[]").rstrip(".") for name in hosts}
 
     @app.middleware("http")
     async def known_host(request: Request, call_next):
