@@ -481,17 +481,28 @@ def test_an_allowed_host_given_with_a_final_dot_or_capitals_matches_as_the_heade
     from attnkit.serve.app import create_app
 
     _, runs = served
-    app = create_app(list(runs.values()), hosts=["Proxy.Example.", "LOCALHOST"])
+    # "other.example:8443", a name given with its port, never matched: ports are compared
+    # by no one, the header's is dropped
+    app = create_app(
+        list(runs.values()), hosts=["Proxy.Example.", "LOCALHOST", "other.example:8443"]
+    )
     with TestClient(app) as client:
         statuses = {
             host: client.get("/runs", headers={"Host": host}).status_code
-            for host in ("proxy.example", "PROXY.EXAMPLE.:8443", "localhost:8000", "evil.example")
+            for host in (
+                "proxy.example",
+                "PROXY.EXAMPLE.:8443",
+                "localhost:8000",
+                "evil.example",
+                "other.example:8443",
+            )
         }
     assert statuses == {
         "proxy.example": 200,
         "PROXY.EXAMPLE.:8443": 200,
         "localhost:8000": 200,
         "evil.example": 403,
+        "other.example:8443": 200,
     }
     assert allowed_hosts("LOCALHOST", []) is not None  # a loopback server, whatever the case
     assert allowed_hosts("localhost.", []) is not None and allowed_hosts("0.0.0.0", []) is None

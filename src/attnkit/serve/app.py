@@ -382,8 +382,7 @@ def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
 def _check_hosts(app: FastAPI, hosts: Collection[str]) -> None:
     """Refuse (403) a request whose ``Host`` header names none of ``hosts``; one without a
     ``Host`` header (HTTP/1.0 from a script, never a browser) is served."""
-    # as _host_name gives a header's name: any case, without brackets or a final dot
-    allowed = {name.lower().strip("[]").rstrip(".") for name in hosts}
+    allowed = {_allowed_name(name) for name in hosts}
 
     @app.middleware("http")
     async def known_host(request: Request, call_next):
@@ -398,6 +397,13 @@ def _check_hosts(app: FastAPI, hosts: Collection[str]) -> None:
             "rebinding) is refused; open the URL attnkit serve printed, or add the name "
             "with attnkit serve --allow-host NAME",
         )
+
+
+def _allowed_name(name: str) -> str:
+    """An allowed name as :func:`_host_name` reads a header: any case, without brackets, a
+    final dot or a port (``proxy.example:8443``); a bare IPv6 address (``::1``) as it is."""
+    bare_ipv6 = name.count(":") > 1 and not name.startswith("[")
+    return name.lower().rstrip(".") if bare_ipv6 else _host_name(name)
 
 
 def _host_name(header: str) -> str:
