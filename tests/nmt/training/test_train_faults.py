@@ -182,7 +182,7 @@ def test_repeated_non_finite_losses_stop_and_keep_the_last_good_checkpoint(tmp_p
     # the advice named train.lr and train.clip, which --resume refuses to change
     assert str(e.value).endswith(
         "(keys --resume may not change: start over with --overwrite, or in another --out with "
-        f"train.init_from: {tmp_path} to keep what it learnt)"
+        f"train.init_from: {tmp_path} and train.init_checkpoint: last to keep what it learnt)"
     )
     good = load_checkpoint(tmp_path / "last.json")
     assert good.state["progress"]["step"] == 5

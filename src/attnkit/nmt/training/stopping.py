@@ -79,7 +79,8 @@ class StopRules:
                 f"stopped. The last good checkpoint is kept in {self.last_checkpoint}; "
                 "check the data, or lower train.lr or set train.clip (keys --resume may not "
                 "change: start over with --overwrite, or in another --out with "
-                f"train.init_from: {Path(self.last_checkpoint).parent} to keep what it learnt)"
+                f"train.init_from: {Path(self.last_checkpoint).parent} and "
+                "train.init_checkpoint: last to keep what it learnt)"
             )
         early = _early_stop(self.config, p)
         if early:
