@@ -202,3 +202,25 @@ def test_validation_loss_is_the_unsmoothed_cross_entropy_per_target_token():
     assert int((gold != PAD).sum()) == 10  # 4 + 2 + 1 tokens and three </s>
     assert scores["valid_loss"] == pytest.approx(float(total) / 10, rel=1e-5)
     assert scores["valid_ppl"] == pytest.approx(math.exp(float(total) / 10), rel=1e-5)
+
+
+def test_validation_bleu_translates_sources_cut_as_translate_cuts_them(monkeypatch):
+    # an RNN run translated a validation source of any length in full: one line of 20,000
+    # words in a dev file made a greedy search of 20,000 steps and used 15 GB and more
+    from test_train import TINY
+
+    from attnkit.nmt.config import RunConfig
+    from attnkit.nmt.training import objective
+
+    seen = []
+
+    def decode(model, examples, **kwargs):
+        seen.extend(len(s) for s in examples.src)
+        return real(model, examples, **kwargs)
+
+    real = objective.decode_examples
+    monkeypatch.setattr(objective, "decode_examples", decode)
+    pairs = Examples([[4] * 3000, [5, 6]], [[5, 6, 7], [8]])
+    config = RunConfig.from_dict(TINY, ["data.max_src_len=7", "decode.max_len_b=2"])
+    objective.validate(tiny_model(vocab=15), pairs, ["5 6 7", "8"], _Ids(), config, "cpu")
+    assert seen == [7, 2]  # data.max_src_len, as `attnkit translate` and `evaluate` cut

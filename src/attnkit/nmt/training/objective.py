@@ -21,6 +21,7 @@ from ..data.batching import Batch, Examples, make_batch, sorted_batches
 from ..data.tokenizer import Tokenizer
 from ..decoding.inference import inference
 from ..decoding.search import decode_examples
+from ..decoding.translate import input_limit
 from ..models.translator import Translator
 from ..vocab_ids import PAD
 from .vocab_loss import linear_cross_entropy
@@ -128,9 +129,12 @@ def validate(
     (sacreBLEU of greedy translations of the first
     ``config.train.valid_bleu_sentences`` sources against ``references``).
     With a position table (a Transformer's ``max_positions``), pairs with a
-    side too long for it are left out of the loss, and their sources are cut
-    to it for BLEU, as translation cuts them (fairseq's
-    ``--skip-invalid-size-inputs-valid-test``, for the loss).
+    side too long for it are left out of the loss (fairseq's
+    ``--skip-invalid-size-inputs-valid-test``). For BLEU, sources are cut as
+    translation cuts them (:func:`~attnkit.nmt.decoding.translate.input_limit`:
+    ``decode.max_input_len``, else ``data.max_src_len``, else 256 tokens, within
+    the position table), so one very long line in a validation file is no
+    greedy search of tens of thousands of steps.
     The model's train/eval mode is restored on return, also when this raises.
     """
     with inference(model):
@@ -141,7 +145,7 @@ def validate(
             total += float(token_loss(model, batch, 0.0, 1.0, reduction="sum"))
             tokens += batch.num_target_tokens
         limit = config.train.valid_bleu_sentences or len(examples)
-        cut = slice(None if model.max_source_len is None else model.max_source_len - 1)
+        cut = slice(input_limit(config, model.max_source_len))  # as translate cuts them
         subset = Examples([s[cut] for s in examples.src[:limit]], examples.tgt[:limit])
         hyps = decode_examples(
             model,
