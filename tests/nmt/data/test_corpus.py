@@ -73,6 +73,13 @@ def test_mismatched_line_counts_name_both_files_and_the_line(tmp_path):
         read_parallel(tgt, src)
 
 
+def test_a_lone_cr_file_read_in_memory_is_named_too(tmp_path):
+    src = write(tmp_path / "src.txt", "a\rb\rc\r")
+    tgt = write(tmp_path / "tgt.txt", "A\nB\nC\n")
+    with pytest.raises(ValueError, match=r"src\.txt ends its lines with a lone CR"):
+        read_parallel(src, tgt)
+
+
 def test_invalid_utf8_names_file_and_line(tmp_path):
     bad = write(tmp_path / "bad.de", b"gut\nauch gut\nschlecht \xff\xfe\n")
     with pytest.raises(ValueError, match=r"bad\.de, line 3: invalid UTF-8"):

@@ -38,6 +38,25 @@ def test_files_of_different_lengths_end_the_last_chunk_with_the_error(tmp_path):
     )
 
 
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_a_shorter_file_with_lone_cr_line_endings_is_named_with_the_fix(tmp_path, gzipped):
+    lone_cr = b"1\r2\r3\r4\r5\r"
+    tgt = _write(tmp_path / "t", gzip.compress(lone_cr) if gzipped else lone_cr)
+    src = _write(tmp_path / "s", b"a\nb\nc\nd\ne\n")
+    *_, last = read_chunks(LineFiles((src, tgt)), 2)
+    assert str(last.error).endswith(
+        f"line-aligned; {tgt} ends its lines with a lone CR (old Mac style), which is not "
+        f"a line break here: convert it first (tr '\\r' '\\n' < {tgt} > fixed)"
+    )
+
+
+def test_crlf_line_endings_are_no_lone_cr(tmp_path):
+    src = _write(tmp_path / "s", b"a\nb\nc\n")
+    tgt = _write(tmp_path / "t", b"1\r\n2\r\n")
+    *_, last = read_chunks(LineFiles((src, tgt)), 2)
+    assert str(last.error).endswith("parallel files must be line-aligned")
+
+
 @pytest.mark.parametrize(
     ("align", "count", "message"),
     [

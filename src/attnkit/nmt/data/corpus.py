@@ -26,6 +26,7 @@ from .line_chunks import (
     READ_ERRORS,
     check_readable,
     decode_line,
+    line_count_error,
     open_bytes,
     read_error,
     tsv_cells,
@@ -176,15 +177,8 @@ def _parallel_lines(src_path: str | Path, tgt_path: str | Path) -> Iterator[tupl
     for number, (s, t) in enumerate(lines, start=1):  # noqa: B007 (read after the loop)
         if s is missing or t is missing:
             rest = sum(1 for _ in lines)
-            src_n, tgt_n = (
-                (number - 1, number + rest) if s is missing else (number + rest, number - 1)
-            )
-            longer = src_path if src_n > tgt_n else tgt_path
-            raise ValueError(
-                f"line counts differ: {src_path} has {src_n} lines but {tgt_path} has "
-                f"{tgt_n} ({longer}, line {number} has no partner); "
-                "parallel files must be line-aligned"
-            )
+            counts = (number - 1, number + rest) if s is missing else (number + rest, number - 1)
+            raise line_count_error((src_path, tgt_path), counts, number)
         yield s, t
 
 

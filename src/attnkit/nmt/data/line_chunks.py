@@ -40,6 +40,7 @@ __all__ = [
     "RawChunk",
     "check_readable",
     "decode_line",
+    "line_count_error",
     "nul_error",
     "open_bytes",
     "read_chunks",
@@ -356,14 +357,42 @@ def _corpus_error(
         rest = corpus[longer].count_rest(lines[count:], error, number)
     except ValueError as err:  # the line reader met it while counting
         return err
-    src_path, tgt_path = files.corpus
-    longer_n, shorter_n = number - 1 + rest, number - 1
-    src_n, tgt_n = (longer_n, shorter_n) if longer == 0 else (shorter_n, longer_n)
+    counts = (number - 1 + rest, number - 1) if longer == 0 else (number - 1, number - 1 + rest)
+    return line_count_error(files.corpus, counts, number)
+
+
+def line_count_error(
+    paths: tuple[str | Path, str | Path], counts: tuple[int, int], number: int
+) -> ValueError:
+    """The error for a source and a target file (``paths``) of different line ``counts``,
+    whose line ``number`` is the first without a partner; it names a shorter file with
+    lone-CR line endings, which every reader here takes as one line."""
+    (src_path, tgt_path), (src_n, tgt_n) = paths, counts
+    longer, shorter = (src_path, tgt_path) if src_n > tgt_n else (tgt_path, src_path)
+    hint = ""
+    if _lone_cr(shorter):
+        hint = (
+            f"; {shorter} ends its lines with a lone CR (old Mac style), which is not a "
+            f"line break here: convert it first (tr '\\r' '\\n' < {shorter} > fixed)"
+        )
     return ValueError(
         f"line counts differ: {src_path} has {src_n} lines but {tgt_path} has "
-        f"{tgt_n} ({files.corpus[longer]}, line {number} has no partner); "
-        "parallel files must be line-aligned"
+        f"{tgt_n} ({longer}, line {number} has no partner); "
+        f"parallel files must be line-aligned{hint}"
     )
+
+
+def _lone_cr(path: str | Path) -> bool:
+    """Whether the first 64 KiB of ``path`` hold a CR that no LF follows (False for what
+    is not a regular file: a pipe, read once already, would block or be empty)."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with open_bytes(Path(path)) as handle:
+            head = handle.read(1 << 16)
+    except (*READ_ERRORS, ValueError):
+        return False
+    return re.search(rb"\r(?!\n)", head.rstrip(b"\r")) is not None
 
 
 def _short_alignment(files: LineFiles, number: int) -> ValueError:
