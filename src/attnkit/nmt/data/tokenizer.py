@@ -21,6 +21,7 @@ import io
 import json
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -97,12 +98,22 @@ class SentencePieceTokenizer:
     ) -> SentencePieceTokenizer:
         """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora.
 
+        Sentencepiece's trainer leaves text that spells a special token (``</s>``,
+        ``<unk>``) out of what it learns, so characters seen only there (the ``/``
+        of ``</s>``) would get no piece, and such text would read as ``<unk>``:
+        they are passed as ``required_chars``, and "</s>" in a sentence stays
+        "</s>" through encode and decode.
+
         Raises:
             ValueError: sentencepiece refused to train, e.g. ``vocab_size`` is
                 below the pieces the text's characters and the specials need
                 (the message names ``tokenizer.vocab_size`` and that number), or
                 every sentence is over its length limit.
         """
+        sentences = list(sentences)  # read twice: for the spelled specials, then to train
+        required = _spelled_special_chars(sentences)
+        # given only when needed: an empty required_chars changes the model's bytes
+        extra = {"required_chars": required} if required else {}
         buffer = io.BytesIO()
         try:
             _while_ctrl_c_is_heard(
@@ -117,6 +128,7 @@ class SentencePieceTokenizer:
                 bos_id=BOS,
                 eos_id=EOS,
                 hard_vocab_limit=False,
+                **extra,
                 num_threads=threads,
                 minloglevel=2,
             )
@@ -165,6 +177,23 @@ class SentencePieceTokenizer:
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.sp.id_to_piece(int(i)) for i in ids]
+
+
+# "<" and the characters NFKC (so sentencepiece's normalization) reads as "<": full-width, small
+_LESS_THAN = ("<", "\uff1c", "\ufe64")
+
+
+def _spelled_special_chars(sentences: Sequence[str]) -> str:
+    """The characters of the special tokens that ``sentences`` spell once NFKC-normalized
+    (``"</s>"`` or full-width ``"＜/s＞"`` in a line gives ``/<>s``), sorted; ``""`` when
+    no line spells one."""
+    spelled: set[str] = set()
+    for start in range(0, len(sentences), 4096):  # in blocks: 2M lines in about 0.5 s
+        block = "\n".join(sentences[start : start + 4096])
+        if any(c in block for c in _LESS_THAN):
+            block = unicodedata.normalize("NFKC", block)
+            spelled.update(s for s in SPECIALS if s in block)
+    return "".join(sorted(set("".join(spelled))))
 
 
 def _training_error(err: RuntimeError, vocab_size: int) -> str:
