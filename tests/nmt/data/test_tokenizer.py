@@ -84,6 +84,16 @@ def test_word_tokenizer_ids_unknowns_and_round_trip(tmp_path):
     assert again.words == tok.words
 
 
+def test_word_tokenizer_reads_nfc_and_nfd_spellings_as_one_word(tmp_path):
+    nfc, nfd = "caf\u00e9", "cafe\u0301"  # the same word, composed and decomposed
+    tok = WordTokenizer.train([f"le {nfc} est ouvert", f"un {nfd}"])
+    assert tok.words[4] == nfc and nfd not in tok.words  # learned once, counted twice
+    assert tok.encode(f"le {nfd}") == tok.encode(f"le {nfc}") == [tok.index["le"], 4]
+    assert tok.decode(tok.encode(f"un {nfd}")) == f"un {nfc}"
+    (tmp_path / "vocab.json").write_text(f'["<pad>", "<unk>", "<s>", "</s>", "{nfd}"]')
+    assert WordTokenizer.load(tmp_path / "vocab.json").encode(nfc) == [4]  # an older vocabulary
+
+
 def test_word_vocab_size_limit_keeps_specials():
     tok = WordTokenizer.train(["a a a b b c"], vocab_size=6)
     assert tok.words == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]

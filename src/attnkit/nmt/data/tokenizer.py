@@ -220,7 +220,10 @@ class WordTokenizer:
 
     A word that spells a special token (``"</s>"``) is never learned and reads
     as ``<unk>``; a word made only of invisible characters (a lone U+200B) is
-    skipped, like whitespace.
+    skipped, like whitespace. Words are compared in Unicode normal form NFC, in
+    training and in encoding, so ``"café"`` typed with a combining accent (NFD,
+    as macOS file names and some keyboards give it) is the word learned from an
+    NFC corpus, not ``<unk>``.
     """
 
     def __init__(self, words: Sequence[str]) -> None:
@@ -228,7 +231,10 @@ class WordTokenizer:
             raise ValueError(f"a word vocabulary must start with {SPECIALS}, got {list(words[:4])}")
         self.words = list(words)
         # specials are not words: text that spells one maps to UNK (the .get default)
-        self.index = {w: i for i, w in enumerate(self.words) if w not in SPECIALS}
+        self.index: dict[str, int] = {}
+        for i, w in enumerate(self.words):
+            if w not in SPECIALS:  # the first of two spellings of one NFC word keeps it
+                self.index.setdefault(_nfc(w), i)
 
     @classmethod
     def train(cls, sentences: Iterable[str], *, vocab_size: int | None = None) -> WordTokenizer:
@@ -276,8 +282,13 @@ class WordTokenizer:
 
 
 def _words(text: str) -> list[str]:
-    """The whitespace-separated words of ``text`` that are not blank."""
-    return [w for w in text.split() if not is_blank(w)]
+    """The whitespace-separated words of ``text`` that are not blank, in NFC."""
+    return [w for w in _nfc(text).split() if not is_blank(w)]
+
+
+def _nfc(text: str) -> str:
+    """``text`` in Unicode normal form NFC (canonical composition: ``e`` + U+0301 -> ``é``)."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 def train_tokenizers(
