@@ -224,3 +224,17 @@ def test_a_line_that_is_not_text_and_a_bad_n_best_are_named(word_run):
         translate_lines(run, ["ein Mann"], n_best=-1)
     with pytest.raises(TypeError, match=r"n_best must be an int, got float 2.5"):
         translate_lines(run, ["ein Mann"], n_best=2.5)
+
+
+@pytest.mark.parametrize("control", ["\x85", "\x1c"])
+def test_a_source_is_tokenized_as_the_same_line_of_training_text(control, tmp_path):
+    # U+0085 (cp1252's "…" read as Latin-1) is a piece of its own to sentencepiece, U+001C
+    # a character it deletes; translation read both as a space, training as they are
+    line = f"ein Mann{control}liest"
+    tok = SentencePieceTokenizer.train([*GERMAN, line] * 3, vocab_size=40)
+    run = load_run(make_run(tmp_path, tok))
+    trained_on = tok.encode(line)  # what the token store holds for the line
+    assert trained_on != tok.encode(line.replace(control, " "))
+    (result,) = translate_lines(run, [line])
+    assert result.src_ids == trained_on
+    assert result.source == "ein Mann liest"  # shown on one line, as before

@@ -95,10 +95,14 @@ def input_limit(config: RunConfig, max_source_len: int | None = None) -> int:
     return limit
 
 
+def _valid(text: str) -> str:
+    """``text`` as valid Unicode: lone surrogates (from undecodable argv bytes) -> U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def _clean(text: str) -> str:
-    """Valid Unicode on one line: lone surrogates (from undecodable argv bytes) -> U+FFFD."""
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return _LINE_BREAKS.sub(" ", text)
+    """Valid Unicode on one line (:func:`_valid`, each line break -> a space)."""
+    return _LINE_BREAKS.sub(" ", _valid(text))
 
 
 @dataclass
@@ -106,7 +110,8 @@ class Sources:
     """Lines made ready for search by :func:`prepare_sources`.
 
     Attributes:
-        lines: every input line, cleaned (valid Unicode, on one line).
+        lines: every input line, cleaned (valid Unicode, on one line) for display; the
+            tokenizer reads it before its line breaks became spaces, as training read it.
         wanted: indices of the lines that have tokens (the others are blank).
         ids: per wanted line, its token ids (no specials), cut to the input limit.
         lengths: per wanted line, its token count before the cut.
@@ -149,14 +154,17 @@ def prepare_sources(
                 f"line {i + first_line} is a {type(line).__name__}, not a str: {line!r}"
             )
     limit = input_limit(run.config, max_source_len)
-    lines = [_clean(line) for line in lines]
+    # tokenized with its line breaks (U+0085, U+001C, ...) as a corpus line is in training
+    # (sentencepiece keeps some, deletes others); shown with each as a space
+    lines = [_valid(line) for line in lines]
     encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
     wanted = [i for i, x in encoded.items() if x]
     lengths = [len(encoded[i]) for i in wanted]
     for i, n in zip(wanted, lengths, strict=True):
         if n > limit and warn is not None:
             warn(f"line {i + first_line}: {n} tokens, truncated to the model's limit of {limit}")
-    return Sources(lines, wanted, [encoded[i][:limit] for i in wanted], lengths)
+    shown = [_LINE_BREAKS.sub(" ", line) for line in lines]
+    return Sources(shown, wanted, [encoded[i][:limit] for i in wanted], lengths)
 
 
 def translate_lines(
