@@ -163,6 +163,9 @@ def test_a_missing_alignment_file_is_named(tmp_path, aligned_data):
         ("l'homme", ["\u2581l", "'", "hom", "me"], [range(0, 2), range(2, 4)]),
         # a word tokenizer's one piece: both words share it
         ("chat.", ["chat."], [range(0, 1), range(0, 1)]),
+        # a decomposed (NFD) token, whose pieces sentencepiece composed: read in NFC
+        ("e\u0301te\u0301.", ["\u2581", "é", "t", "é", "."], [range(0, 4), range(4, 5)]),
+        ("cafe\u0301.", ["\u2581caf", "é."], [range(0, 2), range(1, 2)]),
         # pieces that do not spell the token (<unk>): every word shares all of them
         ("ﬁn.", ["\u2581fin", "."], [range(0, 2), range(0, 2)]),
         ("chat.", ["<unk>"], [range(0, 1), range(0, 1)]),

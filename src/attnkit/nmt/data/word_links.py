@@ -21,15 +21,18 @@ sentencepiece's lone ``▁``, to the word at its position), so the piece->word
 map is non-decreasing. A split word that wins no piece (``"t."`` one piece of
 ``"chat."``: ``"."`` gets none; a word tokenizer's ``"chat."``) shares the
 piece(s) covering its characters with the word that owns them: its links go
-to those pieces. When a token's pieces do not spell it (``<unk>``, text changed
-by sentencepiece's normalization), every split word of the token shares all
-of the token's pieces, as under the whitespace rule.
+to those pieces. A token is compared with its pieces in Unicode NFC when they
+spell that form (sentencepiece composes a decomposed NFD ``été``). When a
+token's pieces do not spell it (``<unk>``, text changed further by
+sentencepiece's normalization: ``ﬁn`` -> ``fin``), every split word of the
+token shares all of the token's pieces, as under the whitespace rule.
 
 Notation: ``Sw``/``Tw`` words, ``Sp``/``Tp`` pieces of one sentence.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,8 +175,9 @@ def split_word_pieces(token: str, pieces: Sequence[str]) -> list[range]:
     Each piece belongs to the split word covering most of its characters (ties:
     the earlier word; a piece of no characters: the word at its position); a
     word that wins no piece gets the pieces that cover its characters (shared).
-    When the pieces do not spell ``token`` (``<unk>``, normalized text), every
-    word gets all the pieces.
+    Pieces that spell ``token`` in NFC (a decomposed ``été``) are read against that
+    form. When the pieces do not spell ``token`` (``<unk>``, text changed by NFKC),
+    every word gets all the pieces.
 
     Args:
         token: one whitespace word of the line, e.g. ``"chat."``.
@@ -190,8 +194,12 @@ def split_word_pieces(token: str, pieces: Sequence[str]) -> list[range]:
     if n == 0:
         return []
     texts = [p.replace(PIECE_SPACE, "") for p in pieces]
-    if "".join(texts) != token:
-        return [range(0, n)] * len(spans)
+    spelled = "".join(texts)
+    if spelled != token:
+        composed = unicodedata.normalize("NFC", token)  # what sentencepiece's pieces hold
+        if spelled != composed or len(word_spans(composed)) != len(spans):
+            return [range(0, n)] * len(spans)
+        spans = word_spans(composed)
     starts = [0]
     for text in texts:
         starts.append(starts[-1] + len(text))
