@@ -14,7 +14,6 @@ from attnkit.nmt.data.corpus import load_split
 from attnkit.nmt.runs.loaded_run import load_run
 from attnkit.nmt.training.guided_alignment import (
     alignment_loss,
-    guided_loss,
     guided_terms,
     supervised_layer,
     training_terms,
@@ -112,6 +111,7 @@ def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thre
             file="x", weight=weight or 1.0, layer=0, heads=[0], shift=shift,
             full_context=full_context,
         )  # fmt: skip
+        train_cfg = TrainConfig(label_smoothing=0.0, guided_alignment=cfg)
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
         generator = torch.Generator().manual_seed(0)
         for _ in range(100):
@@ -119,7 +119,7 @@ def test_guided_training_makes_the_supervised_head_follow_the_alignment(one_thre
             batch = make_batch(train_set, idx)
             if weight is None:
                 batch.align = None  # the same run without the labels: CE alone
-            loss = guided_loss(model, batch, cfg, 0.0, layers=2, heads=4)
+            loss = training_terms(model, model, batch, train_cfg).loss
             assert torch.isfinite(loss)
             optimizer.zero_grad()
             loss.backward()

@@ -57,7 +57,6 @@ __all__ = [
     "StepTerms",
     "alignment_loss",
     "global_batch_loss",
-    "guided_loss",
     "guided_terms",
     "supervised_layer",
     "training_terms",
@@ -120,12 +119,6 @@ def supervised_layer(config: GuidedAlignmentConfig, layers: int) -> int:
     return config.decoder_layer(layers)
 
 
-def guided_loss(model: Translator, batch: Batch, config: GuidedAlignmentConfig, *args, **kw):
-    """``CE + weight * L_a`` for a training batch: :func:`guided_terms` (same arguments) summed."""
-    ce, loss_a, _ = guided_terms(model, batch, config, *args, **kw)
-    return _total(ce, loss_a, config.weight)
-
-
 def _total(ce: Tensor, loss_a: Tensor | None, weight: float) -> Tensor:
     """``CE + weight * L_a``; ``CE`` alone for a batch without labels."""
     return ce if loss_a is None else ce + weight * loss_a
@@ -139,15 +132,12 @@ def guided_terms(
     *,
     layers: int,
     heads: int,
-    reduction: str = "mean",
 ) -> tuple[Tensor, Tensor | None, int]:
     """``(CE, L_a, R)`` for a training batch (teacher forced, one forward pass); ``L_a`` is
     None for a batch without labels, ``R`` its linked target rows (:func:`alignment_loss`).
 
     The cross-entropy is :func:`~attnkit.nmt.training.objective.token_loss`'s
-    (label smoothed, PAD ignored, ``reduction`` as ``F.cross_entropy``'s); with
-    ``reduction="sum"`` the alignment term is scaled by the batch's target
-    tokens so that the two reductions keep the same ratio of the two terms.
+    (label smoothed, PAD ignored, the mean over the batch's target tokens).
 
     Args:
         model: the translator (or its DDP wrapper: called, never reached into).
@@ -170,13 +160,11 @@ def guided_terms(
         full_context=config.full_context,
         logits=False,
     )
-    ce = objective.output_cross_entropy(model, vectors, batch, smoothing, reduction)
+    ce = objective.output_cross_entropy(model, vectors, batch, smoothing)
     if batch.align is None:
         return ce, None, 0
     attention = weights[:, picked].mean(dim=1)  # (B, T, S)
     loss_a, rows = alignment_loss(attention, batch.align, config.shift)
-    if reduction == "sum":
-        loss_a = loss_a * batch.num_target_tokens
     return ce, loss_a, rows
 
 
