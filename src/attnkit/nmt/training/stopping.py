@@ -30,7 +30,7 @@ from .interrupt import StopRequest
 from .progress import Progress, TrainingError
 from .step_budget import step_limit
 
-__all__ = ["StopRules", "budget_left", "cut_short_note", "spent_budget"]
+__all__ = ["StopRules", "cut_short_note", "spent_budget"]
 
 
 class StopRules:
@@ -114,11 +114,6 @@ class StopRules:
         if budget and not mine:  # only the clock differs between ranks
             mine = f"max_minutes={self.config.max_minutes} reached"
         return mine, False
-
-
-def budget_left(config: TrainConfig, p: Progress) -> bool:
-    """Whether a finished run may train on under ``config`` (its budget was raised on resume)."""
-    return not spent_budget(config, p)
 
 
 def spent_budget(config: TrainConfig, p: Progress) -> list[tuple[str, str]]:
