@@ -14,7 +14,7 @@ from attnkit.nmt.data.word_links import (
     AlignedEncoder,
     encode_words,
     parse_pharaoh,
-    piece_links,
+    range_links,
     split_word_pieces,
 )
 from attnkit.nmt.vocab_ids import UNK
@@ -46,7 +46,10 @@ def test_words_map_onto_pieces_and_share_their_links():
     ids, word_of = encode_words(lambda ws: [pieces[w] for w in ws], ["un", "chat", "noir"])
     assert (ids, word_of) == ([5, 6, 7, 8, 9, 10], [0, 1, 1, 2, 2, 2])
     # source: a black cat (one piece each); target: un chat noir (1 + 2 + 3 pieces)
-    links = piece_links([(0, 0), (1, 2), (2, 1)], [0, 1, 2], word_of)
+    tgt_pieces = [range(0, 1), range(1, 3), range(3, 6)]  # the words of word_of above
+    links = range_links(
+        [(0, 0), (1, 2), (2, 1)], [range(0, 1), range(1, 2), range(2, 3)], tgt_pieces
+    )
     assert links == [(0, 0), (1, 3), (1, 4), (1, 5), (2, 1), (2, 2)]
     # a word without pieces keeps one <unk>, so indices stay in step
     ids, word_of = encode_words(

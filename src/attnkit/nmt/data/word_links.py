@@ -46,10 +46,8 @@ __all__ = [
     "attach_lines",
     "encode_words",
     "parse_pharaoh",
-    "piece_links",
     "range_links",
     "split_word_pieces",
-    "word_pieces",
 ]
 
 PIECE_SPACE = "\u2581"  # sentencepiece's word-start marker, not a character of the text
@@ -122,34 +120,6 @@ def encode_words(
         ids += pieces
         word_of += [w] * len(pieces)
     return ids, word_of
-
-
-def word_pieces(word_of: Sequence[int], words: int) -> list[range]:
-    """For each word, the range of its pieces, from a non-decreasing ``word_of`` map."""
-    starts = [0] * (words + 1)
-    for w in word_of:
-        starts[w + 1] += 1
-    for w in range(words):
-        starts[w + 1] += starts[w]
-    return [range(starts[w], starts[w + 1]) for w in range(words)]
-
-
-def piece_links(
-    links: Sequence[Link], src_word_of: Sequence[int], tgt_word_of: Sequence[int]
-) -> list[Link]:
-    """Word links -> piece links: pieces ``(s, t)`` are linked when their words are.
-
-    Args:
-        links: ``(source word, target word)`` pairs.
-        src_word_of: word index of each source piece (``Sp``), non-decreasing.
-        tgt_word_of: word index of each target piece (``Tp``), non-decreasing.
-
-    Returns:
-        ``(source piece, target piece)`` pairs, sorted.
-    """
-    src = word_pieces(src_word_of, (src_word_of[-1] + 1) if src_word_of else 0)
-    tgt = word_pieces(tgt_word_of, (tgt_word_of[-1] + 1) if tgt_word_of else 0)
-    return range_links(links, src, tgt)
 
 
 def range_links(
@@ -261,8 +231,8 @@ class AlignedEncoder:
     """A chunk encoder for the token store: pairs with their alignment line -> ids and links.
 
     Each item of a chunk is ``(source, target, (line, number))`` (from
-    :func:`attach_lines`). Whitespace tokens are encoded one by one
-    (:func:`encode_words`); under ``words="punctuation"`` they are then split
+    :func:`attach_lines`). Whitespace tokens are encoded one by one, as
+    :func:`encode_words` does; under ``words="punctuation"`` they are then split
     (:func:`split_word_pieces`, which reads the pieces' text). The line is
     parsed against the pair's word counts (:func:`parse_pharaoh`) and mapped
     onto pieces (:func:`range_links`). Picklable when the batch encoders and
