@@ -49,10 +49,10 @@ def average_weights(states: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]
     newest = states[-1]
     for index, state in enumerate(states):
         _check_matches(state, newest, index, len(states) - 1)
-    return {key: _mean(key, [state[key] for state in states]) for key in newest}
+    return {key: _mean([state[key] for state in states]) for key in newest}
 
 
-def _mean(key: str, tensors: list[Tensor]) -> Tensor:
+def _mean(tensors: list[Tensor]) -> Tensor:
     """The mean of one key's tensors (float64 sum), or the newest one's copy if not float."""
     newest = tensors[-1]
     if not newest.is_floating_point():
