@@ -30,14 +30,10 @@ __all__ = [
 PRECISIONS = ("auto", "fp32", "bf16")  # attnkit.nmt.precision.PRECISIONS, without torch
 
 
-def search_options(p: argparse.ArgumentParser, *, beam: bool = True) -> None:
-    """Add --beam (unless ``beam`` is False), --length-penalty, --coverage-penalty,
-    --no-repeat-ngram, --early-stopping and --batch-size (defaults: the run's decode
-    section)."""
-    if beam:
-        p.add_argument(
-            "--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)"
-        )
+def search_options(p: argparse.ArgumentParser) -> None:
+    """Add --beam, --length-penalty, --coverage-penalty, --no-repeat-ngram,
+    --early-stopping and --batch-size (defaults: the run's decode section)."""
+    p.add_argument("--beam", type=int, metavar="K", help="beam size (1 = greedy; default: config)")
     p.add_argument(
         "--length-penalty",
         type=float,
