@@ -80,16 +80,13 @@ class EngineUnavailable(ImportError):
     """CTranslate2 is not installed (the message says how to install it)."""
 
 
-def import_ctranslate2(cpu_flags: str | None = None):
+def import_ctranslate2():
     """The ``ctranslate2`` module, with its int8 backend chosen first (:func:`int8_backend`).
-
-    Args:
-        cpu_flags: ``/proc/cpuinfo`` text (read when None; for tests).
 
     Raises:
         EngineUnavailable: it is not installed (message: :data:`INSTALL_HINT`).
     """
-    int8_backend(os.environ, cpu_flags)
+    int8_backend(os.environ)
     try:
         import ctranslate2
     except ImportError:
