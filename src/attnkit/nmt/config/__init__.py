@@ -8,8 +8,10 @@ turns any validation failure into one ``ValueError`` whose lines read
 (``model.hidden_size=128``) through the same validation.
 
 Modules: ``section`` (the sections' base and walking them), ``data`` (the data
-and tokenizer sections), ``train``, ``decode``, ``run`` (:class:`RunConfig`,
-loading), ``yaml_text`` (how YAML text is read: no repeated keys, ``1e4`` a
+and tokenizer sections), ``train``, ``guided_alignment`` and ``subword_sampling``
+(the ``train`` section's sub-sections of those names), ``decode``, ``run``
+(:class:`RunConfig`, loading), ``presets`` (the configs shipped in the package,
+found by name), ``yaml_text`` (how YAML text is read: no repeated keys, ``1e4`` a
 number), ``overrides``, ``errors`` (the messages) and ``keys`` (dotted keys:
 listing and comparing them).
 """
