@@ -3,7 +3,8 @@
 The rooms (docs/architecture.md): ``models`` (the :class:`Translator` interface,
 the registry that builds one from ``model.arch``, the RNN and Transformer
 architectures), ``config`` (the validated run config), ``data``, ``runs``,
-``decoding`` (greedy and beam search), ``analysis`` and ``training``.
+``decoding`` (greedy and beam search), ``export`` (CTranslate2), ``analysis`` and
+``training``.
 
 The names below are imported on first use (PEP 562), so ``import
 attnkit.nmt.config`` does not load torch.
