@@ -65,3 +65,22 @@ def test_config_validates_without_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_server_package_names_the_web_stacks_classes_without_loading_it():
+    """``attnkit.serve`` hands on create_app, ServedRun and MissingRun on first use (as
+    ``attnkit`` and ``attnkit.nmt`` do): dir() lists them before the web stack loads."""
+    code = (
+        "import sys, attnkit.serve as s\n"
+        "print(sorted({'create_app', 'ServedRun', 'MissingRun'} & set(dir(s))))\n"
+        "print('attnkit.serve.app' in sys.modules, 'starlette' in sys.modules)\n"
+        "print(s.create_app.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.splitlines() == [
+        "['MissingRun', 'ServedRun', 'create_app']",
+        "False False",
+        "attnkit.serve.app",
+    ], done.stderr

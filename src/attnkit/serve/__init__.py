@@ -7,14 +7,15 @@
   one self-contained HTML file (:func:`write_html`, for ``translate --html``).
 
 ``attnkit serve RUN_DIR`` (:mod:`attnkit.cli.serve`) loads the runs and starts
-uvicorn on 127.0.0.1. Nothing else in attnkit imports this package.
+uvicorn on 127.0.0.1; ``attnkit translate --html`` (:mod:`attnkit.cli.nmt`) writes
+the page. Nothing outside the CLI imports this package.
 :class:`Limits` (``limits.py``) loads without the web stack; the names of
 ``app.py`` are imported on first use, so ``attnkit serve --help`` stays light.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .export import html_page, write_html
 from .limits import Limits
 
@@ -23,12 +24,9 @@ if TYPE_CHECKING:  # imported by __getattr__ at run time (the web stack)
     from .app import ServedRun as ServedRun
     from .app import create_app as create_app
 
-_FROM_APP = ("MissingRun", "ServedRun", "create_app")
+_LAZY = dict.fromkeys(("MissingRun", "ServedRun", "create_app"), ".app")
 
 __all__ = ["Limits", "MissingRun", "ServedRun", "create_app", "html_page", "write_html"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _FROM_APP:
-        return getattr(import_module(".app", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
