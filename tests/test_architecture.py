@@ -161,3 +161,31 @@ def test_test_files_have_unique_basenames():
     files of one name in different folders fail the whole collection."""
     names = [p.name for p in (SRC.parent / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+# What each room may import of attnkit beside itself (docs/architecture.md's table);
+# "attnkit.__version__" is the package's version string, read by the export's model card.
+MAY_IMPORT = {
+    "attnkit.nmt": (
+        "attnkit.attention",
+        "attnkit.plot",
+        "attnkit.atomic",
+        "attnkit.processes",
+        "attnkit.lazy",
+        "attnkit.__version__",
+    ),
+    "attnkit.plot": ("attnkit.atomic",),
+    "attnkit.serve": ("attnkit.nmt", "attnkit.lessons", "attnkit.atomic", "attnkit.lazy"),
+}
+
+
+@pytest.mark.parametrize("room", sorted(MAY_IMPORT))
+def test_a_room_imports_only_what_the_architecture_table_allows(room):
+    allowed = (room, *MAY_IMPORT[room])
+
+    def rule(source: str, target: str) -> bool:
+        if not _inside(source, room) or target == "attnkit":  # the package: see its names
+            return False
+        return not any(_inside(target, r) for r in allowed)
+
+    assert _violations(rule) == []
