@@ -15,8 +15,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "attnkit"
 
-# The architectures: only nmt.architectures (the factory) and each architecture's own
-# package may import them; everything else talks to the Translator interface.
+# The architectures: only nmt.models.registry (the factory) and each architecture's own
+# package may import them (and attnkit.nmt, the package face that hands on their classes);
+# everything else talks to the Translator interface.
 ARCHITECTURES = ("attnkit.nmt.models.rnn", "attnkit.nmt.models.transformer")
 
 
