@@ -247,6 +247,10 @@ def test_a_min_lr_not_below_lr_warns_that_the_rate_never_falls(
             ["copy", "--tokenizer.model_type", "bpe"],  # copy splits words at whitespace
             "attnkit: warning: tokenizer.model_type bpe: not used by tokenizer.kind word",
         ),
+        (
+            ["copy", "--tokenizer.normalization", "identity"],
+            "attnkit: warning: tokenizer.normalization identity: not used by tokenizer.kind word",
+        ),
         (["quick", "--tokenizer.model_type", "bpe"], None),
     ],
 )

@@ -198,3 +198,39 @@ def test_character_coverage_the_config_accepts_is_one_sentencepiece_trains(sampl
     coverage = lowest.tokenizer.character_coverage
     tok = SentencePieceTokenizer.train(sample[0], vocab_size=200, character_coverage=coverage)
     assert tok.vocab_size == 200
+
+
+# full-width Chinese punctuation, an ellipsis, a fraction: all rewritten by NFKC
+_COMPATIBILITY_TEXT = "他来了，对吗？ 好… ½"
+
+
+@pytest.mark.parametrize(
+    ("normalization", "decoded"),
+    [
+        ("nmt_nfkc", "他来了,对吗? 好... 1⁄2"),  # sentencepiece's default: rewritten for good
+        ("identity", _COMPATIBILITY_TEXT),
+        ("nmt_nfkc_cf", "ab ... 1⁄2"),
+    ],
+)
+def test_normalization_chooses_what_text_comes_back(normalization, decoded):
+    from attnkit.nmt.config import RunConfig
+
+    text = "AB … ½" if normalization.endswith("_cf") else _COMPATIBILITY_TEXT
+    config = RunConfig.from_dict(
+        {"data": {"toy": {"task": "copy"}}}, [f"tokenizer.normalization={normalization}"]
+    )
+    tok, _ = train_tokenizers(
+        [text] * 50,
+        ["x"] * 50,
+        kind="sentencepiece",
+        vocab_size=30,
+        normalization=config.tokenizer.normalization,
+    )
+    assert tok.decode(tok.encode(text)) == decoded
+
+
+def test_an_unknown_normalization_is_named():
+    from attnkit.nmt.config import RunConfig
+
+    with pytest.raises(ValueError, match=r"tokenizer\.normalization: .*'identity'"):
+        RunConfig.from_dict({"data": {"toy": {"task": "copy"}}}, ["tokenizer.normalization=nfc"])

@@ -551,3 +551,17 @@ def test_sigterm_while_the_data_is_prepared_stops_at_once_as_ctrl_c_does(tmp_pat
     assert not (tmp_path / "run" / "last.json").exists()
     monkeypatch.setattr(loop, "prepare_data", real)
     assert train(config(), tmp_path / "run", echo=quiet).progress.finished  # a retry needs no flag
+
+
+def test_the_tokenizer_key_of_a_preset_is_the_one_earlier_versions_recorded():
+    # a setting added to the tokenizer section (normalization), left at its default,
+    # must not make every folder prepared before it train its tokenizers again
+    from attnkit.nmt.config import RunConfig
+    from attnkit.nmt.training.prepare import _tokenizer_key
+
+    copy = RunConfig.preset("copy")
+    assert _tokenizer_key(copy) == (
+        "4fbddf14ec85f8a6a29bd08ab713f6d4c75eea1e2f3c248b37e29aeb35eb4213"  # attnkit bd2c911
+    )
+    changed = RunConfig.preset("copy", ["tokenizer.normalization=identity"])
+    assert _tokenizer_key(changed) != _tokenizer_key(copy)

@@ -45,6 +45,7 @@ __all__ = [
 
 SPECIALS = SPECIAL_TOKENS  # in id order: <pad>, <unk>, <s> (bos), </s> (eos)
 MANIFEST = "tokenizer.json"
+DEFAULT_NORMALIZATION = "nmt_nfkc"  # sentencepiece's own default rule
 
 
 class Tokenizer(Protocol):
@@ -94,6 +95,7 @@ class SentencePieceTokenizer:
         vocab_size: int,
         model_type: str = "unigram",
         character_coverage: float = 1.0,
+        normalization: str = DEFAULT_NORMALIZATION,
         threads: int = 1,
     ) -> SentencePieceTokenizer:
         """Train on ``sentences``; ``vocab_size`` is an upper bound for tiny corpora.
@@ -102,7 +104,8 @@ class SentencePieceTokenizer:
         ``<unk>``) out of what it learns, so characters seen only there (the ``/``
         of ``</s>``) would get no piece, and such text would read as ``<unk>``:
         they are passed as ``required_chars``, and "</s>" in a sentence stays
-        "</s>" through encode and decode.
+        "</s>" through encode and decode. ``normalization`` is sentencepiece's
+        ``normalization_rule_name`` (``tokenizer.normalization``).
 
         Raises:
             ValueError: sentencepiece refused to train, e.g. ``vocab_size`` is
@@ -114,6 +117,8 @@ class SentencePieceTokenizer:
         required = _spelled_special_chars(sentences)
         # given only when needed: an empty required_chars changes the model's bytes
         extra = {"required_chars": required} if required else {}
+        if normalization != DEFAULT_NORMALIZATION:
+            extra["normalization_rule_name"] = normalization
         buffer = io.BytesIO()
         try:
             _while_ctrl_c_is_heard(
@@ -300,6 +305,7 @@ def train_tokenizers(
     joint: bool = True,
     model_type: str = "unigram",
     character_coverage: float = 1.0,
+    normalization: str = DEFAULT_NORMALIZATION,
     threads: int = 1,
 ) -> tuple[Tokenizer, Tokenizer]:
     """Train (source, target) tokenizers; with ``joint`` both are the same object."""
@@ -313,6 +319,7 @@ def train_tokenizers(
                 vocab_size=vocab_size,
                 model_type=model_type,
                 character_coverage=character_coverage,
+                normalization=normalization,
                 threads=threads,
             )
         raise ValueError(f"tokenizer kind must be 'sentencepiece' or 'word', got {kind!r}")

@@ -91,6 +91,7 @@ def train_on_sample(
         joint=config.joint,
         model_type=config.model_type,
         character_coverage=config.character_coverage,
+        normalization=config.normalization,
         threads=threads,
     )
 

@@ -18,7 +18,13 @@ from ..data.batching import EpochBatches, Examples, bucket_batches, encode_examp
 from ..data.corpus import ParallelCorpus, load_split, stream_split
 from ..data.store import StoreCounts, TokenStore, file_identity, fingerprint
 from ..data.subword_sampling import SampledSegmentation
-from ..data.tokenizer import Tokenizer, copy_tokenizers, load_tokenizers, save_tokenizers
+from ..data.tokenizer import (
+    DEFAULT_NORMALIZATION,
+    Tokenizer,
+    copy_tokenizers,
+    load_tokenizers,
+    save_tokenizers,
+)
 from ..data.training_split import (
     open_training_store,
     sample_pairs,
@@ -280,11 +286,18 @@ def _tokenizer_key(config: RunConfig, *, legacy: bool = False) -> str:
     return fingerprint(
         {
             "data": data,
-            "tokenizer": config.tokenizer.model_dump(mode="json"),
+            "tokenizer": _tokenizer_settings(config),
             "seed": config.train.seed,
             "files": [file_identity(path) for path in train_split_files(config.data)],
         }
     )
+
+
+def _tokenizer_settings(config: RunConfig) -> dict:
+    settings = config.tokenizer.model_dump(mode="json")
+    if settings["normalization"] == DEFAULT_NORMALIZATION:  # as keyed before it was a setting
+        del settings["normalization"]
+    return settings
 
 
 def _prepared_key(folder: RunFolder) -> str | None:
