@@ -19,7 +19,7 @@ from attnkit.nmt.decoding.search import (
 from attnkit.nmt.decoding.settings import SearchSettings
 from attnkit.nmt.decoding.steps import block_repeats, max_lengths
 from attnkit.nmt.decoding.translate import Translation
-from attnkit.nmt.vocab_ids import BOS, EOS, PAD
+from attnkit.nmt.vocab_ids import BOS, EOS, PAD, UNK
 from conftest_nmt import pad, random_sequences, tiny_model, tiny_transformer
 
 VARIANTS = [
@@ -147,26 +147,47 @@ def test_beams_sharing_one_source_row_search_as_with_repeated_rows(variant) -> N
             assert a.score == pytest.approx(b.score, abs=1e-5)
 
 
-def test_wide_beam_finds_the_exhaustive_optimum() -> None:
-    # Target vocab of 6: symbols 4, 5 and EOS can be emitted; with a limit of
-    # 3 steps there are 15 possible outputs, and K = 12 keeps all of them.
-    model = tiny_model(vocab=5, seed=3, embed_dim=8, hidden_size=8)
-    source = [4, 4, 4]
-    src, src_lengths = pad([source])
-    (best,) = beam_search(
-        model, src, src_lengths, beam_size=12, length_penalty=0.0, max_len_a=0, max_len_b=3
-    )
-    outputs = [[EOS]] + [[*p, EOS] for n in (1, 2) for p in itertools.product((4, 5), repeat=n)]
-    outputs += [list(p) for p in itertools.product((4, 5), repeat=3)]
-    assert len(outputs) == 15
-    scored = []
-    for out in outputs:
-        ended = out[-1] == EOS
-        hyp = Hypothesis(out[:-1] if ended else out, torch.zeros(len(out), 3), 0.0, 0.0)
-        scored.append((_teacher_forced(model, source, hyp)[0], hyp.tokens))
-    top_log_prob, top_tokens = max(scored)
-    assert best.tokens == top_tokens
-    assert best.log_prob == pytest.approx(top_log_prob, abs=1e-5)
+def _every_output(symbols: tuple[int, ...], limit: int) -> list[list[int]]:
+    """Every output of at most ``limit`` steps: those ending in </s>, then those cut at it."""
+    ended = [[*p, EOS] for n in range(limit) for p in itertools.product(symbols, repeat=n)]
+    return ended + [list(p) for p in itertools.product(symbols, repeat=limit)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS[::3], ids=lambda v: v.get("arch", v.get("rnn")))
+@pytest.mark.parametrize(("alpha", "beta"), [(0.0, 0.0), (1.5, 0.4)])
+def test_a_beam_wider_than_every_prefix_ranks_every_output_as_brute_force_does(
+    variant, alpha, beta
+) -> None:
+    # Target vocab of 6: <unk>, 4, 5 and </s> may be emitted (never <pad> or <s>). With a
+    # limit of 3 steps there are 1 + 3 + 9 outputs ending in </s> and 27 cut at the limit.
+    # K = 54 exceeds every step's candidates (at most 9 prefixes x 4 tokens), so every
+    # output finishes and the n-best list is all 40, in the order of their scores under
+    # forced decoding (the old test enumerated no <unk> and checked only the best). The
+    # three sources of different lengths are searched in one batch, each scored alone.
+    model = _model(variant, vocab=5, seed=3)
+    sources = [[4, 4, EOS], [4], [4, 1, 4, 4, 1, EOS]]
+    src, src_lengths = pad(sources)
+    n_best = beam_search_n_best(
+        model, src, src_lengths, beam_size=54, length_penalty=alpha, coverage_penalty=beta,
+        max_len_a=0, max_len_b=3,
+    )  # fmt: skip
+    outputs = _every_output((UNK, 4, 5), 3)
+    assert len(outputs) == 40
+    for source, hyps in zip(sources, n_best, strict=True):
+        words = len(source) - (source[-1] == EOS)
+        brute = []
+        for out in outputs:
+            hyp = Hypothesis(out[:-1] if out[-1] == EOS else out, torch.zeros(len(out), 1), 0, 0)
+            log_prob, weights = _teacher_forced(model, source, hyp)
+            score = log_prob / length_penalty(len(out), alpha)
+            score += coverage_penalty(weights[:, :words], beta)
+            brute.append((score, log_prob, hyp.tokens, weights))
+        brute.sort(key=lambda row: -row[0])
+        assert [h.tokens for h in hyps] == [tokens for _, _, tokens, _ in brute]
+        for hyp, (score, log_prob, _, weights) in zip(hyps, brute, strict=True):
+            assert hyp.score == pytest.approx(score, abs=1e-5)
+            assert hyp.log_prob == pytest.approx(log_prob, abs=1e-5)
+            torch.testing.assert_close(hyp.weights, weights, atol=1e-5, rtol=0)
 
 
 def test_length_limit_and_no_special_tokens_emitted() -> None:
