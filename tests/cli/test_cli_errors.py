@@ -255,3 +255,29 @@ def test_help_onto_a_full_disk_is_74_not_a_silent_0(argv, unbuffered):
     assert (
         proc.stderr.decode() == "attnkit: error: cannot write <stdout>: No space left on device\n"
     )
+
+
+def ascii_stdout():
+    """A stdout whose encoding is ASCII (``LC_ALL=C``, ``PYTHONIOENCODING=ascii``)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="ascii", write_through=True)
+
+
+def test_train_onto_an_ascii_stdout_names_a_non_ascii_run_folder(monkeypatch, tmp_path):
+    """The run trained, then its summary line could not encode the folder's name: status 2
+    and 'ascii codec can't encode', though the checkpoints were written."""
+    stdout = ascii_stdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    out = tmp_path / "Prüfung"
+    assert main(["train", REVERSE, "--out", str(out), *TINY]) == 0
+    said = stdout.buffer.getvalue().decode("ascii")
+    assert said.startswith(f"run folder: {tmp_path}/Pr?fung  best valid BLEU ")
+
+
+def test_help_onto_an_ascii_stdout_is_written_not_a_traceback():
+    """saturation's description has 'q·k': its --help was a UnicodeEncodeError traceback."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    env["PYTHONPATH"] = str(Path(attnkit.__file__).parents[1])
+    command = [sys.executable, "-m", "attnkit.cli", "saturation", "--help"]
+    proc = subprocess.run(command, capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert b"variance of q?k and the mean largest" in b" ".join(proc.stdout.split())

@@ -23,6 +23,10 @@ or a process started with stdout closed, ``>&-``, refused before any work);
 ``train`` adds the last good checkpoint and the command that resumes the run.
 A process started with stderr closed (``2>&-``) writes its notes, warnings and
 progress to /dev/null, never to stdout (where Python's ``print`` would put them).
+
+A character that stdout's encoding lacks (an ASCII locale, ``LC_ALL=C``,
+``PYTHONIOENCODING=ascii``; a name with undecodable bytes) is written as ``?``,
+as Python writes stderr's with a backslash escape, never an encoding error.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return WRITE_ERROR_STATUS
     if sys.stderr is None:  # started with stderr closed (`2>&-`)
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (until exit)
+    _replace_unencodable(sys.stdout)
     try:
         with warnings.catch_warnings():  # restores the hook for an in-process caller
             warnings.showwarning = _warning_line
@@ -111,6 +116,14 @@ class _Parser(argparse.ArgumentParser):
         with writing(STDOUT):
             sys.stdout.flush()  # a buffered help text meets a full disk here
         super().exit(status, message)
+
+
+def _replace_unencodable(stream) -> None:
+    """``stream`` writes ``?`` for a character its encoding lacks instead of raising
+    UnicodeEncodeError: on an ASCII terminal ``attnkit train --out Prüfung`` trained, then
+    failed with status 2 on its summary line, and ``saturation --help`` was a traceback."""
+    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="replace")
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:

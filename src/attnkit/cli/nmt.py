@@ -274,8 +274,6 @@ def run_translate(args: argparse.Namespace) -> int:
         )
     engine = _engine(args, run)
     sinks = _sinks(args, selection, settings, run)
-    if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets "?"
-        sys.stdout.reconfigure(errors="replace")
     lines = sys.stdin if args.src is None else _open_src(args.src)
     show = args.progress
     if show is None:  # automatic: a file being read, not sentences or a pipe
