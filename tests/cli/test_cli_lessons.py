@@ -1,12 +1,15 @@
 """attnkit explain | saturation: output, exit statuses, one-line errors."""
 
+import io
 import json
+import sys
 
 import pytest
 import torch
 from matplotlib.image import imread
 
 from attnkit import lessons, scaled_dot_product_attention
+from attnkit.cli import main
 from attnkit.lessons import AttentionTrace
 from cli_helpers import LESSON, assert_one_line_error, run
 
@@ -124,3 +127,29 @@ def test_saturation_checks_the_picture_path_before_computing(capsys, tmp_path, m
         status, out, err = run(capsys, "saturation", "--plot", str(path))
         assert status == 2 and not out
         assert_one_line_error(err, "saturation", message)
+
+
+@pytest.mark.parametrize(
+    "argv, lines",
+    [
+        (
+            [*LESSON, "--values", "1,2;3,4;5,6"],
+            ["  q.k1 = 2*1 + 0*0 + 1*0 = 2", "  c = 0.533*[1, 2] + 0.168*[3, 4] + 0.299*[5, 6]"],
+        ),
+        ([*LESSON, "--format", "markdown"], ["Context c = sum_j w_j v_j = [0.533, 0.168, 0.299]."]),
+        (
+            ["saturation", "--dims", "4", "--trials", "10"],
+            ["   d_k    var(q.k)   var(q.k)/d_k  max w, unscaled  max w, scaled"],
+        ),
+    ],
+    ids=["text", "markdown", "saturation"],
+)
+def test_an_ascii_stdout_gets_the_symbols_in_ascii(argv, lines, monkeypatch):
+    """LC_ALL=C or PYTHONIOENCODING=ascii: explain and saturation failed with status 2
+    ('ascii' codec can't encode '·'); a '?' for each symbol would leave '2?1'."""
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii", write_through=True)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert main(argv) == 0
+    said = stdout.buffer.getvalue().decode("ascii").splitlines()
+    assert all(line in said for line in lines), said
+    assert not any("?" in line for line in said)

@@ -20,6 +20,10 @@ from .plot import report
 
 # explain()'s arguments that this command takes as options of the same name
 _EXPLAIN_OPTIONS = ("query", "keys", "values", "mask", "precision")
+# the lessons' symbols as a stdout without them (an ASCII locale) gets them; the saturation
+# table's scaled column keeps its width, since var(q.k / sqrt(d_k)) = var(q.k) / d_k
+_ASCII_PHRASES = {"var(q·k/√d_k)": " var(q.k)/d_k"}
+_ASCII_SYMBOLS = str.maketrans({"·": ".", "×": "*", "−": "-", "Σ": "sum", "√": "sqrt"})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,9 +108,9 @@ def _explain(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(dumps(trace.to_dict(precision=args.precision)))
     elif args.format == "markdown":
-        sys.stdout.write(trace.to_markdown(_precision(args.precision)))
+        write(trace.to_markdown(_precision(args.precision)))
     else:
-        sys.stdout.write(trace.to_text(_precision(args.precision)))
+        write(trace.to_text(_precision(args.precision)))
     return 0
 
 
@@ -121,10 +125,22 @@ def _run_saturation(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(dumps(result.to_dict()))
     else:
-        sys.stdout.write(result.to_text())
+        write(result.to_text())
     if args.plot:
         report(plot.saturation_plot(result, path=args.plot), args.plot)
     return 0
+
+
+def write(text: str) -> None:
+    """``text`` on stdout, its symbols (``q·k``, ``2×1``, ``Σ_j``) in ASCII (``q.k``, ``2*1``,
+    ``sum_j``) where stdout's encoding lacks them (``LC_ALL=C``, ``PYTHONIOENCODING=ascii``)."""
+    try:
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        for phrase, ascii_phrase in _ASCII_PHRASES.items():
+            text = text.replace(phrase, ascii_phrase)
+        text = text.translate(_ASCII_SYMBOLS)
+    sys.stdout.write(text)
 
 
 def dumps(data: dict) -> str:
