@@ -11,7 +11,13 @@ import pytest
 
 from attnkit.cli import run_dir
 from attnkit.nmt.config import RunConfig
-from attnkit.nmt.config.presets import PRESETS, config_path, preset_names, preset_path
+from attnkit.nmt.config.presets import (
+    PRESETS,
+    config_path,
+    linked_config,
+    preset_names,
+    preset_path,
+)
 from cli_helpers import assert_one_line_error, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,8 +31,10 @@ def test_the_presets_that_need_no_outside_files_are_shipped():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_the_checkout_configs_are_the_shipped_files(name):
-    # links in a checkout, copies in the sdist: the same text either way
-    assert (REPO / "configs" / f"{name}.yaml").read_bytes() == preset_path(name).read_bytes()
+    # links in a checkout (text files naming the preset without symbolic links), copies in
+    # the sdist: the same text either way
+    config = REPO / "configs" / f"{name}.yaml"
+    assert (linked_config(config) or config).read_bytes() == preset_path(name).read_bytes()
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -87,6 +95,30 @@ def test_train_a_missing_configs_path_of_a_shipped_preset_is_one_line_naming_it(
     status, out, err = run(capsys, "train", "configs/reverse_transformer.yaml")
     assert status == 2 and out == ""
     assert_one_line_error(err, "train", "give it as reverse_transformer, e.g. attnkit train")
+
+
+def test_a_configs_link_written_as_text_reads_the_preset_it_names(capsys, tmp_path, monkeypatch):
+    """A clone without symbolic links (core.symlinks=false, Git for Windows) writes the link
+    configs/reverse.yaml as a file holding its target's path: the README's
+    'attnkit train configs/reverse.yaml' said 'the top level must be a mapping of sections'."""
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / "reverse.yaml").write_bytes(preset_path("reverse").read_bytes())
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "reverse.yaml").write_text("../presets/reverse.yaml")
+    monkeypatch.chdir(tmp_path)
+    config = RunConfig.load("configs/reverse.yaml")
+    assert config == RunConfig.load(preset_path("reverse"))
+    status, out, err = run(
+        capsys, "prepare", "configs/reverse.yaml", "--data.toy.train_size", "200"
+    )
+    assert status == 0, err
+    assert out == "prepared: runs/reverse\n"
+
+
+def test_a_config_naming_a_missing_file_is_still_refused(tmp_path):
+    (tmp_path / "mine.yaml").write_text("../presets/none.yaml\n")
+    with pytest.raises(ValueError, match="the top level must be a mapping of sections"):
+        RunConfig.load(tmp_path / "mine.yaml")
 
 
 def test_prepare_a_preset_by_name_outside_a_checkout(capsys, tmp_path, monkeypatch):

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PRESETS", "config_path", "missing_config_message", "preset_names", "preset_path"]
+__all__ = [
+    "PRESETS",
+    "config_path",
+    "linked_config",
+    "missing_config_message",
+    "preset_names",
+    "preset_path",
+]
 
 PRESETS = Path(__file__).resolve().parents[2] / "presets"
+_MAX_LINK_BYTES = 4096  # a symbolic link written as a file holds a path (PATH_MAX)
 
 
 def preset_names() -> list[str]:
@@ -47,6 +55,29 @@ def config_path(config: str) -> Path:
     if preset is None:
         raise FileNotFoundError(missing_config_message(path))
     return preset
+
+
+def linked_config(path: Path) -> Path | None:
+    """The config that ``path`` stands for when it is a symbolic link written as a text file,
+    else None.
+
+    A checkout without symbolic links (``git config core.symlinks false``, the default of
+    Git for Windows) writes the link ``configs/quick.yaml -> ../src/attnkit/presets/quick.yaml``
+    as a file holding only ``../src/attnkit/presets/quick.yaml``: read as YAML, the
+    README's ``attnkit train configs/quick.yaml`` failed with 'the top level must be a
+    mapping of sections'. Such a file is one line naming an existing ``.yaml`` or ``.yml``
+    file, relative to the folder of ``path``.
+    """
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_LINK_BYTES:
+            return None
+        target = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not target or "\n" in target or Path(target).suffix not in (".yaml", ".yml"):
+        return None
+    linked = path.parent / target
+    return linked if linked.is_file() else None
 
 
 def missing_config_message(path: Path) -> str:

@@ -143,6 +143,9 @@ class RunConfig(_Section):
     ) -> RunConfig:
         """Read and validate a YAML config; relative data paths are resolved against its folder,
         those given in ``overrides`` against the current folder (:func:`~.overrides.anchor_paths`).
+        A file that only names another config, as a checkout without symbolic links writes
+        ``configs/quick.yaml``, is read as that config, as the link would be
+        (:func:`~.presets.linked_config`).
 
         ``notes`` collects what the overrides changed beyond their own keys (see
         :meth:`from_dict`).
@@ -153,13 +156,13 @@ class RunConfig(_Section):
                 value (the message names the key).
             TypeError: ``overrides`` is one string (not a list of them) or holds a non-string.
         """
-        from .presets import missing_config_message
+        from .presets import linked_config, missing_config_message
 
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(missing_config_message(path))
-        try:
-            raw = load_yaml(path.read_text(encoding="utf-8"))
+        try:  # a symbolic link written as text (no links in the checkout) reads its target
+            raw = load_yaml((linked_config(path) or path).read_text(encoding="utf-8"))
         except UnicodeDecodeError as err:
             raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         except yaml.YAMLError as err:
