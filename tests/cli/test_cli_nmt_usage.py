@@ -106,6 +106,20 @@ def test_no_checkpoint_at_all_says_so(run_dir, capsys, tmp_path):
     assert f"attnkit train --resume {folder}" in err
 
 
+def test_the_suggested_commands_quote_a_folder_with_a_space(run_dir, capsys, tmp_path):
+    """A run folder 'my runs/empty': the resume and average commands the errors give paste
+    into a shell as they are (unquoted, the folder split into two arguments)."""
+    folder = tmp_path / "my runs" / "empty"
+    shutil.copytree(run_dir, folder)
+    (folder / "best.json").unlink()
+    _, _, err = run(capsys, "translate", str(folder), "s1", "--checkpoint", "last")
+    assert f"or resume training: attnkit train --resume '{folder}'" in err
+    _, _, err = run(capsys, "translate", str(folder), "s1", "--checkpoint", "averaged")
+    assert f"or run 'attnkit average '{folder}'' once snapshots are kept" in err
+    _, _, err = run(capsys, "translate", str(tmp_path / "my runs" / "none"), "x")
+    assert f"'attnkit train CONFIG.yaml --out '{tmp_path}/my runs/none'' makes one" in err
+
+
 @pytest.mark.parametrize("command", ["translate", "evaluate", "inspect", "align"])
 def test_threads_below_one_is_one_line(run_dir, capsys, command, tmp_path):
     (tmp_path / "pairs.txt").write_text("s1 s2 ||| s2 s1\n")

@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from shlex import quote
 
 from .decoding import (
     check_search_options,
@@ -309,7 +310,7 @@ def _warn_file_names(args: argparse.Namespace) -> None:
         if os.path.isfile(sentence):  # False, not OSError, for a sentence too long to be a name
             warn(
                 f"{sentence} is a file; translating its name as a sentence (to translate "
-                f"its lines: attnkit translate {args.run_dir} --src {sentence})"
+                f"its lines: attnkit translate {quote(args.run_dir)} --src {quote(sentence)})"
             )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from shlex import quote
 
 from .errors import UsageError, warn
 
@@ -184,7 +185,7 @@ def prepared_only(folder: Path, lacking: str) -> str | None:
     of = f" of config {name}" if name else ""
     return (
         f"{folder} holds prepared data (attnkit prepare{of}) but {lacking}; "
-        f"start training in it with: attnkit train {config} --out {folder}"
+        f"start training in it with: attnkit train {quote(config)} --out {quote(str(folder))}"
     )
 
 
@@ -207,10 +208,10 @@ def check_run_folder(run_dir: str) -> None:
     )
     preset = preset_for(folder.name)
     if preset is None:
-        raise UsageError(f"{what}; 'attnkit train CONFIG.yaml --out {run_dir}' makes one")
+        raise UsageError(f"{what}; 'attnkit train CONFIG.yaml --out {quote(run_dir)}' makes one")
     default = Path("runs") / folder.name
-    out = "" if folder == default else f" --out {run_dir}"
-    raise UsageError(f"{what}; 'attnkit train {preset}{out}' makes it")
+    out = "" if folder == default else f" --out {quote(run_dir)}"
+    raise UsageError(f"{what}; 'attnkit train {quote(preset)}{out}' makes it")
 
 
 def check_split(run, split: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from shlex import quote
 
 from .errors import UsageError, stderr, warn
 from .run_dir import prepared_only, warn_threads_over_cores
@@ -145,8 +146,8 @@ def _config_and_folder(args: argparse.Namespace):
         if not folder.config.is_file() and folder.has_run():
             raise UsageError(
                 f"{source} holds a run's checkpoints but not its {folder.config.name}; restore "
-                f"it, or resume with the run's config: attnkit train CONFIG.yaml --out {source} "
-                "--resume"
+                "it, or resume with the run's config: attnkit train CONFIG.yaml --out "
+                f"{quote(str(source))} --resume"
             )
         prepared = prepared_only(source, "no run to resume")
         if prepared:

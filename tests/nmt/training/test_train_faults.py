@@ -387,3 +387,17 @@ def test_a_torn_last_metrics_row_is_named_and_rebuilt_on_resume(reference, tmp_p
     rebuilt = {k: v for k, v in last.items() if k not in ("damaged", "elapsed_s")}
     assert rebuilt.items() <= intact[-1].items() and {"valid_loss", "lr"} <= rebuilt.keys()
     assert len(summary.history) == len(intact)
+
+
+def test_the_resume_command_after_a_failed_write_quotes_a_folder_with_a_space(tmp_path):
+    """'continue with: attnkit train --resume /x/my run' pasted into a shell gave two
+    arguments, and train took 'run' for a second CONFIG."""
+    from attnkit.atomic import WriteError
+    from attnkit.nmt.runs.run_folder import RunFolder
+    from attnkit.nmt.training.messages import after_write_failure
+
+    folder = RunFolder(tmp_path / "my run")
+    full = WriteError(folder.path / "last.json", OSError(errno.ENOSPC, "No space left on device"))
+    assert after_write_failure(folder, full).endswith(
+        f"start again (the same command, or attnkit train --resume '{tmp_path}/my run')"
+    )

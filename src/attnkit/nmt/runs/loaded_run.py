@@ -6,6 +6,7 @@ A run folder (written by :func:`attnkit.nmt.training.loop.train`) holds
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,19 +114,19 @@ def _checkpoint_path(run: RunFolder, checkpoint: str) -> Path:
     when = "the first validation" if checkpoint == "best" else "the first checkpoint"
     raise FileNotFoundError(
         f"checkpoint not found: {path} (written at {when}); {hint}; "
-        f"or resume training: attnkit train --resume {run.path}"
+        f"or resume training: attnkit train --resume {shlex.quote(str(run.path))}"
     )
 
 
 def _no_averaged(run: RunFolder, path: Path) -> str:
     """Why ``RUN/averaged.json`` is missing, and the command that makes it."""
-    kept = len(run.snapshots.steps())
+    kept, average = len(run.snapshots.steps()), f"attnkit average {shlex.quote(str(run.path))}"
     if kept >= 2:
-        how = f"{run.path} keeps {kept} snapshots: make it with 'attnkit average {run.path}'"
+        how = f"{run.path} keeps {kept} snapshots: make it with '{average}'"
     else:
         how = (
             f"it needs snapshots of 2 or more validations and {run.path} keeps {kept}: train "
             "with --train.average_last N (N >= 2; also on --resume), whose end writes it, "
-            f"or run 'attnkit average {run.path}' once snapshots are kept"
+            f"or run '{average}' once snapshots are kept"
         )
     return f"checkpoint not found: {path} (the mean of the last snapshots); {how}"

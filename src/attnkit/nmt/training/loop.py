@@ -213,7 +213,7 @@ def _run(
         trainer.save("last")
         echo(
             f"interrupted ({stop.reason}) at epoch {p.epoch}, step {p.step}; "
-            f"checkpoint saved; continue with: attnkit train --resume {folder.path}"
+            f"checkpoint saved; continue with: {messages.resume_command(folder.path)}"
         )
         return TrainSummary(folder.path, p, False, trainer.history, True, main=group.is_main)
     trainer.validate_pending()

@@ -5,6 +5,8 @@ training data that changed."""
 from __future__ import annotations
 
 import errno
+import shlex
+from pathlib import Path
 
 from ...atomic import WriteError
 from ..config import RunConfig
@@ -47,6 +49,12 @@ def validation_line(row: dict, improved: bool) -> str:
     )
 
 
+def resume_command(run_dir: str | Path) -> str:
+    """``attnkit train --resume RUN_DIR`` as a shell takes it: a folder with a space or a
+    quote in its name is quoted, so the line pastes into a shell as one argument."""
+    return f"attnkit train --resume {shlex.quote(str(run_dir))}"
+
+
 def after_write_failure(folder: RunFolder, err: WriteError) -> str:
     """What a failed write leaves in ``folder``: its last whole checkpoint, and how to go on."""
     fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
@@ -54,13 +62,13 @@ def after_write_failure(folder: RunFolder, err: WriteError) -> str:
     if found is None:
         return (
             f"the run folder {folder.path} holds no checkpoint yet; {fix} and start again "
-            f"(the same command, or attnkit train --resume {folder.path})"
+            f"(the same command, or {resume_command(folder.path)})"
         )
     path, state = found
     step = state.get("progress", {}).get("step")
     return (
         f"nothing saved is lost: the last good checkpoint of the run in {folder.path} is "
-        f"{path.name} (step {step}); {fix} and continue with: attnkit train --resume {folder.path}"
+        f"{path.name} (step {step}); {fix} and continue with: {resume_command(folder.path)}"
     )
 
 

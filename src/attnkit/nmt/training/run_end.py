@@ -19,6 +19,7 @@ from ..precision import Precision
 from ..runs.run_folder import RunFolder
 from .averaged import write_averaged
 from .checkpoint_choice import choose_checkpoint
+from .messages import resume_command
 from .prepare import ValidationData, validation_data
 
 __all__ = ["finish_cut_short", "finish_run"]
@@ -43,7 +44,7 @@ def finish_run(
     except KeyboardInterrupt:
         echo(
             "interrupted after the last step, which is saved; finish the run (its averaged "
-            f"checkpoint and choice of checkpoint) with: attnkit train --resume {folder.path}"
+            f"checkpoint and choice of checkpoint) with: {resume_command(folder.path)}"
         )
         raise
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..config import TrainConfig
 from .distributed import Group
 from .interrupt import StopRequest
+from .messages import resume_command
 from .progress import Progress, TrainingError
 from .step_budget import step_limit
 
@@ -143,14 +144,14 @@ def cut_short_note(config: TrainConfig, p: Progress, run_dir: Path) -> str:
             f"note: the time cap (train.max_minutes={config.max_minutes:g}) stopped training at "
             f"step {p.step} of train.max_steps={limit}: this machine was slower or busier than "
             "the config assumes, so the result will fall short of the one recorded for it; "
-            f"`attnkit train --resume {run_dir} --train.max_minutes N` with a larger N "
+            f"`{resume_command(run_dir)} --train.max_minutes N` with a larger N "
             "finishes the budget"
         )
     if p.stop_reason.startswith("epochs") and config.lr_schedule == "linear":
         return (
             f"note: train.epochs={config.epochs} ended training at step {p.step} of "
             f"train.max_steps={limit}, before the linear schedule's rate fell to "
-            f"train.min_lr={config.min_lr:g}; `attnkit train --resume {run_dir} --train.epochs "
+            f"train.min_lr={config.min_lr:g}; `{resume_command(run_dir)} --train.epochs "
             "N` with a larger N finishes the budget (or set max_steps to the steps of the epochs)"
         )
     return ""
@@ -166,7 +167,7 @@ def _epochs_inside_warm_up(config: TrainConfig, p: Progress, run_dir: Path) -> s
     return (
         f"note: train.epochs={config.epochs} ended training at step {p.step}, inside the "
         f"warm-up (train.warmup_steps={config.warmup_steps}): the rate never reached "
-        f"train.lr={config.lr:g}; `attnkit train --resume {run_dir} --train.epochs N` with a "
+        f"train.lr={config.lr:g}; `{resume_command(run_dir)} --train.epochs N` with a "
         "larger N trains on (or set a warm-up shorter than the epochs)"
     )
 
