@@ -121,7 +121,7 @@ def _register_translate(subparsers: argparse._SubParsersAction) -> None:
         "--progress",
         action=argparse.BooleanOptionalAction,
         help="show lines done and lines/s on stderr (--no-progress: never, as for train and "
-        "prepare; default: only when stdin or --src is a file)",
+        "prepare; default: only when stdin or --src is a file and stdout is no terminal)",
     )
     view_options(p, all_heads=True)
     # sentences may also follow the options (see attnkit.cli.main)
@@ -260,7 +260,7 @@ def _check_ensemble(args: argparse.Namespace) -> None:
 def run_translate(args: argparse.Namespace) -> int:
     """Translate buffer by buffer; each buffer's outputs are written as soon as it is done."""
     from ..nmt.decoding.output import TranslationOutput
-    from ..nmt.decoding.streaming import input_buffers, is_regular_file, translate_buffers
+    from ..nmt.decoding.streaming import input_buffers, translate_buffers
     from ..nmt.training.progress_lines import progress
 
     selection = head_selection(args, all_heads=True)
@@ -277,8 +277,8 @@ def run_translate(args: argparse.Namespace) -> int:
     sinks = _sinks(args, selection, settings, run)
     lines = sys.stdin if args.src is None else _open_src(args.src)
     show = args.progress
-    if show is None:  # automatic: a file being read, not sentences or a pipe
-        show = not args.sentences and is_regular_file(lines)
+    if show is None:
+        show = _automatic_progress(args, lines)
     with (
         lines if args.src else contextlib.nullcontext(),
         search_memory(settings),
@@ -301,6 +301,23 @@ def run_translate(args: argparse.Namespace) -> int:
             bar.update(len(translations))
         output.finish()
     return 0
+
+
+def _automatic_progress(args: argparse.Namespace, lines) -> bool:
+    """Whether translate shows its progress unasked: for a file being read (not sentences
+    or a pipe) whose translations do not go to a terminal. On a terminal the bar's redraws
+    landed among the translations ('translate: 0 lines [00:00, ? lines/s]ein Mann'), and
+    the lines scrolling by show the progress already."""
+    from ..nmt.decoding.streaming import is_regular_file
+
+    return not args.sentences and is_regular_file(lines) and not _is_terminal(sys.stdout)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def _warn_file_names(args: argparse.Namespace) -> None:

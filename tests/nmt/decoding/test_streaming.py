@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import attnkit
+from attnkit.cli import main
 from attnkit.nmt.data.tokenizer import WordTokenizer
 from attnkit.nmt.decoding.streaming import LineSplitter, read_buffers, split_input
 from attnkit.nmt.decoding.translate import translate_lines
@@ -315,6 +316,26 @@ def test_no_progress_turns_off_the_automatic_progress_of_a_file(word_run, capsys
         capsys, "translate", str(word_run), "--src", str(source), "--no-progress"
     )
     assert status == 0 and quiet == out and out.count("\n") == 2 and err == ""
+
+
+class TerminalStdout(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_file_translated_onto_a_terminal_shows_no_automatic_progress(
+    word_run, capsys, monkeypatch, tmp_path
+):
+    """stdout and stderr on one terminal: the bar's redraws landed among the translations
+    ('translate: 0 lines [00:00, ? lines/s]' and the first translation on one line)."""
+    source = tmp_path / "in.de"
+    source.write_text("ein Mann\nzwei\n")
+    stdout = TerminalStdout()
+    monkeypatch.setattr("sys.stdout", stdout)
+    assert main(["translate", str(word_run), "--src", str(source)]) == 0
+    assert stdout.getvalue().count("\n") == 2 and capsys.readouterr().err == ""
+    assert main(["translate", str(word_run), "--src", str(source), "--progress"]) == 0
+    assert "2 lines" in capsys.readouterr().err  # asked for, it is shown
 
 
 @pytest.mark.parametrize(("magic", "name"), [(b"\xfd7zXZ\x00\x00", "xz"), (b"PK\x03\x04", "zip")])
