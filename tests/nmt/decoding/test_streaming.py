@@ -343,3 +343,17 @@ def test_input_of_another_compressor_is_refused_by_name_not_translated_as_garbag
     with pytest.raises(ValueError, match=f"the input is compressed with {name}, which attnkit"):
         LineSplitter().feed(magic + b"\x00\x04\xe6\xd6\xb4\x46 binary")
     assert LineSplitter().feed(b"PK is a fine start\n") == ["PK is a fine start"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_input_is_refused_not_translated_as_garbage(word_run, capsys, tmp_path, encoding):
+    """PowerShell 5's '>' writes UTF-16: each NUL byte split off a line of its own, and two
+    lines came back as three wrong translations with status 0 (evaluate and align refuse
+    such a file by name)."""
+    bom = b"\xfe\xff" if encoding.endswith("be") else b""  # utf-16 writes its own
+    source = tmp_path / "in.de"
+    source.write_bytes(bom + "ein Mann\r\nzwei\r\n".encode(encoding))
+    status, out, err = run(capsys, "translate", str(word_run), "--src", str(source))
+    assert status == 2 and out == ""
+    assert_one_line_error(err, "translate", "the input starts with a UTF-16 byte order mark")
+    assert LineSplitter().feed(b"\xff plain latin-1\n") == ["\ufffd plain latin-1"]

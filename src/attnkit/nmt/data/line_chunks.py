@@ -37,6 +37,7 @@ __all__ = [
     "GZIP_MAGIC",
     "READ_ERRORS",
     "LineFiles",
+    "UTF16_BOMS",
     "RawChunk",
     "check_readable",
     "decode_line",
@@ -135,7 +136,7 @@ class _ClosingGzip(gzip.GzipFile):
             self.raw.close()
 
 
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little-, big-endian (UTF-32 LE starts the same)
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little-, big-endian (UTF-32 LE starts the same)
 
 
 def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueError:
@@ -144,7 +145,7 @@ def utf8_error(path: str | Path, number: int, err: UnicodeDecodeError) -> ValueE
     Notepad's "Unicode"), save it as UTF-8; else (a stray byte in a crawled corpus),
     drop the undecodable bytes with ``iconv -c``, which keeps every line."""
     hint = "; iconv -f UTF-8 -t UTF-8 -c drops undecodable bytes and keeps the lines"
-    if number == 1 and err.start == 0 and bytes(err.object[:2]) in _UTF16_BOMS:
+    if number == 1 and err.start == 0 and bytes(err.object[:2]) in UTF16_BOMS:
         hint = "; the file starts with a UTF-16 byte order mark: save it as UTF-8"
     return ValueError(
         f"{path}, line {number}: invalid UTF-8 at byte {err.start} ({err.reason}){hint}"

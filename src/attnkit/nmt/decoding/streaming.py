@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, TextIO
 
-from ..data.line_chunks import GZIP_MAGIC, other_compression
+from ..data.line_chunks import GZIP_MAGIC, UTF16_BOMS, other_compression
 from ..runs.loaded_run import LoadedRun
 from .engine import SearchEngine
 from .settings import SearchSettings
@@ -121,7 +121,14 @@ class LineSplitter:
 
 def _refuse_other_compression(head: bytes) -> None:
     """A stream that starts with another compressor's magic would be translated as
-    garbage, one U+FFFD warning a line: refuse it, naming the compressor."""
+    garbage, one U+FFFD warning a line: refuse it, naming the compressor. So is UTF-16
+    (PowerShell 5's ``>``, Notepad's "Unicode"): each NUL byte became a line of its own and
+    each line came back as a wrong translation, more lines out than in, with status 0."""
+    if head[:2] in UTF16_BOMS:
+        raise ValueError(
+            "the input starts with a UTF-16 byte order mark: save it as UTF-8 (attnkit "
+            "reads plain or gzipped UTF-8 text only)"
+        )
     found = other_compression(head[:10])
     if found is not None:
         name, tool = found
