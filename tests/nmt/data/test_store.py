@@ -270,7 +270,7 @@ def test_an_error_while_encoding_in_a_worker_leaves_no_store(tmp_path, monkeypat
     monkeypatch.setattr("attnkit.nmt.data.store_build.CHUNK_PAIRS", 2)
     tok = WordTokenizer(["<pad>", "<unk>", "<s>", "</s>", "a", "b"])
     pairs = [("a", "b")] * 5 + [("a", None)]  # the last chunk cannot be encoded
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="not None"):
         _build(tmp_path / "s", pairs, tok, workers=2)
     assert list(tmp_path.iterdir()) == []
 
