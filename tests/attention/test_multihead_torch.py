@@ -232,3 +232,21 @@ def test_grouped_query_projections_share_the_packed_bound():
     mha = MultiHeadAttention(64, 4, num_kv_heads=2)  # q (64, 64), k and v (32, 64)
     for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
         assert _spans_its_bound(proj.weight, 64 + 32 + 32, 64)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_dynamically_quantized_module_attends_as_the_float_one(need_weights):
+    # q_proj.weight of a quantize_dynamic Linear is a method: reading its dtype stopped
+    # every call with AttributeError: 'function' object has no attribute 'dtype'.
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    quantized = torch.ao.quantization.quantize_dynamic(mha, {nn.Linear}, dtype=torch.qint8)
+    x = torch.randn(2, 5, 16)
+    keep = padding_mask(torch.tensor([5, 3]), 5)
+    want, want_w = mha(x, key_padding_mask=keep, is_causal=True, need_weights=need_weights)
+    got, got_w = quantized(x, key_padding_mask=keep, is_causal=True, need_weights=need_weights)
+    torch.testing.assert_close(got, want, atol=0.05, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(got_w, want_w, atol=0.02, rtol=0)
+        assert bool((got_w[1, :, 3:] == 0).all())  # padding keeps weight 0

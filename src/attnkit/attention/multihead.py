@@ -304,13 +304,13 @@ class MultiHeadAttention(TorchInterop, nn.Module):
     def _check_inputs(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
     ) -> None:
-        dtype = self.q_proj.weight.dtype
+        dtype, device = _input_dtype_device(self.q_proj)
         for name, t in (("query", query), ("key", key), ("value", value)):
             # before any .device is read; query has no default, so None is no tensor either
             if (t is not None or name == "query") and not isinstance(t, Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             if t is not None:
-                check_device(name, t, self.q_proj.weight.device, "the parameters")
+                check_device(name, t, device, "the parameters")
         _check_input("query", query, self.embed_dim, None, dtype)
         b = query.shape[0]
         if key is None and value is not None:
@@ -360,6 +360,16 @@ class MultiHeadAttention(TorchInterop, nn.Module):
                 f"{tuple(cache.key.shape)}), but this module has num_kv_heads="
                 f"{self.num_kv_heads}, head_dim={self.head_dim}: was it filled by another layer?"
             )
+
+
+def _input_dtype_device(proj: nn.Module) -> tuple[torch.dtype, torch.device]:
+    """The dtype and device a projection takes its input in: its weight's, or for a
+    dynamically quantized Linear (``torch.ao.quantization.quantize_dynamic``, CPU only),
+    whose ``weight`` is a method returning int8 or float16 weights, float32 on the CPU."""
+    weight = proj.weight
+    if isinstance(weight, Tensor):
+        return weight.dtype, weight.device
+    return torch.float32, torch.device("cpu")
 
 
 def _any_head(row_has_key: Tensor) -> Tensor:
