@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from attnkit.nmt.decoding.search import greedy_decode
 from attnkit.nmt.vocab_ids import PAD
-from conftest_nmt import tiny_transformer, toy_batch
+from conftest_nmt import tiny_model, tiny_transformer, toy_batch
 
 
 def _fit(model: nn.Module, steps: int, lr: float) -> nn.Module:
@@ -55,3 +55,21 @@ def test_a_dynamically_quantized_transformer_translates_as_the_float_one():
     # every forward of the quantized model stopped with an AttributeError.
     model = tiny_transformer(d_model=32, ff_dim=64)
     _assert_same_greedy(_fit(model, steps=300, lr=2e-3))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+@pytest.mark.parametrize("timing", ["previous", "current"])
+def test_a_dynamically_quantized_rnn_translates_as_the_float_one(timing):
+    # The decoder read the quantized Linears' weight (a method): the Bahdanau loop
+    # indexed score.v.weight[0] and the logits passed output.weight to F.linear, so
+    # decoding and the teacher-forced pass stopped with a TypeError.
+    model = tiny_model(embed_dim=16, hidden_size=32, query_timing=timing)
+    trained = _fit(model, steps=150, lr=0.01)
+    _assert_same_greedy(trained)
+    src, src_lengths, tgt_in, tgt_out = toy_batch("copy", 8, torch.Generator().manual_seed(2))
+    with torch.no_grad():  # the teacher-forced pass (the fused Bahdanau loop in float)
+        want, want_weights = trained(src, src_lengths, tgt_in)
+        got, got_weights = _quantized(trained)(src, src_lengths, tgt_in)
+    real = tgt_out != PAD
+    assert torch.equal(got.argmax(-1)[real], want.argmax(-1)[real])
+    torch.testing.assert_close(got_weights, want_weights, atol=0.05, rtol=0)

@@ -316,13 +316,17 @@ class AttentionDecoder(nn.Module):
         return vectors, torch.stack(weights, dim=1)  # (B, T, Do), (B, T, S)
 
     def _fusable(self, embedded: Tensor) -> bool:
-        """Bahdanau timing with one GRU layer and an additive/concat score, in fp32/fp64."""
+        """Bahdanau timing with one GRU layer and an additive/concat score, in fp32/fp64,
+        whose projections hold their weights as tensors (not dynamically quantized)."""
+        score = self.attention.score
         return (
             self.query_timing == "previous"
             and isinstance(self.rnn, nn.GRU)
             and self.num_layers == 1
-            and isinstance(self.attention.score, AdditiveScore)
+            and isinstance(score, AdditiveScore)
             and embedded.dtype in (torch.float32, torch.float64)
+            and isinstance(score.query_proj.weight, Tensor)
+            and isinstance(score.v.weight, Tensor)
         )
 
     def _recur(
@@ -382,5 +386,11 @@ class AttentionDecoder(nn.Module):
         return self.output.weight, self.output.bias
 
     def logits(self, vectors: Tensor) -> Tensor:
-        """``W_s o_t + b`` (Luong eq. 6, before the softmax), ``(..., V)``."""
+        """``W_s o_t + b`` (Luong eq. 6, before the softmax), ``(..., V)``.
+
+        An untied output layer is called as the module it is, so that one replaced by
+        ``torch.ao.quantization.quantize_dynamic`` runs its int8 kernel.
+        """
+        if self.output is not None:
+            return self.output(vectors)  # (..., V)
         return F.linear(vectors, *self.output_layer)  # (..., V)

@@ -82,6 +82,10 @@ class RNNTranslator(Translator):
         """The decoder's ``(W_s (V, Do), b (V,))`` (Luong eq. 6)."""
         return self.decoder.output_layer
 
+    def project(self, vectors: Tensor) -> Tensor:
+        """Logits ``(..., V)`` of output vectors ``(..., Do)``: the decoder's :meth:`logits`."""
+        return self.decoder.logits(vectors)
+
     def initial_state(self, memory: RNNMemory) -> RNNState:
         """``s_0``, computed from the encoder's final states in :meth:`encode`."""
         return memory.initial
