@@ -25,6 +25,7 @@ __all__ = [
     "check_device",
     "check_float_mask",
     "combine_masks",
+    "forward_ad_active",
     "functorch_active",
     "host_can_read",
     "invert_mask",
@@ -228,6 +229,12 @@ def check_device(name: str, tensor: Tensor, device: torch.device, owner: str) ->
 def functorch_active() -> bool:
     """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running."""
     return torch._C._are_functorch_transforms_active()
+
+
+def forward_ad_active() -> bool:
+    """Whether forward-mode AD is running: inside ``torch.autograd.forward_ad.dual_level``
+    (``torch.func.jvp`` is a ``torch.func`` transform: see :func:`functorch_active`)."""
+    return torch.autograd.forward_ad._current_level >= 0
 
 
 def host_can_read(tensor: Tensor) -> bool:

@@ -57,3 +57,39 @@ def test_a_length_outside_the_batch_is_named():
     for lengths in (torch.tensor([3, 0]), torch.tensor([4, 1]), torch.tensor([3]), empty):
         with pytest.raises(ValueError, match=r"lengths must be \(2,\) with each in \[1, 3\]"):
             run_gru(dict(gru.named_parameters()), x, None, lengths)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gradcheck_in_forward_mode_with_lengths(reverse):
+    # Its autograd Function had no setup_context nor jvp rule: forward-mode AD stopped
+    # with NotImplementedError, and torch.func.grad / jvp with a RuntimeError asking
+    # for setup_context.
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    w = tuple(t.requires_grad_() for t in weights(2, 3))
+    lengths = torch.tensor([4, 1, 3])
+
+    def layer(x, s0, *w):
+        return gru_layer(x, s0, w, lengths, reverse)
+
+    assert torch.autograd.gradcheck(layer, (x, s0, *w), check_forward_ad=True)
+
+
+def test_torch_func_grad_and_jvp_agree_with_backward():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    s0 = torch.randn(2, 4, dtype=torch.float64)
+    w = weights(3, 4)
+    lengths = torch.tensor([5, 2])
+
+    def loss(w_ih):
+        out, final = gru_layer(x, s0, (w_ih, *w[1:]), lengths, True)
+        return out.square().sum() + final.sum()
+
+    w_ih = w[0].clone().requires_grad_()
+    (want,) = torch.autograd.grad(loss(w_ih), w_ih)
+    torch.testing.assert_close(torch.func.grad(loss)(w[0]), want, rtol=1e-12, atol=1e-12)
+    tangent = torch.randn_like(w[0])
+    _, slope = torch.func.jvp(loss, (w[0],), (tangent,))
+    torch.testing.assert_close(slope, (want * tangent).sum(), rtol=1e-12, atol=1e-12)

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.models.rnn.encoder import RNNEncoder
-from attnkit.nmt.vocab_ids import BOS, EOS
+from attnkit.nmt.vocab_ids import BOS, EOS, PAD
 from conftest_nmt import TOY_VOCAB, pad, step_by_step, tiny_model
 
 SCORES = ("dot", "scaled_dot", "general", "concat", "additive")
@@ -263,3 +263,35 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(batch) -> None:
 def test_vocabulary_too_small_is_rejected() -> None:
     with pytest.raises(ValueError, match="tgt_vocab_size"):
         RNNTranslator(RNNConfig(), 10, 4)
+
+
+@pytest.mark.parametrize("timing", ["previous", "current"])
+def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(timing):
+    # The GRU and the Bahdanau loop are autograd Functions without setup_context or jvp:
+    # torch.func.grad / jvp of the model stopped with a RuntimeError asking for
+    # setup_context, and forward-mode AD with "You must implement the jvp function".
+    import torch.autograd.forward_ad as fwAD
+
+    model = tiny_model(query_timing=timing).double()
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
+    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, 0]])
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p):
+        logits, _ = torch.func.functional_call(model, p, (src, src_lengths, tgt_in))
+        return logits.square().mean()
+
+    loss(dict(model.named_parameters())).backward()
+    grads = torch.func.grad(loss)(params)
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(grads[name], param.grad, rtol=1e-10, atol=1e-12)
+    torch.manual_seed(3)
+    tangents = {k: torch.randn_like(v) for k, v in params.items()}
+    for name in ("encoder.embedding.weight", "decoder.embedding.weight"):
+        tangents[name][PAD] = 0  # padding_idx: backward leaves that row's gradient 0
+    slope = sum((grads[k] * tangents[k]).sum() for k in params)
+    _, jvp = torch.func.jvp(loss, (params,), (tangents,))
+    torch.testing.assert_close(jvp, slope, rtol=1e-10, atol=1e-12)
+    with fwAD.dual_level():
+        dual = {k: fwAD.make_dual(v, tangents[k]) for k, v in params.items()}
+        torch.testing.assert_close(fwAD.unpack_dual(loss(dual)).tangent, slope)

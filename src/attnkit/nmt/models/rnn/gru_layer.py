@@ -21,6 +21,13 @@ sequence would, and the backward direction starts at each sentence's own last
 token. :func:`run_gru` stacks layers and directions as ``nn.GRU`` does; the
 Bahdanau decoder's loop (:mod:`.fused_loop`) shares the step and its gradient.
 
+The hand-written backward serves reverse-mode autograd (``loss.backward()``,
+``torch.autograd.grad``). Under ``torch.func`` transforms (``grad``, ``vmap``,
+``jvp``, ``jacrev``, ...) and forward-mode AD, which an autograd Function
+without ``setup_context``, ``jvp`` and ``vmap`` rules cannot join,
+:func:`gru_layer` runs the same recursion in differentiable PyTorch operations
+instead (:func:`composite_autograd`): the same numbers, at autograd's speed.
+
 Notation: ``B`` batch, ``T`` steps, ``E`` input size, ``D`` hidden units.
 """
 
@@ -31,10 +38,27 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from ....attention.dropout import dropout
+from ....attention.masks import forward_ad_active, functorch_active
 
-__all__ = ["gate_factors", "gru_layer", "gru_step", "n_first", "run_gru", "rz_first"]
+__all__ = [
+    "composite_autograd",
+    "gate_factors",
+    "gru_layer",
+    "gru_step",
+    "n_first",
+    "run_gru",
+    "rz_first",
+]
+
+
+def composite_autograd() -> bool:
+    """Whether the recursions must run in differentiable PyTorch operations rather than
+    the autograd Functions with a hand-written backward: under a ``torch.func``
+    transform or forward-mode AD, neither of which such a Function joins."""
+    return functorch_active() or forward_ad_active()
 
 
 def gru_step(gi: Tensor, gh: Tensor, s: Tensor, rz: Tensor, n: Tensor, out: Tensor) -> Tensor:
@@ -117,12 +141,35 @@ def gru_layer(
         order = torch.arange(steps, device=inputs.device).expand(inputs.shape[0], steps)
         order = torch.where(order <= last, last - order, order)  # an involution
         inputs = inputs.gather(1, order[:, :, None].expand_as(inputs))
-    outputs, final = _GRULayer.apply(inputs, initial, *weights, keep)
+    if composite_autograd():
+        outputs, final = _composite_layer(inputs, initial, weights, keep)
+    else:
+        outputs, final = _GRULayer.apply(inputs, initial, *weights, keep)
     if keep is not None:
         outputs = outputs * keep[:, :, None].to(outputs.dtype)
     if order is not None:
         outputs = outputs.gather(1, order[:, :, None].expand_as(outputs))
     return outputs, final
+
+
+def _composite_layer(
+    inputs: Tensor, initial: Tensor, weights: tuple[Tensor, ...], keep: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """:class:`_GRULayer`'s recursion in differentiable operations: ``(B, T, D)``, ``(B, D)``.
+
+    ``keep`` ``(B, T)`` bool (or None): past a length the state is kept as it was.
+    """
+    w_ih, b_ih, w_hh, b_hh = weights
+    gi = F.linear(inputs, w_ih, b_ih)  # (B, T, 3D), [r, z, n]
+    s, states = initial, []
+    for t in range(inputs.shape[1]):
+        i_r, i_z, i_n = gi[:, t].chunk(3, dim=-1)
+        h_r, h_z, h_n = F.linear(s, w_hh, b_hh).chunk(3, dim=-1)  # (B, D) each
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        new = (1 - z) * torch.tanh(i_n + r * h_n) + z * s  # (B, D)
+        s = new if keep is None else torch.where(keep[:, t, None], new, s)
+        states.append(s)
+    return torch.stack(states, dim=1), s
 
 
 class _GRULayer(torch.autograd.Function):
