@@ -165,6 +165,26 @@ def test_gradcheck_float64_with_padding_and_a_masked_row(need_weights):
 
 
 @PATHS
+def test_forward_mode_ad_and_torch_func_jvp_on_both_paths(need_weights):
+    # Without weights the heads went to PyTorch's fused CPU kernel, which has no
+    # forward-mode derivative: jvp stopped with NotImplementedError ("Trying to use
+    # forward AD with _scaled_dot_product_flash_attention_for_cpu").
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(4, 2, dtype=torch.float64)
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    kpm = padding_mask([3, 2])
+
+    def f(x):
+        return mha(x, key_padding_mask=kpm, is_causal=True, need_weights=need_weights)[0]
+
+    assert torch.autograd.gradcheck(f, (x,), check_forward_ad=True)
+    tangent = torch.randn_like(x)
+    out, slope = torch.func.jvp(f, (x.detach(),), (tangent,))
+    (vjp,) = torch.autograd.grad(f(x), x, out)  # <out, J t> == <J^T out, t>
+    torch.testing.assert_close((out * slope).sum(), (vjp * tangent).sum())
+
+
+@PATHS
 def test_gradients_are_finite_with_fully_masked_rows(need_weights):
     mha = make()
     x = torch.randn(B, T, E, requires_grad=True)

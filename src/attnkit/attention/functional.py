@@ -27,6 +27,8 @@ from .masks import (
     check_device,
     check_float_mask,
     combine_masks,
+    forward_ad_active,
+    functorch_active,
     host_can_read,
     invert_mask,
     padding_mask,
@@ -338,12 +340,22 @@ def takes_fused_kernel(
     query: Tensor, key: Tensor, value: Tensor, dropout_p: float, return_weights: bool
 ) -> bool:
     """Whether :func:`attend` will call PyTorch's fused kernel: not when the weights are
-    wanted, nor where the explicit path is faster (:func:`_explicit_is_faster`).
+    wanted, nor where the explicit path is faster (:func:`_explicit_is_faster`), nor
+    under forward-mode AD (``torch.func.jvp``, ``torch.autograd.forward_ad``), which
+    PyTorch's fused CPU kernels do not implement.
 
     Decided before the masks are resolved (``resolve_mask(..., fused=...)``),
     since only the fused kernel takes the causal mask as a flag.
     """
-    return not (return_weights or _explicit_is_faster(query, key, value, dropout_p))
+    if return_weights or _forward_mode():
+        return False
+    return not _explicit_is_faster(query, key, value, dropout_p)
+
+
+def _forward_mode() -> bool:
+    """Whether forward-mode AD may be running: a dual level, or a ``torch.func`` transform
+    (which of them, ``jvp`` or ``grad`` or ``vmap``, only private PyTorch API tells)."""
+    return forward_ad_active() or functorch_active()
 
 
 def _explicit_is_faster(query: Tensor, key: Tensor, value: Tensor, dropout_p: float) -> bool:
