@@ -49,6 +49,31 @@ def test_outputs_and_every_gradient_match_autograd_in_float64():
         torch.testing.assert_close(h, w, rtol=1e-10, atol=1e-12, msg=name)
 
 
+def test_second_derivatives_batched_gradients_and_forward_mode_with_a_masked_row():
+    # The hand-written backward writes into buffers (out=): differentiating it again
+    # (create_graph, gradgradcheck) stopped with "mul(): functions with out=...
+    # arguments don't support automatic differentiation", vmapping it
+    # (is_grads_batched) with "Batching rule not implemented for aten::mul.out", and
+    # forward-mode AD with "You must implement the jvp function".
+    torch.manual_seed(0)
+    b, t, s, e, d, dv, a = 2, 3, 3, 2, 2, 3, 2
+    gru = torch.nn.GRU(e + dv, d, batch_first=True).double()
+    inputs = [torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+              for shape in ((b, t, e), (b, d), (b, s, a), (b, s, dv), (a, d), (a,))]  # fmt: skip
+    mask = torch.tensor([[1, 1, 0], [0, 0, 0]], dtype=torch.bool)
+
+    def loop(*args):
+        return bahdanau_gru_loop(*args[:4], mask, *args[4:], gru)
+
+    assert torch.autograd.gradcheck(loop, inputs, check_forward_ad=True, check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(loop, inputs)
+    values = inputs[3]
+    (g_values,) = torch.autograd.grad(loop(*inputs)[1].sum(), values, create_graph=True)
+    assert bool((g_values[~mask] == 0).all())  # masked keys: exactly 0
+    (gg,) = torch.autograd.grad(g_values.square().sum(), inputs[0])
+    assert gg.abs().sum() > 0  # the gradient itself depends on the inputs
+
+
 @pytest.mark.parametrize("score", ["additive", "concat"])
 def test_translator_takes_the_fused_path_with_the_same_loss_and_gradients(score, monkeypatch):
     torch.manual_seed(1)

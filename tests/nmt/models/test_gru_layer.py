@@ -93,3 +93,21 @@ def test_torch_func_grad_and_jvp_agree_with_backward():
     tangent = torch.randn_like(w[0])
     _, slope = torch.func.jvp(loss, (w[0],), (tangent,))
     torch.testing.assert_close(slope, (want * tangent).sum(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_second_derivatives_and_batched_gradients_with_lengths(reverse):
+    # The hand-written backward writes into buffers (out=): gradgradcheck stopped with
+    # "mul(): functions with out=... arguments don't support automatic differentiation",
+    # and is_grads_batched (vmap over the backward) with "Batching rule not implemented".
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    w = tuple(t.requires_grad_() for t in weights(2, 3))
+    lengths = torch.tensor([4, 1, 3])
+
+    def layer(x, s0, *w):
+        return gru_layer(x, s0, w, lengths, reverse)
+
+    assert torch.autograd.gradcheck(layer, (x, s0, *w), check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(layer, (x, s0, *w))

@@ -52,7 +52,6 @@ from ...vocab_ids import PAD
 from .autocast_rnn import run_rnn
 from .encoder import RNN_TYPES, EncodedSource
 from .fused_loop import bahdanau_gru_loop
-from .gru_layer import composite_autograd
 
 __all__ = ["AttentionDecoder", "RNNState", "RNNMemory"]
 
@@ -318,13 +317,10 @@ class AttentionDecoder(nn.Module):
 
     def _fusable(self, embedded: Tensor) -> bool:
         """Bahdanau timing with one GRU layer and an additive/concat score, in fp32/fp64,
-        whose projections hold their weights as tensors (not dynamically quantized), and
-        no ``torch.func`` transform or forward-mode AD, which the loop's autograd
-        Function cannot join (:func:`.gru_layer.composite_autograd`)."""
+        whose projections hold their weights as tensors (not dynamically quantized)."""
         score = self.attention.score
         return (
-            not composite_autograd()
-            and self.query_timing == "previous"
+            self.query_timing == "previous"
             and isinstance(self.rnn, nn.GRU)
             and self.num_layers == 1
             and isinstance(score, AdditiveScore)

@@ -21,6 +21,12 @@ outputs and every gradient), organised the way cuDNN organises an RNN:
   product over all ``B*T`` positions after it, instead of ``T`` small ones;
 * nothing in the loop builds an autograd graph.
 
+Under ``torch.func`` transforms and forward-mode AD, which the autograd
+Function cannot join, the loop runs in differentiable PyTorch operations
+(:func:`~.gru_layer.composite_autograd`), and a backward that is differentiated
+again (``create_graph=True``) or batched runs through them by autograd
+(:func:`~.gru_layer.autograd_through`).
+
 Memory: it keeps ``tanh(W_q s + U)`` for every step, ``(B, T, S, A)``, the
 same tensors autograd would save.
 """
@@ -31,8 +37,19 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
-from .gru_layer import gate_factors, gru_step, n_first, rz_first
+from ....attention import masked_softmax
+from .gru_layer import (
+    autograd_through,
+    backward_needs_autograd,
+    composite_autograd,
+    gate_factors,
+    gru_cell,
+    gru_step,
+    n_first,
+    rz_first,
+)
 
 
 def bahdanau_gru_loop(
@@ -73,11 +90,30 @@ def bahdanau_gru_loop(
     """
     dtype = gru.weight_ih_l0.dtype
     tensors = (embedded, initial, prepared_keys, values)
+    loop = _composite_loop if composite_autograd() else _Loop.apply
     with torch.autocast(embedded.device.type, enabled=False):
-        return _Loop.apply(
+        return loop(
             *(t.to(dtype) for t in tensors), mask, query_weight, v,
             gru.weight_ih_l0, gru.bias_ih_l0, gru.weight_hh_l0, gru.bias_hh_l0,
         )  # fmt: skip
+
+
+def _composite_loop(
+    embedded, initial, prepared, values, mask, w_q, v, w_ih, b_ih, w_hh, b_hh
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:class:`_Loop`'s arithmetic in differentiable operations, with its arguments."""
+    embed = embedded.shape[-1]
+    x_gates = F.linear(embedded, w_ih[:, :embed], b_ih)  # (B, T, 3D), the embedding half
+    s, states, contexts, weights = initial, [], [], []
+    for t in range(embedded.shape[1]):
+        tanh = torch.tanh(prepared + F.linear(s, w_q)[:, None, :])  # (B, S, A)
+        a = masked_softmax(tanh @ v, mask)  # (B, S)
+        c = (a[:, None, :] @ values)[:, 0]  # (B, Dv)
+        s = gru_cell(x_gates[:, t] + F.linear(c, w_ih[:, embed:]), s, w_hh, b_hh)  # (B, D)
+        states.append(s)
+        contexts.append(c)
+        weights.append(a)
+    return torch.stack(states, 1), torch.stack(contexts, 1), torch.stack(weights, 1)
 
 
 class _Loop(torch.autograd.Function):
@@ -114,14 +150,19 @@ class _Loop(torch.autograd.Function):
             s = gru_step(gi, q[:, a_dim:], s, rz[t], n[t], out[t])
         contexts = contexts.squeeze(2)
         ctx.save_for_backward(
-            inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights, contexts
-        )
+            inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights, contexts,
+            embedded, prepared, mask, b_ih, b_hh,  # for autograd_through only
+        )  # fmt: skip
         return out.transpose(0, 1), contexts.transpose(0, 1), weights.transpose(0, 1)
 
     @staticmethod
     def backward(ctx: Any, g_out, g_ctx, g_weights):
-        (inputs, initial, values, w_q, v, w_ih, w_hh,
-         qh, rz, n, out, hidden, weights, contexts) = ctx.saved_tensors  # fmt: skip
+        (inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights,
+         contexts, embedded, prepared, mask, b_ih, b_hh) = ctx.saved_tensors  # fmt: skip
+        if backward_needs_autograd(g_out, g_ctx, g_weights):
+            primals = (embedded, initial, prepared, values, mask, w_q, v, w_ih, b_ih, w_hh, b_hh)
+            grads = (g_out, g_ctx, g_weights)
+            return autograd_through(ctx, _composite_loop, primals, grads)
         steps, batch, embed = inputs.shape
         d, a_dim = out.shape[-1], w_q.shape[0]
         # a step's gradient row is [x_n, r, z, h_n, attention] (gate_factors' order), so

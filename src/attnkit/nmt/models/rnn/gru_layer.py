@@ -27,13 +27,16 @@ The hand-written backward serves reverse-mode autograd (``loss.backward()``,
 without ``setup_context``, ``jvp`` and ``vmap`` rules cannot join,
 :func:`gru_layer` runs the same recursion in differentiable PyTorch operations
 instead (:func:`composite_autograd`): the same numbers, at autograd's speed.
+A backward that is itself differentiated (``create_graph=True``,
+``gradgradcheck``) or batched (``is_grads_batched=True``) is computed by
+autograd through those operations too (:func:`autograd_through`).
 
 Notation: ``B`` batch, ``T`` steps, ``E`` input size, ``D`` hidden units.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -44,8 +47,11 @@ from ....attention.dropout import dropout
 from ....attention.masks import forward_ad_active, functorch_active
 
 __all__ = [
+    "autograd_through",
+    "backward_needs_autograd",
     "composite_autograd",
     "gate_factors",
+    "gru_cell",
     "gru_layer",
     "gru_step",
     "n_first",
@@ -152,6 +158,58 @@ def gru_layer(
     return outputs, final
 
 
+def autograd_through(
+    ctx: Any, composite: Callable[..., tuple[Tensor, ...]], primals: tuple, grads: tuple
+) -> tuple[Tensor | None, ...]:
+    """An autograd Function's input gradients by autograd through ``composite``, its
+    forward in differentiable operations, for a backward its hand-written loops cannot
+    serve: one that is differentiated again (``create_graph=True``: grad mode is on in
+    it) or run under ``vmap`` (``is_grads_batched=True``, ``torch.func.jacrev``).
+
+    Args:
+        ctx: the Function's context (``needs_input_grad``).
+        composite: ``composite(*primals)`` gives the Function's outputs.
+        primals: the forward's inputs, in order (non-tensors and None allowed).
+        grads: the gradients of the outputs (None for an output without one).
+    """
+    create_graph = torch.is_grad_enabled()
+    wanted = [p for p, need in zip(primals, ctx.needs_input_grad, strict=True) if need]
+    with torch.enable_grad():
+        outputs = composite(*primals)
+    pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if g is not None]
+    found = iter(
+        torch.autograd.grad(
+            [o for o, _ in pairs],
+            wanted,
+            [g for _, g in pairs],
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+    )
+    return tuple(next(found) if need else None for need in ctx.needs_input_grad)
+
+
+def backward_needs_autograd(*grads: Tensor | None) -> bool:
+    """Whether a backward given ``grads`` runs differentiated (grad mode is on), under a
+    ``torch.func`` transform, or vmapped by ``torch.autograd.grad(is_grads_batched=True)``
+    (whose batched ``grads`` are PyTorch's legacy batched tensors)."""
+    batched = torch._C._functorch.is_legacy_batchedtensor
+    return (
+        torch.is_grad_enabled()
+        or functorch_active()
+        or any(g is not None and batched(g) for g in grads)
+    )
+
+
+def gru_cell(gi: Tensor, s: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor:
+    """One GRU step in differentiable operations: ``gi = W_i x + b_i`` ``(B, 3D)``, ``s``
+    ``(B, D)`` -> ``s'`` ``(B, D)`` (what :func:`gru_step` writes into its buffers)."""
+    i_r, i_z, i_n = gi.chunk(3, dim=-1)
+    h_r, h_z, h_n = F.linear(s, w_hh, b_hh).chunk(3, dim=-1)  # (B, D) each
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    return (1 - z) * torch.tanh(i_n + r * h_n) + z * s
+
+
 def _composite_layer(
     inputs: Tensor, initial: Tensor, weights: tuple[Tensor, ...], keep: Tensor | None
 ) -> tuple[Tensor, Tensor]:
@@ -163,13 +221,15 @@ def _composite_layer(
     gi = F.linear(inputs, w_ih, b_ih)  # (B, T, 3D), [r, z, n]
     s, states = initial, []
     for t in range(inputs.shape[1]):
-        i_r, i_z, i_n = gi[:, t].chunk(3, dim=-1)
-        h_r, h_z, h_n = F.linear(s, w_hh, b_hh).chunk(3, dim=-1)  # (B, D) each
-        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-        new = (1 - z) * torch.tanh(i_n + r * h_n) + z * s  # (B, D)
+        new = gru_cell(gi[:, t], s, w_hh, b_hh)  # (B, D)
         s = new if keep is None else torch.where(keep[:, t, None], new, s)
         states.append(s)
     return torch.stack(states, dim=1), s
+
+
+def _composite_apply(inputs, initial, w_ih, b_ih, w_hh, b_hh, keep) -> tuple[Tensor, Tensor]:
+    """:func:`_composite_layer` with :class:`_GRULayer`'s arguments."""
+    return _composite_layer(inputs, initial, (w_ih, b_ih, w_hh, b_hh), keep)
 
 
 class _GRULayer(torch.autograd.Function):
@@ -187,12 +247,15 @@ class _GRULayer(torch.autograd.Function):
         s, w = initial, w_hh.t()
         for t in range(steps):
             s = gru_step(gi[t], torch.addmm(b_hh, s, w, out=gh[t]), s, rz[t], n[t], out[t])
-        ctx.save_for_backward(x, initial, w_ih, w_hh, gh, rz, n, out)
+        ctx.save_for_backward(x, initial, w_ih, w_hh, gh, rz, n, out, inputs, b_ih, b_hh, keep)
         return out.transpose(0, 1), s.clone()
 
     @staticmethod
     def backward(ctx: Any, g_out, g_final):
-        x, initial, w_ih, w_hh, gh, rz, n, out = ctx.saved_tensors
+        x, initial, w_ih, w_hh, gh, rz, n, out, inputs, b_ih, b_hh, keep = ctx.saved_tensors
+        if backward_needs_autograd(g_out, g_final):
+            primals = (inputs, initial, w_ih, b_ih, w_hh, b_hh, keep)
+            return autograd_through(ctx, _composite_apply, primals, (g_out, g_final))
         steps, batch, d = out.shape
         prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
         factors = gate_factors(rz, n, gh[..., 2 * d :], prev)  # (T, B, 4, D)
