@@ -33,19 +33,34 @@ def _fit(model: nn.Module, steps: int, lr: float) -> nn.Module:
     return model.eval()
 
 
-def _quantized(model: nn.Module) -> nn.Module:
-    return torch.ao.quantization.quantize_dynamic(
-        copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8
-    )
+def _quantized(model: nn.Module, spec: set[type[nn.Module]] | None = None) -> nn.Module:
+    """``quantize_dynamic`` of a copy; ``spec`` None: PyTorch's default (Linear, GRU, LSTM...)."""
+    return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), spec, dtype=torch.qint8)
 
 
-def _assert_same_greedy(model: nn.Module) -> None:
+def _assert_same_greedy(model: nn.Module, spec: set[type[nn.Module]] | None = None) -> None:
     src, src_lengths, _, _ = toy_batch("copy", 40, torch.Generator().manual_seed(1))
     golds = [src[i, :n].tolist() for i, n in enumerate(src_lengths.tolist())]
     ours = greedy_decode(model, src, src_lengths)
     assert sum(h.tokens == g for h, g in zip(ours, golds, strict=True)) >= 30  # it learned
-    quantized = greedy_decode(_quantized(model), src, src_lengths)
+    quantized = greedy_decode(_quantized(model, spec), src, src_lengths)
     assert [h.tokens for h in quantized] == [h.tokens for h in ours]
+
+
+def _assert_same_forced_choices(model: nn.Module, spec: set[type[nn.Module]] | None) -> None:
+    src, src_lengths, tgt_in, tgt_out = toy_batch("copy", 8, torch.Generator().manual_seed(2))
+    with torch.no_grad():  # the teacher-forced pass (the fused Bahdanau loop in float)
+        want, want_weights = model(src, src_lengths, tgt_in)
+        got, got_weights = _quantized(model, spec)(src, src_lengths, tgt_in)
+    real = tgt_out != PAD
+    assert torch.equal(got.argmax(-1)[real], want.argmax(-1)[real])
+    torch.testing.assert_close(got_weights, want_weights, atol=0.05, rtol=0)
+
+
+@pytest.fixture(scope="module", params=["previous", "current"])
+def trained_rnn(request) -> nn.Module:
+    model = tiny_model(embed_dim=16, hidden_size=32, query_timing=request.param)
+    return _fit(model, steps=300, lr=0.01)
 
 
 @pytest.mark.slow
@@ -54,22 +69,36 @@ def test_a_dynamically_quantized_transformer_translates_as_the_float_one():
     # MultiHeadAttention read q_proj.weight.dtype, a method on a quantized Linear:
     # every forward of the quantized model stopped with an AttributeError.
     model = tiny_transformer(d_model=32, ff_dim=64)
-    _assert_same_greedy(_fit(model, steps=300, lr=2e-3))
+    _assert_same_greedy(_fit(model, steps=300, lr=2e-3), {nn.Linear})
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
-@pytest.mark.parametrize("timing", ["previous", "current"])
-def test_a_dynamically_quantized_rnn_translates_as_the_float_one(timing):
+def test_a_dynamically_quantized_rnn_translates_as_the_float_one(trained_rnn):
     # The decoder read the quantized Linears' weight (a method): the Bahdanau loop
     # indexed score.v.weight[0] and the logits passed output.weight to F.linear, so
     # decoding and the teacher-forced pass stopped with a TypeError.
-    model = tiny_model(embed_dim=16, hidden_size=32, query_timing=timing)
-    trained = _fit(model, steps=150, lr=0.01)
-    _assert_same_greedy(trained)
-    src, src_lengths, tgt_in, tgt_out = toy_batch("copy", 8, torch.Generator().manual_seed(2))
-    with torch.no_grad():  # the teacher-forced pass (the fused Bahdanau loop in float)
-        want, want_weights = trained(src, src_lengths, tgt_in)
-        got, got_weights = _quantized(trained)(src, src_lengths, tgt_in)
-    real = tgt_out != PAD
-    assert torch.equal(got.argmax(-1)[real], want.argmax(-1)[real])
-    torch.testing.assert_close(got_weights, want_weights, atol=0.05, rtol=0)
+    _assert_same_greedy(trained_rnn, {nn.Linear})
+    _assert_same_forced_choices(trained_rnn, {nn.Linear})
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_quantize_dynamic_with_its_default_modules_quantizes_the_rnns_too(trained_rnn):
+    # PyTorch's default replaces nn.GRU / nn.LSTM as well, by modules without weight
+    # tensors: run_rnn read rnn.weight_hh_l0 and every forward and decoding step of the
+    # quantized model stopped with AttributeError: 'GRU' object has no attribute ...
+    _assert_same_greedy(trained_rnn, None)
+    _assert_same_forced_choices(trained_rnn, None)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_a_quantized_lstm_reads_each_sentence_for_its_own_length():
+    model = tiny_model(rnn="lstm")
+    quantized = _quantized(model, None)
+    src, src_lengths, tgt_in, _ = toy_batch("copy", 4, torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        batch, _ = quantized(src, src_lengths, tgt_in)
+        for b, n in enumerate(src_lengths.tolist()):  # alone, without padding
+            alone, _ = quantized(src[b : b + 1, :n], src_lengths[b : b + 1], tgt_in[b : b + 1])
+            torch.testing.assert_close(batch[b], alone[0], atol=0.02, rtol=0)

@@ -11,7 +11,9 @@ Two things PyTorch's modules do not do on a CPU:
 * A GRU runs through :func:`~.gru_layer.run_gru` (one product per weight
   gradient instead of one per step; sentences of several lengths without
   packing). An LSTM runs through the module, over a packed sequence when the
-  sentences' lengths differ.
+  sentences' lengths differ, and so does a GRU or LSTM that
+  ``torch.ao.quantization.quantize_dynamic`` replaced (its weights are packed
+  int8 or float16, no tensors to run :func:`~.gru_layer.run_gru` with).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def run_rnn(rnn: nn.RNNBase, inputs: Tensor, state=None, lengths: Tensor | None 
         zero past each length), in the autocast dtype (bf16) inside autocast and
         in the weights' dtype outside it.
     """
+    if not isinstance(getattr(rnn, "weight_hh_l0", None), Tensor):  # dynamically quantized
+        return _run_module(rnn, inputs, state, lengths)
     device = rnn.weight_hh_l0.device.type
     params = dict(rnn.named_parameters())
     if torch.is_autocast_enabled(device):
@@ -58,15 +62,22 @@ def run_rnn(rnn: nn.RNNBase, inputs: Tensor, state=None, lengths: Tensor | None 
                 num_layers=rnn.num_layers, bidirectional=rnn.bidirectional,
                 dropout_p=rnn.dropout, training=rnn.training,
             )  # fmt: skip
-        return _run_module(rnn, params, inputs, state, lengths)
+        return _run_module(rnn, inputs, state, lengths, params)
 
 
-def _run_module(rnn: nn.RNNBase, params: dict[str, Tensor], inputs: Tensor, state, lengths):
-    """The module itself with ``params``, over a packed sequence if the lengths differ."""
+def _run_module(
+    rnn: nn.Module, inputs: Tensor, state, lengths, params: dict[str, Tensor] | None = None
+):
+    """The module itself (with ``params``, if given), over a packed sequence if the
+    lengths differ."""
+
+    def call(x):
+        return rnn(x, state) if params is None else functional_call(rnn, params, (x, state))
+
     steps = inputs.shape[1]
     if lengths is None or bool((lengths == steps).all()):
-        return functional_call(rnn, params, (inputs, state))
+        return call(inputs)
     packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    outputs, final = functional_call(rnn, params, (packed, state))
+    outputs, final = call(packed)
     outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=steps)
     return outputs, final
