@@ -407,3 +407,28 @@ def test_torch_func_jvp_of_the_translator_agrees_with_backward():
     slope = sum((model.get_parameter(k).grad * tangents[k]).sum() for k in params)
     _, jvp = torch.func.jvp(loss, (params,), (tangents,))
     torch.testing.assert_close(jvp, slope, rtol=1e-10, atol=1e-12)
+
+
+def test_torch_export_of_encode_with_dynamic_batch_and_length_runs_other_shapes():
+    # The input checks read the lengths' and ids' values (aminmax(...).tolist()): export
+    # stopped with GuardOnDataDependentSymNode: Could not guard on data-dependent
+    # expression u0 < 1 (in check_source).
+    model = tiny_transformer()
+
+    class Encode(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, src, src_lengths):
+            return self.model.encode(src, src_lengths)
+
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9, 10]])
+    batch, length = torch.export.Dim("B", min=1, max=32), torch.export.Dim("S", min=2, max=32)
+    shapes = ({0: batch, 1: length}, {0: batch})
+    exported = torch.export.export(Encode(model), (src, src_lengths), dynamic_shapes=shapes)
+    other, other_lengths = pad([[4, 5], [8, 9, 6, 7, 8], [5, 6, 7]])
+    got = exported.module()(other, other_lengths)
+    want = model.encode(other, other_lengths)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
