@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnkit.nmt.models.rnn.autocast_rnn import run_rnn
+from attnkit.nmt.models.rnn.autocast_rnn import _composite_lstm, run_rnn
 
 CLOSE = 3e-2  # relative norm: bf16 recurrences against float32
 LENGTHS = torch.tensor([7, 3, 5, 1, 6])
@@ -85,3 +85,19 @@ def test_outside_autocast_a_gru_computes_what_the_module_computes_gradients_too(
     want_grads, got_grads = gradients(want), gradients(got)
     for have, expected in zip(got_grads, want_grads, strict=True):
         torch.testing.assert_close(have, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_the_lstm_for_torch_func_equals_the_module_over_a_packed_sequence():
+    # What an LSTM runs under torch.func transforms and forward-mode AD (which packed
+    # sequences do not support): the same outputs and final states, layers stacked,
+    # each direction of each sentence over its own length.
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True).double()
+    x = torch.randn(3, 5, 3, dtype=torch.float64)
+    state = tuple(torch.randn(4, 3, 4, dtype=torch.float64) for _ in range(2))
+    lengths = torch.tensor([5, 2, 4])
+    want_out, (want_h, want_c) = run_rnn(lstm, x, state, lengths)
+    params = dict(lstm.named_parameters())
+    got_out, (got_h, got_c) = _composite_lstm(lstm, params, x, state, lengths)
+    for got, want in ((got_out, want_out), (got_h, want_h), (got_c, want_c)):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -265,14 +265,21 @@ def test_vocabulary_too_small_is_rejected() -> None:
         RNNTranslator(RNNConfig(), 10, 4)
 
 
-@pytest.mark.parametrize("timing", ["previous", "current"])
-def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(timing):
+@pytest.mark.parametrize(
+    "settings",
+    [{"query_timing": "previous"}, {"query_timing": "current"}, {"rnn": "lstm"}],
+    ids=["gru-previous", "gru-current", "lstm"],
+)
+def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(settings):
     # The GRU and the Bahdanau loop are autograd Functions without setup_context or jvp:
     # torch.func.grad / jvp of the model stopped with a RuntimeError asking for
     # setup_context, and forward-mode AD with "You must implement the jvp function".
+    # An LSTM over sentences of several lengths runs over a packed sequence:
+    # torch.func.grad stopped with "Cannot access data pointer of Tensor that doesn't
+    # have storage", forward-mode AD in _pack_padded_sequence and mkldnn_rnn_layer.
     import torch.autograd.forward_ad as fwAD
 
-    model = tiny_model(query_timing=timing).double()
+    model = tiny_model(**settings).double()
     src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
     tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, 0]])
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -281,7 +288,8 @@ def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(timing):
         logits, _ = torch.func.functional_call(model, p, (src, src_lengths, tgt_in))
         return logits.square().mean()
 
-    loss(dict(model.named_parameters())).backward()
+    eager = loss(dict(model.named_parameters()))
+    eager.backward()
     grads = torch.func.grad(loss)(params)
     for name, param in model.named_parameters():
         torch.testing.assert_close(grads[name], param.grad, rtol=1e-10, atol=1e-12)
@@ -290,7 +298,8 @@ def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(timing):
     for name in ("encoder.embedding.weight", "decoder.embedding.weight"):
         tangents[name][PAD] = 0  # padding_idx: backward leaves that row's gradient 0
     slope = sum((grads[k] * tangents[k]).sum() for k in params)
-    _, jvp = torch.func.jvp(loss, (params,), (tangents,))
+    value, jvp = torch.func.jvp(loss, (params,), (tangents,))
+    torch.testing.assert_close(value, eager.detach(), rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(jvp, slope, rtol=1e-10, atol=1e-12)
     with fwAD.dual_level():
         dual = {k: fwAD.make_dual(v, tangents[k]) for k, v in params.items()}

@@ -14,6 +14,10 @@ Two things PyTorch's modules do not do on a CPU:
   sentences' lengths differ, and so does a GRU or LSTM that
   ``torch.ao.quantization.quantize_dynamic`` replaced (its weights are packed
   int8 or float16, no tensors to run :func:`~.gru_layer.run_gru` with).
+  Under ``torch.func`` transforms and forward-mode AD, which
+  ``pack_padded_sequence`` and PyTorch's CPU LSTM kernel do not support, an
+  LSTM runs its equations in differentiable operations instead
+  (:func:`_composite_lstm`), as :func:`~.gru_layer.run_gru` does for a GRU.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
+from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .gru_layer import run_gru
+from .gru_layer import composite_autograd, in_sentence_order, run_gru, run_layers
 
 __all__ = ["run_rnn"]
 
@@ -74,6 +79,8 @@ def _run_module(
     def call(x):
         return rnn(x, state) if params is None else functional_call(rnn, params, (x, state))
 
+    if params is not None and isinstance(rnn, nn.LSTM) and composite_autograd():
+        return _composite_lstm(rnn, params, inputs, state, lengths)
     steps = inputs.shape[1]
     if lengths is None or bool((lengths == steps).all()):
         return call(inputs)
@@ -81,3 +88,37 @@ def _run_module(
     outputs, final = call(packed)
     outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=steps)
     return outputs, final
+
+
+def _composite_lstm(rnn: nn.LSTM, params: dict[str, Tensor], inputs: Tensor, state, lengths):
+    """``nn.LSTM``'s equations (gate order i, f, g, o) in differentiable operations, each
+    sentence for its own length: ``(outputs (B, T, dirs*D), (h_n, c_n))``."""
+    if state is None:
+        dirs = 2 if rnn.bidirectional else 1
+        zeros = inputs.new_zeros(rnn.num_layers * dirs, inputs.shape[0], rnn.hidden_size)
+        state = (zeros, zeros)
+    stack = dict(num_layers=rnn.num_layers, bidirectional=rnn.bidirectional)
+    drop = dict(dropout_p=rnn.dropout, training=rnn.training)
+    return run_layers(params, inputs, tuple(state), lengths, _lstm_layer, **stack, **drop)
+
+
+def _lstm_layer(x: Tensor, initials: tuple[Tensor, Tensor], weights, lengths, reverse: bool):
+    """One LSTM direction from ``(h_0, c_0)`` ``(B, D)`` each (see :func:`run_layers`)."""
+    w_ih, b_ih, w_hh, b_hh = weights
+
+    def run(inputs: Tensor, keep: Tensor | None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        gates_x = F.linear(inputs, w_ih, b_ih)  # (B, T, 4D)
+        (h, c), outputs = initials, []
+        for t in range(inputs.shape[1]):
+            i, f, g, o = (gates_x[:, t] + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
+            new_c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)  # (B, D)
+            new_h = torch.sigmoid(o) * torch.tanh(new_c)  # (B, D)
+            if keep is not None:  # past a length the state is kept
+                new_h, new_c = (
+                    torch.where(keep[:, t, None], n, p) for n, p in ((new_h, h), (new_c, c))
+                )
+            h, c = new_h, new_c
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), (h, c)
+
+    return in_sentence_order(x, lengths, reverse, run)

@@ -54,8 +54,10 @@ __all__ = [
     "gru_cell",
     "gru_layer",
     "gru_step",
+    "in_sentence_order",
     "n_first",
     "run_gru",
+    "run_layers",
     "rz_first",
 ]
 
@@ -136,6 +138,30 @@ def gru_layer(
         ``(outputs, final)``: the states ``(B, T, D)``, zero past each length, and
         each sentence's last state ``(B, D)``.
     """
+
+    def run(x: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+        if composite_autograd():
+            return _composite_layer(x, initial, weights, keep)
+        return _GRULayer.apply(x, initial, *weights, keep)
+
+    return in_sentence_order(inputs, lengths, reverse, run)
+
+
+def in_sentence_order(
+    inputs: Tensor,
+    lengths: Tensor | None,
+    reverse: bool,
+    run: Callable[[Tensor, Tensor | None], tuple[Tensor, Any]],
+) -> tuple[Tensor, Any]:
+    """One RNN direction over each sentence's own positions, as a packed sequence runs it.
+
+    ``run(inputs, keep)`` runs the recursion over ``inputs`` ``(B, T, E)``, keeping the
+    state where ``keep`` ``(B, T)`` is False (past a length; None: nowhere), and returns
+    ``(outputs (B, T, D), final)``. With ``reverse``, position ``t`` of each sentence
+    reads its mirror within the sentence (padding stays put), so the recursion starts at
+    its last real token. Returns ``run``'s outputs in the original order, zero past each
+    length, and its ``final`` as it is.
+    """
     steps = inputs.shape[1]
     keep = None
     if lengths is not None and bool((lengths < steps).any()):
@@ -147,10 +173,7 @@ def gru_layer(
         order = torch.arange(steps, device=inputs.device).expand(inputs.shape[0], steps)
         order = torch.where(order <= last, last - order, order)  # an involution
         inputs = inputs.gather(1, order[:, :, None].expand_as(inputs))
-    if composite_autograd():
-        outputs, final = _composite_layer(inputs, initial, weights, keep)
-    else:
-        outputs, final = _GRULayer.apply(inputs, initial, *weights, keep)
+    outputs, final = run(inputs, keep)
     if keep is not None:
         outputs = outputs * keep[:, :, None].to(outputs.dtype)
     if order is not None:
@@ -317,23 +340,54 @@ def run_gru(
                 f"{tuple(lengths.shape)}{shown}"
             )
     dirs = 2 if bidirectional else 1
-    d = params["weight_hh_l0"].shape[-1]
     if state is None:
+        d = params["weight_hh_l0"].shape[-1]
         state = inputs.new_zeros(num_layers * dirs, inputs.shape[0], d)
+
+    def layer(x, initial, weights, lengths, reverse):
+        out, final = gru_layer(x, initial[0], weights, lengths, reverse)
+        return out, (final,)
+
+    stack = dict(num_layers=num_layers, bidirectional=bidirectional)
+    drop = dict(dropout_p=dropout_p, training=training)
+    outputs, (h_n,) = run_layers(params, inputs, (state,), lengths, layer, **stack, **drop)
+    return outputs, h_n
+
+
+def run_layers(
+    params: Mapping[str, Tensor],
+    inputs: Tensor,
+    states: tuple[Tensor, ...],
+    lengths: Tensor | None,
+    layer: Callable[..., tuple[Tensor, tuple[Tensor, ...]]],
+    *,
+    num_layers: int,
+    bidirectional: bool,
+    dropout_p: float,
+    training: bool,
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """Layers and directions stacked as ``nn.GRU`` / ``nn.LSTM`` stack them.
+
+    ``states``: the initial states ``(L*dirs, B, D)`` (``(h_0,)``, or ``(h_0, c_0)``);
+    ``layer(x, initials, weights, lengths, reverse)`` runs one direction of one layer
+    from ``initials`` (one ``(B, D)`` per state) with the weights ``(W_ih, b_ih, W_hh,
+    b_hh)`` and returns ``(outputs (B, T, D), finals)``. Returns the top layer's outputs
+    ``(B, T, dirs*D)`` and the final states, each ``(L*dirs, B, D)``.
+    """
+    dirs = 2 if bidirectional else 1
     finals, x = [], inputs
-    for layer in range(num_layers):
-        if layer and training and dropout_p > 0:
+    for index in range(num_layers):
+        if index and training and dropout_p > 0:
             x = dropout(x, dropout_p)
         outs = []
         for direction in range(dirs):
-            suffix = f"_l{layer}" + ("_reverse" if direction else "")
+            suffix = f"_l{index}" + ("_reverse" if direction else "")
             weights = tuple(
                 params[f"{k}{suffix}"] for k in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
             )
-            out, final = gru_layer(
-                x, state[layer * dirs + direction], weights, lengths, bool(direction)
-            )
+            initials = tuple(state[index * dirs + direction] for state in states)
+            out, final = layer(x, initials, weights, lengths, bool(direction))
             outs.append(out)
             finals.append(final)
         x = outs[0] if dirs == 1 else torch.cat(outs, dim=-1)
-    return x, torch.stack(finals)
+    return x, tuple(torch.stack(kind) for kind in zip(*finals, strict=True))
