@@ -304,3 +304,30 @@ def test_torch_func_grad_jvp_and_forward_ad_agree_with_backward(settings):
     with fwAD.dual_level():
         dual = {k: fwAD.make_dual(v, tangents[k]) for k, v in params.items()}
         torch.testing.assert_close(fwAD.unpack_dual(loss(dual)).tangent, slope)
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_torch_export_of_encode_with_a_dynamic_batch_runs_other_batches(rnn):
+    # The GRU branched on the lengths' values and ran an autograd Function writing into
+    # buffers, the LSTM packed its input by the lengths: export stopped with
+    # GuardOnDataDependentSymNode (Eq(u0, 1)), then "addmm(): functions with out=...".
+    model = tiny_model(rnn=rnn, encoder_layers=2)
+
+    class Encode(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, src, src_lengths):
+            return self.model.encode(src, src_lengths)
+
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9, 10]])
+    batch = torch.export.Dim("B", min=1, max=32)  # the source length is fixed: an unrolled loop
+    exported = torch.export.export(
+        Encode(model), (src, src_lengths), dynamic_shapes=({0: batch}, {0: batch})
+    )
+    other, other_lengths = pad([[4, 5, 6, 7], [8, 9], [5], [6, 7, 8]])
+    got, want = exported.module()(other, other_lengths), model.encode(other, other_lengths)
+    for name in ("states", "keys", "prepared_keys", "mask", "lengths"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), msg=name)
+    torch.testing.assert_close(got.initial.hidden, want.initial.hidden)

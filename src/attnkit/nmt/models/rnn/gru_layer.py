@@ -65,8 +65,9 @@ __all__ = [
 def composite_autograd() -> bool:
     """Whether the recursions must run in differentiable PyTorch operations rather than
     the autograd Functions with a hand-written backward: under a ``torch.func``
-    transform or forward-mode AD, neither of which such a Function joins."""
-    return functorch_active() or forward_ad_active()
+    transform or forward-mode AD, neither of which such a Function joins, and while
+    ``torch.export`` traces (whose graph cannot hold their buffers written with ``out=``)."""
+    return functorch_active() or forward_ad_active() or torch.compiler.is_exporting()
 
 
 def gru_step(gi: Tensor, gh: Tensor, s: Tensor, rz: Tensor, n: Tensor, out: Tensor) -> Tensor:
@@ -164,7 +165,8 @@ def in_sentence_order(
     """
     steps = inputs.shape[1]
     keep = None
-    if lengths is not None and bool((lengths < steps).any()):
+    # torch.export traces shapes, not the lengths' values: an exported graph always masks
+    if lengths is not None and (torch.compiler.is_exporting() or bool((lengths < steps).any())):
         positions = torch.arange(steps, device=inputs.device)
         keep = positions[None, :] < lengths.to(inputs.device)[:, None]  # (B, T)
     order = None
@@ -326,12 +328,16 @@ def run_gru(
         ``(outputs (B, T, dirs*D), h_n (L*dirs, B, D))``, outputs zero past each length.
 
     Raises:
-        ValueError: ``lengths`` not ``(B,)`` or a length outside ``[1, T]``.
+        ValueError: ``lengths`` not ``(B,)`` or a length outside ``[1, T]`` (the values
+            unchecked while ``torch.export`` traces).
         KeyError: a parameter missing from ``params`` (a GRU without biases).
     """
     if lengths is not None:
         batch, steps = inputs.shape[:2]
-        if lengths.shape != (batch,) or bool((lengths < 1).any() | (lengths > steps).any()):
+        outside = (
+            not torch.compiler.is_exporting() and (lengths < 1).any() | (lengths > steps).any()
+        )
+        if lengths.shape != (batch,) or bool(outside):
             shown = (
                 f", range [{int(lengths.min())}, {int(lengths.max())}]" if lengths.numel() else ""
             )
