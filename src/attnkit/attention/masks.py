@@ -28,6 +28,7 @@ __all__ = [
     "forward_ad_active",
     "functorch_active",
     "host_can_read",
+    "values_unreadable",
     "invert_mask",
     "padding_mask",
     "resolve_mask",
@@ -61,7 +62,8 @@ def padding_mask(
         ValueError: ``lengths`` is not 1-D, has a negative entry, or exceeds
             ``max_len``; a negative ``max_len``. The entries are not read inside
             ``torch.compile`` when ``max_len`` is given, so that the mask traces into
-            one graph (``fullgraph=True``); there they are not checked.
+            one graph (``fullgraph=True``), nor under ``torch.func`` transforms
+            (``vmap``); there they are not checked.
         TypeError: ``lengths`` is not integer-valued, or ``max_len`` is not an int.
     """
     lengths = torch.as_tensor(lengths, device=device)
@@ -77,7 +79,8 @@ def padding_mask(
         raise TypeError(f"max_len must be an int, got {max_len!r}")
     if max_len is not None and max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
-    if max_len is None or not torch.compiler.is_compiling():  # reading values breaks a graph
+    # reading values breaks a graph, and has no answer for a vmapped batch of lengths
+    if max_len is None or not (torch.compiler.is_compiling() or values_unreadable()):
         max_len = _check_lengths(lengths, max_len)
     positions = torch.arange(max_len, device=lengths.device)  # (T,)
     return positions[None, :] < lengths[:, None]  # (B, T)
@@ -235,6 +238,13 @@ def forward_ad_active() -> bool:
     """Whether forward-mode AD is running: inside ``torch.autograd.forward_ad.dual_level``
     (``torch.func.jvp`` is a ``torch.func`` transform: see :func:`functorch_active`)."""
     return torch.autograd.forward_ad._current_level >= 0
+
+
+def values_unreadable() -> bool:
+    """Whether input checks must leave tensor values unread: while ``torch.export``
+    traces (the exported program would depend on the example input) or a ``torch.func``
+    transform runs (under ``vmap`` a batched tensor has no one value to read)."""
+    return torch.compiler.is_exporting() or functorch_active()
 
 
 def host_can_read(tensor: Tensor) -> bool:

@@ -331,3 +331,28 @@ def test_torch_export_of_encode_with_a_dynamic_batch_runs_other_batches(rnn):
     for name in ("states", "keys", "prepared_keys", "mask", "lengths"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), msg=name)
     torch.testing.assert_close(got.initial.hidden, want.initial.hidden)
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_per_sentence_gradients_with_vmap_of_grad(rnn):
+    # torch.func's per-sample gradients: the input checks, the padding mask and the GRU
+    # read the lengths' values on the host, which vmap cannot give (RuntimeError: vmap:
+    # It looks like you're ... calling .item() on a Tensor).
+    model = tiny_model(rnn=rnn).double()
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
+    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, 0]])
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, src, src_lengths, tgt_in):
+        args = (src[None], src_lengths[None], tgt_in[None])
+        return torch.func.functional_call(model, p, args)[0].square().mean()
+
+    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(
+        params, src, src_lengths, tgt_in
+    )
+    for b in range(2):
+        model.zero_grad()
+        loss(dict(model.named_parameters()), src[b], src_lengths[b], tgt_in[b]).backward()
+        for name, param in model.named_parameters():
+            want = torch.zeros_like(param) if param.grad is None else param.grad
+            torch.testing.assert_close(grads[name][b], want, rtol=1e-10, atol=1e-12, msg=name)

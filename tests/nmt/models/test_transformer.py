@@ -432,3 +432,25 @@ def test_torch_export_of_encode_with_dynamic_batch_and_length_runs_other_shapes(
     want = model.encode(other, other_lengths)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w)
+
+
+def test_per_sentence_gradients_with_vmap_of_grad():
+    # The input checks and the padding mask read the lengths' values on the host, which
+    # vmap cannot give (RuntimeError: vmap: It looks like you're ... calling .item()).
+    model = tiny_transformer().double()
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
+    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, PAD]])
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, src, src_lengths, tgt_in):
+        args = (src[None], src_lengths[None], tgt_in[None])
+        return torch.func.functional_call(model, p, args)[0].square().mean()
+
+    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(
+        params, src, src_lengths, tgt_in
+    )
+    for b in range(2):
+        model.zero_grad()
+        loss(dict(model.named_parameters()), src[b], src_lengths[b], tgt_in[b]).backward()
+        for name, param in model.named_parameters():
+            torch.testing.assert_close(grads[name][b], param.grad, rtol=1e-9, atol=1e-12, msg=name)

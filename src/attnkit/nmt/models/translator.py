@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...attention.masks import values_unreadable
 from ..vocab_ids import NUM_SPECIAL
 
 __all__ = [
@@ -415,9 +416,10 @@ class Translator(nn.Module, ABC):
 def check_ids(arg: str, ids: Tensor, vocab_size: int) -> None:
     """Raise a ValueError naming ``arg`` if a token id lies outside ``[0, vocab_size)``.
 
-    Not while ``torch.export`` traces (:func:`_values_are_data`).
+    Not while ``torch.export`` traces nor under ``torch.func`` transforms
+    (:func:`~attnkit.attention.masks.values_unreadable`).
     """
-    if _values_are_data():
+    if values_unreadable():
         return
     low, high = _bounds(ids)
     if low < 0 or high >= vocab_size:
@@ -434,7 +436,8 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
         ValueError: ``src`` is not a 2-D int64/int32 tensor ``(B, S)`` (the token ids
             an embedding takes), ``src_lengths`` is not 1-D integer ``(B,)`` (bool and
             the unsigned 16-64-bit dtypes refused), or a length is outside ``[1, S]``
-            (checked unless ``torch.export`` traces: :func:`_values_are_data`).
+            (checked unless ``torch.export`` traces or a ``torch.func`` transform runs:
+            :func:`~attnkit.attention.masks.values_unreadable`).
     """
     if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype not in TOKEN_DTYPES:
         raise ValueError(
@@ -457,21 +460,13 @@ def check_source(src: Tensor, src_lengths: Tensor) -> None:
         )
     if src.shape[0] == 0:
         raise ValueError("src is an empty batch (B=0)")
-    if _values_are_data():
+    if values_unreadable():
         return
     low, high = _bounds(src_lengths)
     if low < 1 or high > src.shape[1]:
         raise ValueError(
             f"src_lengths must lie in [1, S={src.shape[1]}], got min {low} and max {high}"
         )
-
-
-def _values_are_data() -> bool:
-    """Whether ``torch.export`` is tracing: it records shapes, and a check that reads the
-    values (token ids, lengths) would make the exported program depend on the example
-    input (export stops on such a data-dependent branch). The shape and dtype checks
-    still run at trace time; the exported program does not check values."""
-    return torch.compiler.is_exporting()
 
 
 def _bounds(t: Tensor) -> tuple[int, int]:

@@ -44,7 +44,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from ....attention.dropout import dropout
-from ....attention.masks import forward_ad_active, functorch_active
+from ....attention.masks import forward_ad_active, functorch_active, values_unreadable
 
 __all__ = [
     "autograd_through",
@@ -165,8 +165,9 @@ def in_sentence_order(
     """
     steps = inputs.shape[1]
     keep = None
-    # torch.export traces shapes, not the lengths' values: an exported graph always masks
-    if lengths is not None and (torch.compiler.is_exporting() or bool((lengths < steps).any())):
+    # torch.export traces shapes, not the lengths' values, and vmap has no one value for
+    # them: there the mask is always built
+    if lengths is not None and (values_unreadable() or bool((lengths < steps).any())):
         positions = torch.arange(steps, device=inputs.device)
         keep = positions[None, :] < lengths.to(inputs.device)[:, None]  # (B, T)
     order = None
@@ -329,14 +330,12 @@ def run_gru(
 
     Raises:
         ValueError: ``lengths`` not ``(B,)`` or a length outside ``[1, T]`` (the values
-            unchecked while ``torch.export`` traces).
+            unchecked while ``torch.export`` traces or a ``torch.func`` transform runs).
         KeyError: a parameter missing from ``params`` (a GRU without biases).
     """
     if lengths is not None:
         batch, steps = inputs.shape[:2]
-        outside = (
-            not torch.compiler.is_exporting() and (lengths < 1).any() | (lengths > steps).any()
-        )
+        outside = not values_unreadable() and (lengths < 1).any() | (lengths > steps).any()
         if lengths.shape != (batch,) or bool(outside):
             shown = (
                 f", range [{int(lengths.min())}, {int(lengths.max())}]" if lengths.numel() else ""
