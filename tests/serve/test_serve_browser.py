@@ -567,3 +567,64 @@ def test_an_ensembles_mean_of_models_is_not_explained_as_one_softmax(browser, tm
         card.find_element("css selector", ".tok.query").click()
         headers.append(card.find_elements("css selector", ".step th")[2].text)
     assert headers == ["log w_j = s_j − logΣexp(s)", "log w_j"]
+
+
+def _narrow(browser, width: int = 360):
+    """Emulate a window ``width`` CSS pixels wide (a phone, or 200% zoom of a small one)."""
+    metrics = {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+
+
+# The texts of the cells under `selector` that the browser laid out on more than one line.
+BROKEN_CELLS = """
+return [...document.querySelectorAll(arguments[0])].filter((cell) => {
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+  return tops.size > 1;
+}).map((cell) => cell.textContent);
+"""
+
+
+def test_heatmap_and_step_numbers_never_break_across_lines_in_a_narrow_window(server, browser):
+    from selenium.webdriver.support.ui import Select
+
+    _narrow(browser)
+    try:
+        browser.get(server.url)
+        _wait(browser, "#run option", 2)
+        Select(browser.find_element("id", "run")).select_by_value("transformer")
+        browser.find_element("id", "text").send_keys(" ".join(CORPUS))  # 14 tokens
+        browser.find_element("id", "translate").click()
+        _wait(browser, ".heatmap td")
+        browser.find_element("css selector", ".tok.query").click()
+        broken = browser.execute_script(
+            BROKEN_CELLS,
+            ".heatmap th, .heatmap td, .step td",  # a step's headers wrap at spaces
+        )
+        width = browser.execute_script("return document.documentElement.scrollWidth")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert broken == []  # "0.6" over "3" read as two numbers, "</s>" as "</" over "s>"
+    assert width <= 360  # the tables scroll inside the card, the page never sideways
+
+
+def test_a_wide_worked_example_scrolls_in_its_box_in_a_narrow_window(server, browser):
+    _narrow(browser)
+    try:
+        browser.get(server.url)
+        browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+        keys = browser.find_element("id", "ex-keys")
+        keys.clear()
+        keys.send_keys("; ".join(["1,0,0"] * 32))  # 32 keys, the most explain takes
+        browser.find_element("id", "explain").click()
+        _wait(browser, "#explain-weights td", 32)
+        broken = browser.execute_script(BROKEN_CELLS, "#explain-weights th, #explain-weights td")
+        page, box, table = browser.execute_script(
+            "const box = document.getElementById('explain-weights');"
+            "return [document.documentElement.scrollWidth, box.clientWidth, box.scrollWidth]"
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert broken == []
+    assert page <= 360 < table and box < table  # the heatmap scrolls, not the page
