@@ -628,3 +628,46 @@ def test_a_wide_worked_example_scrolls_in_its_box_in_a_narrow_window(server, bro
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert broken == []
     assert page <= 360 < table and box < table  # the heatmap scrolls, not the page
+
+
+# Every weight 0, 0.01, ..., 1 drawn as the page draws it, in a card: each cell's text
+# colour and background (rgba over the card's white), as computed by the browser.
+PAINTED_WEIGHTS = """
+const card = document.createElement("div");
+card.className = "sentence";
+const weights = [...Array(101).keys()].map((i) => i / 100);
+card.append(heatmap([weights], ["q"], weights.map(String)));
+document.getElementById("results").replaceChildren(card);
+return [...card.querySelectorAll("td")].map((td) => {
+  const style = getComputedStyle(td);
+  return [Number(td.dataset.weight), style.color, style.backgroundColor];
+});
+"""
+
+
+def _rgba(css_colour: str) -> tuple[float, ...]:
+    parts = [float(x) for x in css_colour[css_colour.index("(") + 1 : -1].split(",")]
+    return tuple(parts) if len(parts) == 4 else (*parts, 1.0)
+
+
+def _contrast(ink: str, background: str, under=(255.0, 255.0, 255.0)) -> float:
+    """WCAG 2 contrast ratio of text ``ink`` on ``background`` composited over ``under``."""
+
+    def luminance(rgb):
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+                  for c in (x / 255 for x in rgb)]  # fmt: skip
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    *rgb, alpha = _rgba(background)
+    shown = [alpha * c + (1 - alpha) * u for c, u in zip(rgb, under, strict=True)]
+    light, dark = sorted([luminance(_rgba(ink)[:3]), luminance(shown)], reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_every_heatmap_number_has_aa_contrast_on_its_shade(server, browser):
+    browser.get(server.url)
+    _wait(browser, "#run option")
+    cells = browser.execute_script(PAINTED_WEIGHTS)
+    assert len(cells) == 101
+    low = [(w, round(_contrast(ink, shade), 2)) for w, ink, shade in cells]
+    assert [(w, ratio) for w, ratio in low if ratio < 4.5] == []  # WCAG AA, normal text
