@@ -671,3 +671,35 @@ def test_every_heatmap_number_has_aa_contrast_on_its_shade(server, browser):
     assert len(cells) == 101
     low = [(w, round(_contrast(ink, shade), 2)) for w, ink, shade in cells]
     assert [(w, ratio) for w, ratio in low if ratio < 4.5] == []  # WCAG AA, normal text
+
+
+def _descriptions(browser, css: str) -> list[str]:
+    """The accessible description (what a screen reader reads after the name) of each node."""
+    root = browser.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    found = browser.execute_cdp_cmd("DOM.querySelectorAll", {"nodeId": root, "selector": css})
+    described = []
+    for node in found["nodeIds"]:
+        tree = browser.execute_cdp_cmd(
+            "Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False}
+        )
+        described.append(tree["nodes"][0].get("description", {}).get("value", ""))
+    return described
+
+
+def test_a_screen_reader_hears_where_a_focused_token_looked(server, browser):
+    """The shading a focused token shows is colour only: its description says it in words."""
+    _translate(browser, server, "ein Mann geht nach Hause")
+    expected = _api(server, {"text": "ein Mann geht nach Hause"})["sentences"][0]
+    weights, src, tgt = expected["weights"], expected["src_tokens"], expected["tgt_tokens"]
+
+    def strongest(row, labels):
+        best = max(range(len(row)), key=row.__getitem__)
+        return f"{labels[best]} ({row[best]:.2f})"
+
+    assert _descriptions(browser, ".tok.query") == [
+        f"looks most at {strongest(row, src)}" for row in weights
+    ]
+    columns = [list(column) for column in zip(*weights, strict=True)]
+    assert _descriptions(browser, ".tok.key") == [
+        f"weighed most by {strongest(column, tgt)}" for column in columns
+    ]

@@ -197,6 +197,9 @@ function render(s, card) {
   const queryNodes = rows.map((t, i) => token("query", t, i));
   keys.append(...keyNodes);
   queries.append(...queryNodes);
+  // the shading a focused token shows, in words for a screen reader (colour alone says nothing)
+  queryNodes.forEach((node, i) => describe(node, "looks most at", m[i], cols));
+  keyNodes.forEach((node, j) => describe(node, "weighed most by", m.map((row) => row[j]), rows));
   const all = [...keyNodes, ...queryNodes];
   const onShow = (node, show) => {
     node.addEventListener("mouseenter", show);
@@ -218,6 +221,12 @@ function render(s, card) {
   });
   q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked));
   q(".step").replaceChildren();
+}
+
+// A token's accessible description: the other side's token it weighs most, and the weight.
+function describe(node, verb, weights, labels) {
+  const best = weights.reduce((b, w, k) => (w > weights[b] ? k : b), 0);
+  node.setAttribute("aria-description", `${verb} ${labels[best]} (${weights[best].toFixed(2)})`);
 }
 
 // masked(i, j): whether query i may not attend to key j (drawn hatched, as the PNGs do).
