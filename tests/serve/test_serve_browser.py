@@ -703,3 +703,26 @@ def test_a_screen_reader_hears_where_a_focused_token_looked(server, browser):
     assert _descriptions(browser, ".tok.key") == [
         f"weighed most by {strongest(column, tgt)}" for column in columns
     ]
+
+
+def test_a_worked_example_says_in_its_status_that_it_is_ready(server, browser):
+    """The status is a live region: an empty one told a screen reader nothing happened."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server.url)
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    query = browser.find_element("id", "ex-query")
+    query.clear()
+    query.send_keys("2,0,1; 1,1,1")
+    browser.find_element("id", "explain").send_keys(Keys.ENTER)
+    _wait(browser, "#explain-weights td", 6)
+    status = browser.find_element("id", "explain-status")
+    assert status.get_attribute("role") == "status"
+    assert status.text == "2 queries over 3 keys: the weights and the worked example are below"
+    query.clear()
+    query.send_keys("2,0,1")
+    browser.find_element("id", "explain").send_keys(Keys.ENTER)
+    _wait(browser, "#explain-weights td", 3)
+    WebDriverWait(browser, 30).until(lambda _: "1 query" in status.text)
+    assert status.text == "1 query over 3 keys: the weights and the worked example are below"

@@ -367,6 +367,7 @@ function explainBody() {
 
 async function explainExample(current) {
   const status = $("explain-status");
+  status.textContent = "explaining…";  // a live region: each press is heard, even a repeat
   status.classList.remove("error");
   try {
     const data = await postJSON("explain", explainBody());
@@ -375,7 +376,9 @@ async function explainExample(current) {
     const masked = t.mask ? (i, j) => !t.mask[i][j] : undefined;
     $("explain-weights").replaceChildren(heatmap(t.weights, t.row_labels, t.col_labels, masked));
     $("explain-text").textContent = data.text;
-    status.textContent = "";
+    const count = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    status.textContent = `${count(t.row_labels.length, "query", "queries")} over ` +
+      `${count(t.col_labels.length, "key", "keys")}: the weights and the worked example are below`;
   } catch (err) {  // the previous result would read as this input's: clear it
     if (!current()) return;
     $("explain-weights").replaceChildren();
