@@ -726,3 +726,19 @@ def test_a_worked_example_says_in_its_status_that_it_is_ready(server, browser):
     _wait(browser, "#explain-weights td", 3)
     WebDriverWait(browser, 30).until(lambda _: "1 query" in status.text)
     assert status.text == "1 query over 3 keys: the weights and the worked example are below"
+
+
+def test_a_focused_tokens_outline_stands_out_from_the_card(server, browser):
+    """A focus indicator needs 3:1 against what surrounds it (WCAG 1.4.11)."""
+    from selenium.webdriver.common.keys import Keys
+
+    card = _translate(browser, server, "ein Hund rennt")
+    first = card.find_element("css selector", ".tok.query")
+    card.find_elements("css selector", ".tok.key")[-1].send_keys(Keys.TAB)  # the keyboard's
+    assert browser.switch_to.active_element == first
+    style, width, colour = (
+        first.value_of_css_property(p) for p in ("outline-style", "outline-width", "outline-color")
+    )
+    background = card.value_of_css_property("background-color")
+    assert style == "solid" and float(width.removesuffix("px")) >= 2
+    assert _contrast(colour, background) >= 3
