@@ -742,3 +742,29 @@ def test_a_focused_tokens_outline_stands_out_from_the_card(server, browser):
     background = card.value_of_css_property("background-color")
     assert style == "solid" and float(width.removesuffix("px")) >= 2
     assert _contrast(colour, background) >= 3
+
+
+def test_a_long_run_name_fits_a_narrow_window(browser, tmp_path):
+    """The run picker was as wide as its longest name: a run named as experiments are
+    widened the page past a phone's 360px, the picker cut off and the page scrolling."""
+    from attnkit.nmt.data.tokenizer import WordTokenizer
+    from conftest_nmt import make_run
+
+    long = tmp_path / "transformer-multi30k-de-en-bpe8000-beam5-averaged"
+    long.mkdir()
+    served = ServerProcess(make_run(long, WordTokenizer.train(CORPUS)))
+    _narrow(browser)
+    try:
+        browser.get(served.url)
+        _wait(browser, "#run option")
+        wide = browser.execute_script(
+            "return [...document.querySelectorAll('main *')]"
+            ".filter((e) => e.getBoundingClientRect().right > innerWidth).map((e) => e.tagName)"
+        )
+        page = browser.execute_script("return document.documentElement.scrollWidth")
+        picked = browser.find_element("id", "run").get_attribute("value")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert served.stop() == 0
+    assert picked == long.name
+    assert wide == [] and page <= 360
