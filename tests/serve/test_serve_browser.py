@@ -768,3 +768,14 @@ def test_a_long_run_name_fits_a_narrow_window(browser, tmp_path):
         assert served.stop() == 0
     assert picked == long.name
     assert wide == [] and page <= 360
+
+
+def test_the_sentence_box_keeps_a_visible_label_once_typed_in(server, browser):
+    """A placeholder is no label: it vanishes as one types, and voice control has no
+    visible name to say ("click Sentences")."""
+    browser.get(server.url)
+    box = _wait(browser, "#text")[0]
+    box.send_keys("ein Hund rennt")
+    form = browser.find_element("id", "translate-form").text  # what is shown, typed text aside
+    assert box.accessible_name == "Sentences, one per line"
+    assert box.accessible_name in form
