@@ -779,3 +779,39 @@ def test_the_sentence_box_keeps_a_visible_label_once_typed_in(server, browser):
     form = browser.find_element("id", "translate-form").text  # what is shown, typed text aside
     assert box.accessible_name == "Sentences, one per line"
     assert box.accessible_name in form
+
+
+def test_high_contrast_mode_keeps_the_weights_shades(server, browser):
+    """Forced colours (Windows High Contrast) drop background colours: the shading a hovered
+    token shows, and the heatmap's, vanished, leaving hovering nothing to show."""
+    from selenium.webdriver import ActionChains
+
+    forced = {"features": [{"name": "forced-colors", "value": "active"}]}
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", forced)
+    try:
+        card = _translate(browser, server, "ein Mann geht nach Hause")
+        assert browser.execute_script("return matchMedia('(forced-colors: active)').matches")
+        query = card.find_element("css selector", ".tok.query")
+        ActionChains(browser).move_to_element(query).perform()
+        shaded = [
+            *card.find_elements("css selector", ".tok.key"),
+            *card.find_elements("css selector", ".heatmap td"),
+        ]
+        shown = [
+            (float(node.get_attribute("data-weight")), *map(node.value_of_css_property, COLOURS))
+            for node in shaded
+        ]
+        under = [
+            card.find_element("css selector", css).value_of_css_property("background-color")
+            for css in (".keys", ".heatmap table")
+        ]
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert under == ["rgba(255, 255, 255, 1)"] * 2  # the shades' base, as without forced colours
+    for weight, ink, shade in shown:
+        assert _rgba(shade)[:3] == (30, 90, 200)  # not the theme's background, shade lost
+        assert _alpha(shade) == pytest.approx(weight, abs=1 / 255 + 1e-6)
+        assert _contrast(ink, shade) >= 4.5
+
+
+COLOURS = ("color", "background-color")
