@@ -815,3 +815,44 @@ def test_high_contrast_mode_keeps_the_weights_shades(server, browser):
 
 
 COLOURS = ("color", "background-color")
+
+
+def _names(browser, css: str) -> list[str]:
+    """The accessible name (what a screen reader announces entering it) of each node."""
+    root = browser.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    found = browser.execute_cdp_cmd("DOM.querySelectorAll", {"nodeId": root, "selector": css})
+    return [
+        browser.execute_cdp_cmd(
+            "Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False}
+        )["nodes"][0]
+        .get("name", {})
+        .get("value", "")
+        for node in found["nodeIds"]
+    ]
+
+
+def test_each_heatmap_is_named_by_what_it_shows(server, browser):
+    """An unnamed table read as 'table, 5 rows, 6 columns': which attention, and which
+    of rows and columns are the queries, a screen reader user could not tell."""
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server.url)
+    _wait(browser, "#run option", 2)
+    Select(browser.find_element("id", "run")).select_by_value("transformer")
+    browser.find_element("id", "text").send_keys("ein Hund rennt")
+    browser.find_element("id", "translate").click()
+    card = _wait(browser, ".heatmap td")[0].find_element("xpath", "ancestor::div[1]/..")
+    names = [_names(browser, ".heatmap table")[0]]
+    Select(card.find_element("css selector", ".view")).select_by_value("cross")
+    Select(card.find_element("css selector", ".head")).select_by_value("0")
+    names += _names(browser, ".heatmap table")
+    browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+    browser.find_element("id", "explain").click()
+    _wait(browser, "#explain-weights td", 3)
+    names += _names(browser, "#explain-weights table")
+    rows_and_columns = "a row per query, a column per key"
+    assert names == [
+        f"alignment (search): {rows_and_columns}",
+        f"cross-attention, layer 1, head 0: {rows_and_columns}",
+        f"attention weights: {rows_and_columns}",
+    ]

@@ -219,8 +219,15 @@ function render(s, card) {
     onShow(node, () => { clearPaint(all); node.classList.add("focus");
       queryNodes.forEach((r, i) => paint(r, m[i][j])); });
   });
-  q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked));
+  q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked, shownView(card)));
   q(".step").replaceChildren();
+}
+
+// The view a card shows, in words: "alignment (search)", "cross-attention, layer 1, head 0".
+function shownView(card) {
+  const [view, layer, head] = [".view", ".layer", ".head"].map((c) => card.querySelector(c));
+  const name = view.selectedOptions[0].textContent;
+  return layer.disabled ? name : `${name}, layer ${layer.value}, head ${head.value}`;
 }
 
 // A token's accessible description: the other side's token it weighs most, and the weight.
@@ -230,8 +237,10 @@ function describe(node, verb, weights, labels) {
 }
 
 // masked(i, j): whether query i may not attend to key j (drawn hatched, as the PNGs do).
-function heatmap(m, rows, cols, masked = () => false) {
+// The caption names the table for a screen reader: which weights, which side is which.
+function heatmap(m, rows, cols, masked = () => false, what = "attention weights") {
   const table = el("table", { class: "grid" });
+  table.append(el("caption", {}, `${what}: a row per query, a column per key`));
   const head = el("tr");
   head.append(el("th"), ...cols.map((c) => el("th", { class: "col" }, c)));
   table.append(head);
