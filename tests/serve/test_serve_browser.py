@@ -856,3 +856,22 @@ def test_each_heatmap_is_named_by_what_it_shows(server, browser):
         f"cross-attention, layer 1, head 0: {rows_and_columns}",
         f"attention weights: {rows_and_columns}",
     ]
+
+
+def test_opening_a_step_with_the_keyboard_is_announced(server, browser):
+    """Enter on an output token opens its step below the heatmap, out of sight of a screen
+    reader's cursor: a live region says it opened, and where."""
+    from selenium.webdriver.common.keys import Keys
+
+    card = _translate(browser, server, "ein Hund rennt")
+    expected = _api(server, {"text": "ein Hund rennt"})["sentences"][0]
+    said = card.find_element("css selector", "[role=status]")
+    assert said.get_attribute("textContent") == ""
+    queries = card.find_elements("css selector", ".tok.query")
+    card.find_elements("css selector", ".tok.key")[-1].send_keys(Keys.TAB, Keys.TAB, Keys.ENTER)
+    keys = len(expected["src_tokens"])
+    token = expected["tgt_tokens"][1]
+    assert browser.switch_to.active_element == queries[1]
+    assert said.get_attribute("textContent") == (
+        f"step for “{token}” opened below the heatmap: the weights of its {keys} keys"
+    )

@@ -144,6 +144,8 @@ function sentenceCard(s) {
   card.append(viewControls(s, card));
   card.append(el("div", { class: "keys tokens" }), el("div", { class: "queries tokens" }));
   card.append(el("div", { class: "heatmap" }), el("div", { class: "step" }));
+  // says that a step opened, below the heatmap, out of a screen reader's sight
+  card.append(el("p", { class: "step-said sr-only", role: "status" }));
   render(s, card);
   return card;
 }
@@ -213,6 +215,8 @@ function render(s, card) {
     node.addEventListener("click", () => {
       show();
       explainStep(q(".step"), m[i], rows[i], cols, isMasked, averaged);
+      q(".step-said").textContent = `step for “${rows[i]}” opened below the heatmap: ` +
+        `the weights of its ${cols.length} keys`;
     });
   });
   keyNodes.forEach((node, j) => {
@@ -221,6 +225,7 @@ function render(s, card) {
   });
   q(".heatmap").replaceChildren(heatmap(m, rows, cols, masked, shownView(card)));
   q(".step").replaceChildren();
+  q(".step-said").textContent = "";
 }
 
 // The view a card shows, in words: "alignment (search)", "cross-attention, layer 1, head 0".
@@ -240,7 +245,7 @@ function describe(node, verb, weights, labels) {
 // The caption names the table for a screen reader: which weights, which side is which.
 function heatmap(m, rows, cols, masked = () => false, what = "attention weights") {
   const table = el("table", { class: "grid" });
-  table.append(el("caption", {}, `${what}: a row per query, a column per key`));
+  table.append(el("caption", { class: "sr-only" }, `${what}: a row per query, a column per key`));
   const head = el("tr");
   head.append(el("th"), ...cols.map((c) => el("th", { class: "col" }, c)));
   table.append(head);
