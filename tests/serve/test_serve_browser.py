@@ -861,6 +861,7 @@ def test_each_heatmap_is_named_by_what_it_shows(server, browser):
 def test_opening_a_step_with_the_keyboard_is_announced(server, browser):
     """Enter on an output token opens its step below the heatmap, out of sight of a screen
     reader's cursor: a live region says it opened, and where."""
+    from selenium.webdriver import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     card = _translate(browser, server, "ein Hund rennt")
@@ -868,10 +869,46 @@ def test_opening_a_step_with_the_keyboard_is_announced(server, browser):
     said = card.find_element("css selector", "[role=status]")
     assert said.get_attribute("textContent") == ""
     queries = card.find_elements("css selector", ".tok.query")
-    card.find_elements("css selector", ".tok.key")[-1].send_keys(Keys.TAB, Keys.TAB, Keys.ENTER)
+    card.find_elements("css selector", ".tok.key")[-1].send_keys(Keys.TAB)  # the queries' row
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT, Keys.ENTER).perform()
     keys = len(expected["src_tokens"])
     token = expected["tgt_tokens"][1]
     assert browser.switch_to.active_element == queries[1]
     assert said.get_attribute("textContent") == (
         f"step for “{token}” opened below the heatmap: the weights of its {keys} keys"
     )
+
+
+def test_a_token_row_is_one_tab_stop_and_the_arrow_keys_move_along_it(server, browser):
+    """Every token was its own Tab stop: a keyboard user pressed Tab 2 x 256 times to get
+    past one long sentence's card. Now Tab enters a row (the keys, the queries) once."""
+    from selenium.webdriver import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    card = _translate(browser, server, "ein Mann geht nach Hause")
+    weights = _api(server, {"text": "ein Mann geht nach Hause"})["sentences"][0]["weights"]
+    keys = card.find_elements("css selector", ".tok.key")
+    queries = card.find_elements("css selector", ".tok.query")
+    rows = card.find_elements("css selector", ".tokens")
+    assert [(r.get_attribute("role"), r.accessible_name) for r in rows] == [
+        ("toolbar", "keys"),
+        ("toolbar", "queries"),
+    ]
+
+    def press(*keys_pressed):
+        ActionChains(browser).send_keys(*keys_pressed).perform()
+        return browser.switch_to.active_element
+
+    card.find_element("css selector", ".view").send_keys(Keys.TAB)  # from the view picker
+    assert browser.switch_to.active_element == keys[0]
+    assert press(Keys.ARROW_RIGHT) == keys[1]
+    shown = [float(q.get_attribute("data-weight")) for q in queries]  # focus shades, as before
+    assert shown == pytest.approx([row[1] for row in weights], abs=1e-12)
+    assert press(Keys.END) == keys[-1]
+    assert press(Keys.ARROW_RIGHT) == keys[-1]  # the row's end: focus stays
+    assert press(Keys.HOME) == keys[0]
+    assert press(Keys.ARROW_LEFT) == keys[0]
+    assert press(Keys.ARROW_RIGHT, Keys.TAB) == queries[0]  # the next row, at once
+    assert press(Keys.ARROW_RIGHT, Keys.TAB) not in keys + queries  # past the card's tokens
+    stops = [q.get_attribute("tabindex") for q in queries]  # Tab comes back where it left
+    assert stops == ["-1", "0"] + ["-1"] * (len(queries) - 2)

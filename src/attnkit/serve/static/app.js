@@ -142,7 +142,9 @@ function sentenceCard(s) {
   }
   card.append(el("p", { class: "translation" }, said(s.translation)), list);
   card.append(viewControls(s, card));
-  card.append(el("div", { class: "keys tokens" }), el("div", { class: "queries tokens" }));
+  // each row one Tab stop (a toolbar: the arrow keys move along it), not one per token
+  const row = (kind) => el("div", { class: `${kind} tokens`, role: "toolbar", "aria-label": kind });
+  card.append(row("keys"), row("queries"));
   card.append(el("div", { class: "heatmap" }), el("div", { class: "step" }));
   // says that a step opened, below the heatmap, out of a screen reader's sight
   card.append(el("p", { class: "step-said sr-only", role: "status" }));
@@ -202,6 +204,8 @@ function render(s, card) {
   // the shading a focused token shows, in words for a screen reader (colour alone says nothing)
   queryNodes.forEach((node, i) => describe(node, "looks most at", m[i], cols));
   keyNodes.forEach((node, j) => describe(node, "weighed most by", m.map((row) => row[j]), rows));
+  rove(keyNodes);
+  rove(queryNodes);
   const all = [...keyNodes, ...queryNodes];
   const onShow = (node, show) => {
     node.addEventListener("mouseenter", show);
@@ -233,6 +237,24 @@ function shownView(card) {
   const [view, layer, head] = [".view", ".layer", ".head"].map((c) => card.querySelector(c));
   const name = view.selectedOptions[0].textContent;
   return layer.disabled ? name : `${name}, layer ${layer.value}, head ${head.value}`;
+}
+
+// One Tab stop for a row of tokens: the last one focused (at first the first) takes Tab,
+// and ArrowLeft/ArrowRight/Home/End move along the row (focus shades as ever).
+function rove(nodes) {
+  const moves = { ArrowLeft: -1, ArrowRight: 1, Home: -Infinity, End: Infinity };
+  nodes.forEach((node, k) => {
+    node.tabIndex = k === 0 ? 0 : -1;
+    node.addEventListener("focus", () => {
+      for (const n of nodes) n.tabIndex = n === node ? 0 : -1;
+    });
+    node.addEventListener("keydown", (event) => {
+      const move = moves[event.key];
+      if (move === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
+      event.preventDefault();
+      nodes[Math.max(0, Math.min(nodes.length - 1, k + move))].focus();
+    });
+  });
 }
 
 // A token's accessible description: the other side's token it weighs most, and the weight.
