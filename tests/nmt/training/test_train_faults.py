@@ -401,3 +401,35 @@ def test_the_resume_command_after_a_failed_write_quotes_a_folder_with_a_space(tm
     assert after_write_failure(folder, full).endswith(
         f"start again (the same command, or attnkit train --resume '{tmp_path}/my run')"
     )
+
+
+def test_sighup_saves_and_stops_as_sigterm_does(tmp_path):
+    # the terminal closed or the ssh session dropped: the run ended at once, nothing saved
+    messages = []
+
+    def hang_up_after_step_5(line):
+        messages.append(line)
+        if line.startswith("epoch 1 step 5:"):
+            signal.raise_signal(signal.SIGHUP)
+
+    before = signal.getsignal(signal.SIGHUP)
+    summary = train(config(), tmp_path, progress_bar=False, echo=hang_up_after_step_5)
+    assert summary.interrupted and summary.progress.step == 5
+    assert messages[-1].startswith("interrupted (SIGHUP) at epoch 1, step 5; checkpoint saved;")
+    assert signal.getsignal(signal.SIGHUP) is before
+
+
+def test_a_run_under_nohup_keeps_ignoring_sighup(tmp_path):
+    messages = []
+
+    def hang_up_after_step_5(line):
+        messages.append(line)
+        if line.startswith("epoch 1 step 5:"):
+            signal.raise_signal(signal.SIGHUP)
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts a command
+    try:
+        summary = train(config(), tmp_path, progress_bar=False, echo=hang_up_after_step_5)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert not summary.interrupted and summary.progress.finished
