@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -22,10 +23,11 @@ def app(tmp_path_factory):
     return make_app(make_runs(tmp_path_factory.mktemp("runs")))[0]
 
 
-def post_in_chunks(app, *, declared: bool, total: int = HUGE):
+def post_in_chunks(app, *, declared: bool, total: int = HUGE, headers=()):
     """POST /translate with a ``total``-byte JSON body handed over in 64 KiB chunks.
 
-    Returns (status, answer, bytes the application pulled from ``receive``).
+    Returns (status, answer, bytes pulled from ``receive`` when the answer started, bytes
+    pulled in all: the refused rest is read and dropped after the answer).
     """
     body_head = b'{"text": "'
     pulled = 0
@@ -43,7 +45,7 @@ def post_in_chunks(app, *, declared: bool, total: int = HUGE):
         pulled += len(piece)
         return {"type": "http.request", "body": piece, "more_body": more}
 
-    headers = [(b"content-type", b"application/json"), (b"host", b"test")]
+    headers = [(b"content-type", b"application/json"), (b"host", b"test"), *headers]
     headers.append(
         (b"content-length", str(total).encode()) if declared else (b"transfer-encoding", b"chunked")
     )
@@ -53,28 +55,44 @@ def post_in_chunks(app, *, declared: bool, total: int = HUGE):
         "query_string": b"", "headers": headers, "client": ("127.0.0.1", 1), "server": ("test", 80),
     }  # fmt: skip
     sent: list[dict] = []
+    answered = None
 
     async def send(message):
+        nonlocal answered
+        answered = pulled if answered is None else answered
         sent.append(message)
 
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], json.loads(body), pulled
+    return start["status"], json.loads(body), answered, pulled
 
 
 @pytest.mark.parametrize("declared", [False, True], ids=["chunked", "content-length"])
 def test_a_huge_body_is_refused_before_more_than_the_limit_is_read(app, declared):
-    status, answer, pulled = post_in_chunks(app, declared=declared)
+    status, answer, answered, pulled = post_in_chunks(app, declared=declared)
     limit = Limits().max_body_bytes
     assert status == 413 and f"request body over {limit} bytes" in answer["error"]
-    assert pulled <= limit + CHUNK
+    assert answered <= limit + CHUNK
     if declared:
-        assert pulled == 0  # the header alone says it is too big
+        assert answered == 0  # the header alone says it is too big
+    assert pulled > HUGE - CHUNK  # then the rest is dropped, so that the client can read it
+
+
+def test_a_refused_body_is_dropped_up_to_a_bound(app, monkeypatch):
+    monkeypatch.setattr("attnkit.serve.app.DISCARD_BYTES", 10 * CHUNK)
+    *_, pulled = post_in_chunks(app, declared=True)
+    assert pulled <= 12 * CHUNK  # a body of any size is not read on and on
+
+
+def test_a_client_waiting_for_100_continue_is_not_waited_for(app):
+    expect = [(b"expect", b"100-continue")]  # curl: it sends no body after the 413
+    status, _, _, pulled = post_in_chunks(app, declared=True, headers=expect)
+    assert status == 413 and pulled == 0
 
 
 def test_a_chunked_body_under_the_limit_is_read_whole(app):
-    status, answer, _ = post_in_chunks(app, declared=False, total=2 * CHUNK)
+    status, answer, *_ = post_in_chunks(app, declared=False, total=2 * CHUNK)
     assert status == 413 and "characters; the limit is 2000" in answer["error"]  # read whole
 
 
@@ -117,3 +135,23 @@ def test_attnkit_serve_options_set_the_limits(tmp_path):
         assert server.stop() == 0
     assert (limits["max_body_bytes"], limits["max_chars"], limits["max_lines"]) == (100000, 10, 1)
     assert status == 413 and sent < HUGE // 10  # answered long before the 50 MB were sent
+
+
+def test_a_client_that_sends_its_whole_body_first_reads_the_413(tmp_path):
+    """urllib (as requests) sends the whole body before it reads: the refused body is read
+    and dropped, so the client gets the 413's JSON, not a broken pipe or a reset."""
+    server = ServerProcess(make_runs(tmp_path)["rnn"], "--max-body-bytes", "1000")
+    body = json.dumps({"text": "a " * 2_000_000}).encode()  # 4 MB: far past the socket buffers
+    try:
+        for _ in range(2):  # and the server keeps answering
+            request = urllib.request.Request(
+                server.url + "translate", data=body, headers={"Content-Type": "application/json"}
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 413
+            assert json.load(refused.value) == {
+                "error": "request body over 1000 bytes (the server's limit)"
+            }
+    finally:
+        assert server.stop() == 0

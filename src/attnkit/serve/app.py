@@ -298,6 +298,9 @@ class _Counter:
             self.count -= 1
 
 
+DISCARD_BYTES = 64 << 20  # of a refused body, read and dropped so that its client reads the 413
+
+
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes is answered 413 as soon as it is
     known, before the application reads the rest.
@@ -306,7 +309,10 @@ class BodyLimit:
     byte of the body is read. Otherwise the body is counted as the application
     pulls it from ``receive`` (chunked or not); the chunk that passes the limit
     is never handed on, and whatever the application would have answered is
-    replaced by the 413.
+    replaced by the 413. Once the 413 is sent, the rest of the body (up to
+    :data:`DISCARD_BYTES`) is read and dropped, unkept: a client that sends its
+    whole body before it reads the answer (urllib, requests) reads the 413
+    instead of a broken pipe, and the connection stays open for its next request.
     """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
@@ -316,15 +322,19 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        size = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        size = headers.get(b"content-length")
         if size is not None and (not size.isdigit() or int(size) > self.limit):
-            await self._refuse(send)
+            # a client that waits for "100 Continue" sends no body after the 413
+            waits = headers.get(b"expect", b"").lower() == b"100-continue"
+            await self._refuse(send, None if waits else receive)
             return
-        over, received = False, 0
+        over, received, more = False, 0, True
 
         async def counted() -> Message:
-            nonlocal over, received
+            nonlocal over, received, more
             message = await receive()
+            more = message["type"] == "http.request" and message.get("more_body", False)
             received += len(message.get("body", b""))
             if received > self.limit:
                 over = True
@@ -335,7 +345,7 @@ class BodyLimit:
             if not over:
                 await send(message)
             elif message["type"] == "http.response.start":
-                await self._refuse(send)
+                await self._refuse(send, receive if more else None)
 
         await self.app(scope, counted, guarded)
 
@@ -343,12 +353,25 @@ class BodyLimit:
     def message(self) -> str:
         return f"request body over {self.limit} bytes (the server's limit)"
 
-    async def _refuse(self, send: Send) -> None:
-        await _error(413, self.message)({"type": "http"}, _no_body, send)
+    async def _refuse(self, send: Send, rest: Receive | None) -> None:
+        """The 413, then the rest of the body from ``rest`` dropped (None: no more to come)."""
+        response = _error(413, self.message)
+        start = {"type": "http.response.start", "status": 413, "headers": response.raw_headers}
+        await send(start)
+        await send({"type": "http.response.body", "body": response.body, "more_body": True})
+        if rest is not None:
+            await _discard(rest, DISCARD_BYTES)
+        await send({"type": "http.response.body", "body": b""})
 
 
-async def _no_body() -> Message:
-    return {"type": "http.disconnect"}
+async def _discard(receive: Receive, most: int) -> None:
+    """Read and drop a request body until it ends or ``most`` bytes have gone."""
+    dropped = 0
+    while dropped <= most:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        dropped += len(message.get("body", b""))
 
 
 def _add_error_handlers(app: FastAPI, limits: Limits) -> None:
