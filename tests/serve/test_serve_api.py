@@ -101,6 +101,13 @@ def test_crlf_text_gives_the_sources_and_translations_of_lf_text(served):
     assert blank[:2] == lf and blank[2]["translation"] == "" and len(blank) == 3
 
 
+def test_a_byte_order_mark_before_the_text_is_dropped_as_translate_drops_it(served):
+    client, _ = served  # a file saved with a BOM, read with open(path, encoding="utf-8")
+    lf = post(client, {"text": TEXT})["sentences"]
+    marked = post(client, {"text": "\ufeff" + TEXT})["sentences"]
+    assert marked[0]["source"] == "ein Mann geht" and marked == lf
+
+
 def test_a_short_sentence_padded_in_a_batch_puts_no_weight_on_padding(served):
     client, runs = served
     batched = post(client, {"text": TEXT, "run": "rnn"})["sentences"][0]

@@ -204,7 +204,9 @@ def _choose_run(by_name: dict[str, ServedRun], runs: list[ServedRun], name: str 
 
 def _check_text(text: str, limits: Limits) -> list[str]:
     """The request's lines (split at ``\\n``, a ``\\r`` before it dropped, a final newline
-    ending the last line), or an error for empty, too long or too many."""
+    ending the last line, a leading byte order mark dropped), or an error for empty, too
+    long or too many."""
+    text = text.removeprefix("\ufeff")  # as attnkit translate drops it from its input
     if is_blank(text):
         raise ApiError(422, "text is empty: type a sentence to translate")
     if len(text) > limits.max_chars:
