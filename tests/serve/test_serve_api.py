@@ -7,6 +7,7 @@ import io
 import json
 import math
 import re
+import socket
 import threading
 import time
 import urllib.request
@@ -392,6 +393,19 @@ def test_attnkit_serve_prints_its_url_serves_and_stops_cleanly(tmp_path):
         status = server.stop()
     assert server.url.startswith("http://127.0.0.1:") and names == ["rnn", "transformer"]
     assert status == 0
+
+
+def test_ctrl_c_stops_attnkit_serve_while_a_client_is_still_sending_its_body(tmp_path):
+    server = ServerProcess(make_runs(tmp_path)["rnn"])
+    host, port = server.url.split("//")[1].strip("/").split(":")
+    body = json.dumps({"text": "ein Mann geht"}).encode()
+    head = f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection((host, int(port)), timeout=30) as stalled:
+        stalled.sendall(head.encode() + body[:5])  # and the rest never comes
+        with urllib.request.urlopen(server.url + "runs", timeout=30) as response:
+            assert response.status == 200  # the request has reached the server
+        assert server.stop() == 0  # stop() waits 20 s, then kills and fails: it waited on
+    assert "Traceback" not in server.stderr and "stopped" in server.stderr
 
 
 def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys):

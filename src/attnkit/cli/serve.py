@@ -2,7 +2,9 @@
 
 Loads each run once, prints the URL and serves the explorer with uvicorn until
 Ctrl-C, which shuts down cleanly with exit status 0 (stopping is how a server
-ends); SIGTERM also shuts down cleanly, then ends with the signal's status 143.
+ends) once the requests that have arrived are answered (a client still sending its
+body is dropped); SIGTERM also shuts down cleanly, then ends with the signal's
+status 143.
 Binds 127.0.0.1 unless ``--host`` says otherwise; on a loopback address it answers only
 requests whose ``Host`` names it (localhost, 127.0.0.1, ::1, ``--allow-host NAME``), so a
 page of another site cannot reach it by DNS rebinding. A run folder that cannot be
@@ -136,9 +138,26 @@ def _run_serve(args: argparse.Namespace) -> int:
     app = create_app(runs, limits, missing, hosts=hosts)
     config = uvicorn.Config(app, log_level="warning")
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down
-        uvicorn.Server(config).run(sockets=[sock])
+        _server_class(uvicorn)(config).run(sockets=[sock])
     print("attnkit serve: stopped", file=sys.stderr)
     return 0
+
+
+def _server_class(uvicorn):
+    """uvicorn's server, except that stopping it (Ctrl-C, SIGTERM) first drops the connections
+    still sending a request body: uvicorn waits for every request to be answered, and
+    one whose body never comes (a client cut off, a stalled upload) kept it waiting for
+    ever. Requests that have arrived whole are still answered before it stops."""
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None) -> None:
+            for connection in list(self.server_state.connections):
+                cycle = getattr(connection, "cycle", None)
+                if cycle is not None and cycle.more_body and not cycle.response_complete:
+                    connection.transport.close()  # the application reads a disconnect
+            await super().shutdown(sockets)
+
+    return Server
 
 
 def allowed_hosts(host: str, extra: list[str]) -> list[str] | None:
