@@ -294,6 +294,21 @@ def test_a_json_body_sent_as_a_form_is_told_to_say_json(served):
 
 
 @pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'{"text": "ein",}', "Expecting property name enclosed in double quotes at character 15"),
+        (b'{"text": "ein"', "Expecting ',' delimiter at character 14"),
+        (b"   ", "Expecting value at character 3"),
+    ],
+)
+def test_a_body_that_is_not_json_is_told_why_and_where(served, body, error):
+    client, _ = served  # was "body.15: JSON decode error", as if 15 were a field
+    response = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json() == {"error": f"body is not valid JSON: {error}"}
+
+
+@pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [("GET", "/translate", "POST"), ("PUT", "/explain", "POST"), ("POST", "/runs", "GET")],
 )

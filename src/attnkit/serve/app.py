@@ -458,9 +458,14 @@ def _not_json(request: Request, errors: Any) -> str | None:
 
 
 def _describe(errors: Any) -> str:
-    """pydantic's errors as one line: ``body.text: Field required; ...`` (first three)."""
+    """pydantic's errors as one line: ``body.text: Field required; ...`` (first three);
+    a body that is no JSON as ``body is not valid JSON: Expecting value at character 8``
+    (FastAPI puts the character in ``loc``, as if it were a field)."""
     parts = []
     for item in list(errors)[:3]:
+        if item.get("type") == "json_invalid":
+            why, where = item.get("ctx", {}).get("error", "invalid"), item["loc"][-1]
+            return f"body is not valid JSON: {why} at character {where}"
         loc = ".".join(str(x) for x in item.get("loc", ()))
         parts.append(f"{loc}: {item.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
