@@ -7,6 +7,8 @@ import io
 import json
 import math
 import re
+import select
+import signal
 import socket
 import threading
 import time
@@ -421,6 +423,42 @@ def test_ctrl_c_stops_attnkit_serve_while_a_client_is_still_sending_its_body(tmp
             assert response.status == 200  # the request has reached the server
         assert server.stop() == 0  # stop() waits 20 s, then kills and fails: it waited on
     assert "Traceback" not in server.stderr and "stopped" in server.stderr
+
+
+def next_stderr_line(server: ServerProcess, start: str) -> str:
+    """The next line the server writes on stderr that begins with ``start`` ("" if none comes
+    within a minute: a hang guard)."""
+    while select.select([server.process.stderr], [], [], 60)[0]:
+        line = server.process.stderr.readline()
+        if not line or line.startswith(start):
+            return line
+    return ""
+
+
+def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_quietly(tmp_path):
+    """A client that stops reading its answer (curl ... | less) keeps a request open."""
+    big = ["--max-chars", "100000", "--max-lines", "1000"]
+    server = ServerProcess(make_runs(tmp_path)["transformer"], *big)
+    host, port = server.url.split("//")[1].strip("/").split(":")
+    body = json.dumps({"text": "ein Hund rennt durch den Schnee\n" * 300}).encode()
+    head = (
+        f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    try:
+        with socket.socket() as stalled:
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.settimeout(120)
+            stalled.connect((host, int(port)))
+            stalled.sendall(head.encode() + body)
+            assert stalled.recv(15) == b"HTTP/1.1 200 OK"  # megabytes follow, unread
+            server.process.send_signal(signal.SIGINT)
+            said = next_stderr_line(server, "attnkit serve: waiting")
+    finally:
+        status = server.stop()  # the second Ctrl-C
+    assert said == "attnkit serve: waiting for 1 request to be answered (Ctrl-C again stops now)\n"
+    assert status == 0
+    assert "Traceback" not in server.stderr and server.stderr.endswith("attnkit serve: stopped\n")
 
 
 def test_attnkit_serve_without_a_run_folder_is_a_one_line_error(tmp_path, capsys):

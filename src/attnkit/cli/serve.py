@@ -3,8 +3,8 @@
 Loads each run once, prints the URL and serves the explorer with uvicorn until
 Ctrl-C, which shuts down cleanly with exit status 0 (stopping is how a server
 ends) once the requests that have arrived are answered (a client still sending its
-body is dropped); SIGTERM also shuts down cleanly, then ends with the signal's
-status 143.
+body is dropped; a second Ctrl-C stops it at once); SIGTERM also shuts down
+cleanly, then ends with the signal's status 143.
 Binds 127.0.0.1 unless ``--host`` says otherwise; on a loopback address it answers only
 requests whose ``Host`` names it (localhost, 127.0.0.1, ::1, ``--allow-host NAME``), so a
 page of another site cannot reach it by DNS rebinding. A run folder that cannot be
@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -147,15 +149,35 @@ def _server_class(uvicorn):
     """uvicorn's server, except that stopping it (Ctrl-C, SIGTERM) first drops the connections
     still sending a request body: uvicorn waits for every request to be answered, and
     one whose body never comes (a client cut off, a stalled upload) kept it waiting for
-    ever. Requests that have arrived whole are still answered before it stops."""
+    ever. Requests that have arrived whole are still answered before it stops, and it
+    says so on stderr; a second Ctrl-C stops it at once, without a traceback for each
+    request it cuts (a client that stopped reading its answer: ``curl ... | less``)."""
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None) -> None:
+            busy = 0
             for connection in list(self.server_state.connections):
                 cycle = getattr(connection, "cycle", None)
-                if cycle is not None and cycle.more_body and not cycle.response_complete:
+                if cycle is None or cycle.response_complete:
+                    continue
+                if cycle.more_body:
                     connection.transport.close()  # the application reads a disconnect
+                else:
+                    busy += 1
+            if busy:
+                requests = "request" if busy == 1 else "requests"
+                print(
+                    f"attnkit serve: waiting for {busy} {requests} to be answered "
+                    "(Ctrl-C again stops now)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             await super().shutdown(sockets)
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.should_exit and sig == signal.SIGINT:  # uvicorn stops now, cutting requests
+                logging.getLogger("uvicorn.error").disabled = True  # each would be a traceback
+            super().handle_exit(sig, frame)
 
     return Server
 
