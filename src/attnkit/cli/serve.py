@@ -156,12 +156,15 @@ def _server_class(uvicorn):
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None) -> None:
             busy = 0
-            for connection in list(self.server_state.connections):
+            # uvicorn's own attributes, read with defaults: another version without them
+            # waits as uvicorn does, it does not fail at Ctrl-C
+            for connection in list(getattr(self.server_state, "connections", ())):
                 cycle = getattr(connection, "cycle", None)
-                if cycle is None or cycle.response_complete:
+                if cycle is None or getattr(cycle, "response_complete", True):
                     continue
-                if cycle.more_body:
-                    connection.transport.close()  # the application reads a disconnect
+                transport = getattr(connection, "transport", None)
+                if getattr(cycle, "more_body", False) and transport is not None:
+                    transport.close()  # the application reads a disconnect
                 else:
                     busy += 1
             if busy:
