@@ -145,3 +145,28 @@ def test_an_html_page_opens_on_the_chosen_layer_and_head(transformer_run, tmp_pa
     want = attention_views(loaded.model, t.src_ids, t.output_ids, "cpu").cross[0, 1]
     torch.testing.assert_close(torch.tensor(record["weights"]), want)
     assert record["weights_from"] == "layer 0, head 1"  # the page's view menu names it
+
+
+class _GoneReader:
+    """A stdout whose reader left (``| head -1``): every flush is a broken pipe."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_leaves_stdout_still_gets_the_buffer_into_the_json_file(word_run, tmp_path):
+    from attnkit.nmt.decoding.output import Sinks, TranslationOutput
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+
+    run = load_run(word_run)
+    translations = translate_lines(run, LINES)
+    records = tmp_path / "a.jsonl"
+    output = TranslationOutput(run, Sinks(json=str(records)), stdout=_GoneReader())
+    with pytest.raises(BrokenPipeError), output:  # the files close on the way out
+        output.write(1, translations)
+    written = [json.loads(line)["translation"] for line in records.read_text().splitlines()]
+    assert written == [t.text for t in translations]

@@ -118,11 +118,20 @@ class TranslationOutput(contextlib.AbstractContextManager):
             self._files.close()
 
     def write(self, first: int, translations: Sequence[Translation]) -> None:
-        """Write one buffer's translations (input lines ``first``, ``first + 1``, ...)."""
-        with writing(STDOUT):
-            for t in translations:
-                print(t.text, file=self.stdout)
-            self.stdout.flush()
+        """Write one buffer's translations (input lines ``first``, ``first + 1``, ...).
+
+        A reader of stdout that went away (``| head -1``) ends the command, but only after
+        this buffer's lines are in the alignment and JSON files: translated, they were
+        lost before.
+        """
+        reader_gone = None
+        try:
+            with writing(STDOUT):
+                for t in translations:
+                    print(t.text, file=self.stdout)
+                self.stdout.flush()
+        except BrokenPipeError as err:
+            reader_gone = err
         numbered = list(enumerate(translations, start=first))
         views = [self._views(t) for t in translations]
         chosen = [self._chosen(v) for v in views]
@@ -132,6 +141,8 @@ class TranslationOutput(contextlib.AbstractContextManager):
         if self.json is not None:
             with writing(self.sinks.json):
                 self._write_json(numbered, chosen)
+        if reader_gone is not None:
+            raise reader_gone
         for (number, t), v, c in zip(numbered, views, chosen, strict=True):
             if self.sinks.plot is not None and v is not None:
                 self._plot(t, v, number)
