@@ -580,3 +580,17 @@ def test_an_allowed_host_given_with_a_final_dot_or_capitals_matches_as_the_heade
     }
     assert allowed_hosts("LOCALHOST", []) is not None  # a loopback server, whatever the case
     assert allowed_hosts("localhost.", []) is not None and allowed_hosts("0.0.0.0", []) is None
+
+
+def test_translate_names_the_languages_of_a_run_of_real_text_and_none_for_a_toy_task(
+    served, tmp_path
+):
+    from attnkit.nmt.config import RunConfig
+    from attnkit.serve.export import text_languages
+
+    client, _ = served
+    assert post(client, {"text": "ein Mann"})["languages"] is None  # a toy copy task
+    files = {"src": str(tmp_path / "a.fr"), "tgt": str(tmp_path / "a.en")}
+    data = {"train": files, "valid": files, "src_lang": "fr", "tgt_lang": "en"}
+    config = RunConfig.from_dict({"data": data})
+    assert text_languages(config.data) == {"source": "fr", "target": "en"}

@@ -912,3 +912,29 @@ def test_a_token_row_is_one_tab_stop_and_the_arrow_keys_move_along_it(server, br
     assert press(Keys.ARROW_RIGHT, Keys.TAB) not in keys + queries  # past the card's tokens
     stops = [q.get_attribute("tabindex") for q in queries]  # Tab comes back where it left
     assert stops == ["-1", "0"] + ["-1"] * (len(queries) - 2)
+
+
+@pytest.mark.parametrize(
+    ("languages", "expected"),
+    [({"source": "de", "target": "en"}, ["de", "en", "en"]), (None, [""] * 3)],
+)
+def test_each_text_is_marked_with_its_language_for_a_screen_readers_voice(
+    browser, tmp_path, languages, expected
+):
+    """A German source on a page of lang="en" was read with an English voice."""
+    from attnkit.nmt.decoding.translate import translate_lines
+    from attnkit.nmt.runs.loaded_run import load_run
+    from attnkit.serve import write_html
+    from attnkit.serve.payload import sentence_payload
+
+    run = load_run(make_runs(tmp_path)["rnn"])
+    [translation] = translate_lines(run, ["ein Hund rennt"], n_best=2)
+    record = sentence_payload(run, translation, 1, n_best=2)
+    page = write_html(tmp_path / "lang.html", [record], beam_size=2, languages=languages)
+    browser.get(page.as_uri())
+    card = _wait(browser, ".sentence")[0]
+    marked = [
+        card.find_element("css selector", css).get_attribute("lang") or ""
+        for css in (".source", ".translation", ".hyp-text")
+    ]
+    assert marked == expected

@@ -338,11 +338,15 @@ def _sinks(args: argparse.Namespace, selection, settings, run):
     page = None
     if args.html:
         from ..serve import write_html
+        from ..serve.export import text_languages
 
         about = f"run {run.config.name} ({run.folder}), {run.config.data.direction}"
+        languages = text_languages(run.config.data)
 
         def page(records):
-            return write_html(args.html, records, beam_size=settings.beam_size, about=about)
+            return write_html(
+                args.html, records, beam_size=settings.beam_size, about=about, languages=languages
+            )
 
     return Sinks(
         show_attention=args.show_attention,

@@ -48,6 +48,7 @@ from ..nmt.data.text import is_blank
 from ..nmt.decoding.settings import SearchSettings
 from ..nmt.decoding.translate import translate_lines
 from ..nmt.runs.loaded_run import LoadedRun
+from .export import text_languages
 from .limits import Limits
 from .payload import run_info, sentence_payload
 
@@ -233,8 +234,13 @@ def _translate(served: ServedRun, lines: list[str], request: TranslateRequest) -
             sentence_payload(run, t, line, n_best=n_best)
             for line, t in enumerate(translations, start=1)
         ]
-    beam = settings.beam_size
-    return {"run": served.name, "beam": beam, "sentences": sentences, "warnings": warnings}
+    return {
+        "run": served.name,
+        "beam": settings.beam_size,
+        "sentences": sentences,
+        "warnings": warnings,
+        "languages": text_languages(run.config.data),
+    }
 
 
 def _explain(request: ExplainRequest, limits: Limits) -> dict[str, Any]:

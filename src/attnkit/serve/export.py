@@ -14,25 +14,40 @@ import json
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import atomic_write_bytes
 
-__all__ = ["html_page", "write_html"]
+if TYPE_CHECKING:
+    from ..nmt.config import DataConfig
+
+__all__ = ["html_page", "text_languages", "write_html"]
 
 # Inside <script> a "</" could end the element early: JSON lets us escape <, > and &.
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
+def text_languages(data: DataConfig) -> dict[str, str] | None:
+    """The languages of a run's source and target text, ``{"source": "de", "target":
+    "en"}``, for the page's ``lang`` attributes (a screen reader reads each sentence with
+    its language's voice); None for a toy task, whose symbols are no language."""
+    return None if data.toy is not None else {"source": data.src_lang, "target": data.tgt_lang}
+
+
 def html_page(
-    records: Sequence[dict[str, Any]], *, beam_size: int, about: str | None = None
+    records: Sequence[dict[str, Any]],
+    *,
+    beam_size: int,
+    about: str | None = None,
+    languages: dict[str, str] | None = None,
 ) -> str:
     """The page's text for the sentences' explorer records (translated with ``beam_size``).
 
     ``about`` (e.g. ``run quick (runs/quick), de → en``) heads the page with
-    the beam size; it is escaped, so any text is safe.
+    the beam size; it is escaped, so any text is safe. ``languages``
+    (:func:`text_languages`) marks the sentences' languages.
     """
-    data = {"beam": beam_size, "sentences": list(records), "warnings": []}
+    data = {"beam": beam_size, "sentences": list(records), "warnings": [], "languages": languages}
     search = "greedy search" if beam_size == 1 else f"beam {beam_size}"
     heading = html.escape(", ".join(x for x in (about, search) if x))
     static = resources.files(__package__).joinpath("static")
@@ -58,9 +73,10 @@ def write_html(
     *,
     beam_size: int,
     about: str | None = None,
+    languages: dict[str, str] | None = None,
 ) -> Path:
     """Write :func:`html_page` to ``path`` atomically (a temporary file, then rename)."""
     path = Path(path)
-    text = html_page(records, beam_size=beam_size, about=about)
+    text = html_page(records, beam_size=beam_size, about=about, languages=languages)
     atomic_write_bytes(path, text.encode("utf-8"))
     return path

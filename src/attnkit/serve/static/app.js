@@ -120,9 +120,12 @@ function clearPaint(nodes) {
 
 // ---------------------------------------------------------------- one sentence
 
-function sentenceCard(s) {
+// `languages` ({source: "de", target: "en"}, null for a toy task) marks each text's
+// language, so that a screen reader reads a German source with a German voice.
+function sentenceCard(s, languages) {
   const card = el("div", { class: "sentence" });
-  card.append(el("h3", { class: "source" }, s.source));
+  const lang = (side) => (languages ? { lang: languages[side] } : {});
+  card.append(el("h3", { class: "source", ...lang("source") }, s.source));
   if (s.truncated_from !== null) {
     card.append(el("p", { class: "warning" },
       `The source had ${s.truncated_from} tokens and was cut to the model's limit.`));
@@ -136,11 +139,11 @@ function sentenceCard(s) {
   const list = el("ol", { class: "hypotheses" });
   for (const h of s.hypotheses) {
     const item = el("li");
-    item.append(el("span", { class: "hyp-text" }, said(h.translation)),
+    item.append(el("span", { class: "hyp-text", ...lang("target") }, said(h.translation)),
       el("span", { class: "score" }, ` score ${h.score.toFixed(4)}`));
     list.append(item);
   }
-  card.append(el("p", { class: "translation" }, said(s.translation)), list);
+  card.append(el("p", { class: "translation", ...lang("target") }, said(s.translation)), list);
   card.append(viewControls(s, card));
   // each row one Tab stop (a toolbar: the arrow keys move along it), not one per token
   const row = (kind) => el("div", { class: `${kind} tokens`, role: "toolbar", "aria-label": kind });
@@ -340,7 +343,7 @@ async function translate(current) {
   try {
     const data = await postJSON("translate", body);
     if (!current()) return;
-    $("results").replaceChildren(...data.sentences.map(sentenceCard));
+    $("results").replaceChildren(...data.sentences.map((s) => sentenceCard(s, data.languages)));
     // which run and search made these cards (the Run picker may since show another run)
     const search = data.beam === 1 ? "greedy search" : `beam ${data.beam}`;
     status.textContent = [`run ${data.run}, ${search}`, ...data.warnings].join(". ");
@@ -427,7 +430,7 @@ async function explainExample(current) {
 // A page written by attnkit.serve.export carries its sentences and has no server.
 function showEmbedded(node) {
   const data = JSON.parse(node.textContent);
-  $("results").replaceChildren(...data.sentences.map(sentenceCard));
+  $("results").replaceChildren(...data.sentences.map((s) => sentenceCard(s, data.languages)));
 }
 
 document.addEventListener("DOMContentLoaded", () => {
