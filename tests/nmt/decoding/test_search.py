@@ -263,6 +263,8 @@ def test_bad_arguments_raise_value_errors() -> None:
         beam_search(model, src, src_lengths, length_penalty=1e308)  # overflowed the penalty
     with pytest.raises(ValueError, match="coverage_penalty must be at most 100, got inf"):
         beam_search(model, src, src_lengths, coverage_penalty=math.inf)
+    with pytest.raises(ValueError, match="length_penalty must be a number, got '1'"):
+        beam_search(model, src, src_lengths, length_penalty="1")  # a raw '>=' TypeError
     with pytest.raises(ValueError, match="max_len_a"):
         greedy_decode(model, src, src_lengths, max_len_a=0.0, max_len_b=0.5)
     with pytest.raises(ValueError, match="src_lengths"):

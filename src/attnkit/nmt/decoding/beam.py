@@ -222,8 +222,9 @@ def beam_search_n_best(
 ) -> list[list[Hypothesis]]:
     """Like :func:`beam_search`, but every finished hypothesis per sentence, best first.
 
-    Each sentence gets at least ``K`` hypotheses (fewer only when it reached
-    its length limit first), each with its own attention weights.
+    Each sentence gets at least ``K`` hypotheses (fewer when it reached its length
+    limit first, or when its other continuations have probability 0), each with its own
+    attention weights.
     """
     settings = settings.with_overrides(**overrides)
     beam_size = settings.beam_size

@@ -41,7 +41,7 @@ class SearchSettings:
     Raises:
         ValueError: ``beam_size`` or ``batch_size`` not an int >= 1, ``no_repeat_ngram``
             not an int >= 0, ``max_len_a`` or ``max_len_b`` not a finite number, or a
-            ``length_penalty`` or ``coverage_penalty`` outside
+            ``length_penalty`` or ``coverage_penalty`` not a number in
             0..``MAX_PENALTY`` (100; the message names the field).
     """
 
@@ -66,13 +66,13 @@ class SearchSettings:
             if not isinstance(value, numbers.Real) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         for name in ("length_penalty", "coverage_penalty"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("length_penalty", "coverage_penalty"):
-            if not getattr(self, name) <= MAX_PENALTY:
-                raise ValueError(
-                    f"{name} must be at most {MAX_PENALTY:g}, got {getattr(self, name)!r}"
-                )
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):  # "1" from a form
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not value >= 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+            if not value <= MAX_PENALTY:
+                raise ValueError(f"{name} must be at most {MAX_PENALTY:g}, got {value!r}")
 
     @classmethod
     def from_config(cls, decode: DecodeConfig, **overrides: Any) -> SearchSettings:
