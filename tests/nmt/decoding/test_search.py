@@ -527,3 +527,16 @@ def test_beam_search_keeps_no_hypothesis_of_probability_zero(k) -> None:
     # "4 </s>" is done after 2 steps and every live beam is dead: the dead beams took a
     # third step to the limit
     assert model.calls == 2
+
+
+def test_decode_n_best_names_a_plain_list_and_a_float_n() -> None:
+    from attnkit.nmt.data.batching import Examples
+    from attnkit.nmt.decoding.search import decode_examples, decode_n_best
+
+    model = _model(VARIANTS[0])
+    with pytest.raises(TypeError, match=r"examples must be Examples .*got list"):
+        decode_examples(model, [[4, 5, 6]])  # was: 'list' object has no attribute 'src'
+    with pytest.raises(TypeError, match="n must be an int, got float 2.0"):
+        decode_n_best(model, Examples([[4, 5, 6]]), n=2.0)  # was: a slice-index TypeError
+    [[best]] = decode_n_best(model, Examples([[4, 5, 6]]), n=1)
+    assert best == decode_examples(model, Examples([[4, 5, 6]]))[0]

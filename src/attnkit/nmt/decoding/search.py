@@ -78,11 +78,19 @@ def decode_n_best(
         per example, in input order, 1 to ``n`` hypotheses, best first.
 
     Raises:
-        TypeError: an override that is no field of :class:`SearchSettings`.
+        TypeError: an override that is no field of :class:`SearchSettings`; ``n`` not
+            an int; ``examples`` not :class:`Examples` (a plain list of id lists).
         ValueError: ``n`` < 1, a bad override value, or a length limit < 1.
     """
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"n must be an int, got {type(n).__name__} {n!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if not hasattr(examples, "src"):
+        raise TypeError(
+            f"examples must be Examples (attnkit.nmt.data.batching), got "
+            f"{type(examples).__name__}: wrap source id lists as Examples(src)"
+        )
     settings = settings.with_overrides(**overrides)
     sources = Examples(examples.src)
     results: list[list[Hypothesis]] = [[] for _ in range(len(sources))]
