@@ -153,3 +153,9 @@ def test_an_ascii_stdout_gets_the_symbols_in_ascii(argv, lines, monkeypatch):
     said = stdout.buffer.getvalue().decode("ascii").splitlines()
     assert all(line in said for line in lines), said
     assert not any("?" in line for line in said)
+
+
+def test_a_typeset_minus_sign_reads_as_a_minus(capsys):
+    # "−1" (U+2212, as lessons and web pages typeset it) was "'−1' is not a number"
+    typed = run(capsys, "explain", "--query", "-1.5,2", "--keys", "-1,0;0,1")
+    assert run(capsys, "explain", "--query", "\u22121.5,2", "--keys", "\u22121,0;0,1") == typed

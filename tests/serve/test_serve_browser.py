@@ -938,3 +938,16 @@ def test_each_text_is_marked_with_its_language_for_a_screen_readers_voice(
         for css in (".source", ".translation", ".hyp-text")
     ]
     assert marked == expected
+
+
+def test_a_typeset_minus_sign_in_a_worked_example_reads_as_a_minus(server, browser):
+    def weights(query):
+        browser.get(server.url)
+        browser.find_element("css selector", '[data-tab="explain-tab"]').click()
+        box = browser.find_element("id", "ex-query")
+        box.clear()
+        box.send_keys(query)
+        browser.find_element("id", "explain").click()
+        return [c.text for c in _wait(browser, "#explain-weights td", 3)]
+
+    assert weights("2,0,\u22121") == weights("2,0,-1") != weights("2,0,1")

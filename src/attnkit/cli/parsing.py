@@ -68,8 +68,8 @@ def _number(entry: str, option: str, row: int, col: int) -> float:
     where = f"{option} row {row}, entry {col}"
     if not entry:
         raise UsageError(f"{where} is empty (two commas in a row?)")
-    try:
-        value = float(entry)
+    try:  # a minus sign typeset as U+2212 (copied from a lesson or a web page) is a minus
+        value = float(entry.replace("\u2212", "-"))
     except ValueError:
         raise UsageError(f"{where}: {entry!r} is not a number") from None
     if not math.isfinite(value):

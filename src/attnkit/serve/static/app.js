@@ -375,7 +375,7 @@ function parseRows(text, name) {
 
 function parseNumber(x, where) {
   if (x === "") throw new Error(`${where} is empty (two commas in a row?)`);
-  const value = Number(x);
+  const value = Number(x.replaceAll("\u2212", "-"));  // a typeset minus sign (U+2212) too
   if (Number.isNaN(value)) throw new Error(`${where}: '${x}' is not a number`);
   if (!Number.isFinite(value)) throw new Error(`${where}: '${x}' is not a finite number`);
   return value;
