@@ -119,8 +119,11 @@ def test_unreadable_config_files_are_named(tmp_path, capsys):
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
     loop = tmp_path / "loop.yaml"
     loop.write_text("data: &a {toy: *a}\n")
+    utf16 = tmp_path / "notepad.yaml"  # Notepad's "Unicode", PowerShell 5's Out-File
+    utf16.write_text("data: {toy: {task: copy}}\n", encoding="utf-16")
     for path, message in [
-        (binary, "not UTF-8 text"),
+        (binary, "not UTF-8 text (byte 0: invalid start byte)\n"),
+        (utf16, "not UTF-8 text (byte 0: invalid start byte); it starts with a UTF-16 byte "),
         (loop, "a value refers to itself (a YAML alias loop)"),
     ]:
         assert main(["train", str(path)]) == 2

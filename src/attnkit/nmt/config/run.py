@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,11 @@ class RunConfig(_Section):
         try:  # a symbolic link written as text (no links in the checkout) reads its target
             raw = load_yaml((linked_config(path) or path).read_text(encoding="utf-8"))
         except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+            utf16 = err.start == 0 and err.object[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+            hint = "; it starts with a UTF-16 byte order mark: save it as UTF-8" if utf16 else ""
+            raise ValueError(
+                f"{path}: not UTF-8 text (byte {err.start}: {err.reason}){hint}"
+            ) from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
         overrides = anchor_paths(overrides, Path.cwd(), cls)
