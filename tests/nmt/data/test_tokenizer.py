@@ -94,6 +94,15 @@ def test_word_tokenizer_reads_nfc_and_nfd_spellings_as_one_word(tmp_path):
     assert WordTokenizer.load(tmp_path / "vocab.json").encode(nfc) == [4]  # an older vocabulary
 
 
+def test_word_tokenizer_keeps_the_ids_of_an_older_vocabulary_with_both_spellings():
+    # a vocabulary learned before words were read in NFC holds both spellings, the NFD
+    # one first (more frequent in that corpus): NFC text keeps its own word's id
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    tok = WordTokenizer(["<pad>", "<unk>", "<s>", "</s>", nfd, nfc])
+    assert tok.encode(nfc) == [5]
+    assert tok.encode(nfd) == [5]  # read in NFC: the word it spells
+
+
 def test_word_vocab_size_limit_keeps_specials():
     tok = WordTokenizer.train(["a a a b b c"], vocab_size=6)
     assert tok.words == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]

@@ -238,7 +238,10 @@ class WordTokenizer:
         # specials are not words: text that spells one maps to UNK (the .get default)
         self.index: dict[str, int] = {}
         for i, w in enumerate(self.words):
-            if w not in SPECIALS:  # the first of two spellings of one NFC word keeps it
+            if w not in SPECIALS and _nfc(w) == w:  # the word itself keeps its id
+                self.index.setdefault(w, i)
+        for i, w in enumerate(self.words):
+            if w not in SPECIALS:  # an older vocabulary's NFD-only word: found by its NFC
                 self.index.setdefault(_nfc(w), i)
 
     @classmethod
