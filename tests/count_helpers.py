@@ -5,6 +5,7 @@ import collections
 import cProfile
 import pstats
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -35,3 +36,16 @@ def python_calls(fn) -> dict[tuple[str, str], int]:
     profile.disable()
     stats = pstats.Stats(profile).stats
     return {(path, name): counts[1] for (path, _line, name), counts in stats.items()}
+
+
+def saved_shapes(fn) -> list[tuple[int, ...]]:
+    """The shapes of the tensors one call of ``fn()`` saves for backward, one per storage."""
+    saved = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = tuple(t.shape)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return list(saved.values())

@@ -49,6 +49,23 @@ def test_outputs_and_every_gradient_match_autograd_in_float64():
         torch.testing.assert_close(h, w, rtol=1e-10, atol=1e-12, msg=name)
 
 
+def test_the_loop_saves_one_copy_of_its_embedded_inputs_for_backward():
+    from count_helpers import saved_shapes
+
+    # the embedded targets (B, T, E) are saved once, not also as the time-major copy
+    gru = torch.nn.GRU(E + DV, D, batch_first=True).double()
+    shapes = ((B, T, E), (B, D), (B, S, A), (B, S, DV), (A, D), (A,))
+    embedded, s0, prepared, values, w_q, v = (
+        torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in shapes
+    )
+    mask = torch.ones(B, S, dtype=torch.bool)
+    saved = saved_shapes(
+        lambda: bahdanau_gru_loop(embedded, s0, prepared, values, mask, w_q, v, gru)
+    )
+    copies = [shape for shape in saved if sorted(shape) == sorted((B, T, E))]
+    assert len(copies) == 1, copies
+
+
 def test_second_derivatives_batched_gradients_and_forward_mode_with_a_masked_row():
     # The hand-written backward writes into buffers (out=): differentiating it again
     # (create_graph, gradgradcheck) stopped with "mul(): functions with out=...

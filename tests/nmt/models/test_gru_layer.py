@@ -27,6 +27,17 @@ def test_a_sentence_runs_the_same_alone_and_inside_a_padded_batch_both_direction
             assert torch.all(out[b, n:] == 0)  # nothing past the length
 
 
+def test_the_layer_saves_one_copy_of_its_inputs_for_backward():
+    from count_helpers import saved_shapes
+
+    # the inputs (B, T, E) are saved once (not also as the time-major copy the loop reads)
+    x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    shapes = saved_shapes(
+        lambda: gru_layer(x, torch.zeros(2, 4, dtype=torch.float64), weights(3, 4), None)
+    )
+    assert sum(1 for shape in shapes if sorted(shape) == [2, 3, 5]) == 1, shapes
+
+
 def test_padding_gets_no_gradient_and_the_kept_state_passes_its_gradient_through():
     torch.manual_seed(0)
     x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)

@@ -149,21 +149,22 @@ class _Loop(torch.autograd.Function):
             gi = torch.addmm(x_gates[t], c, w_ctx)  # W_i [E y; c] + b_i
             s = gru_step(gi, q[:, a_dim:], s, rz[t], n[t], out[t])
         contexts = contexts.squeeze(2)
+        # embedded, not its time-major copy (inputs): autograd_through needs it
         ctx.save_for_backward(
-            inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights, contexts,
-            embedded, prepared, mask, b_ih, b_hh,  # for autograd_through only
+            embedded, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights,
+            contexts, prepared, mask, b_ih, b_hh,  # the last four for autograd_through only
         )  # fmt: skip
         return out.transpose(0, 1), contexts.transpose(0, 1), weights.transpose(0, 1)
 
     @staticmethod
     def backward(ctx: Any, g_out, g_ctx, g_weights):
-        (inputs, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights,
-         contexts, embedded, prepared, mask, b_ih, b_hh) = ctx.saved_tensors  # fmt: skip
+        (embedded, initial, values, w_q, v, w_ih, w_hh, qh, rz, n, out, hidden, weights,
+         contexts, prepared, mask, b_ih, b_hh) = ctx.saved_tensors  # fmt: skip
         if backward_needs_autograd(g_out, g_ctx, g_weights):
             primals = (embedded, initial, prepared, values, mask, w_q, v, w_ih, b_ih, w_hh, b_hh)
             grads = (g_out, g_ctx, g_weights)
             return autograd_through(ctx, _composite_loop, primals, grads)
-        steps, batch, embed = inputs.shape
+        batch, steps, embed = embedded.shape
         d, a_dim = out.shape[-1], w_q.shape[0]
         # a step's gradient row is [x_n, r, z, h_n, attention] (gate_factors' order), so
         # [n, r, z] (input side) and [r, z, h_n, attention] (state side) are blocks of it
@@ -203,7 +204,7 @@ class _Loop(torch.autograd.Function):
 
         g_x, g_state = flat(g[..., : 3 * d]), flat(g[..., d:])  # [n, r, z]; [r, z, n, A]
         g_w_state = g_state.t() @ flat(prev)  # (3D + A, D)
-        g_w_ih = rz_first(g_x.t() @ flat(torch.cat([inputs, contexts], dim=-1)))
+        g_w_ih = rz_first(g_x.t() @ flat(torch.cat([embedded.transpose(0, 1), contexts], dim=-1)))
         g_embedded = (g_x @ n_first(w_ih[:, :embed])).view(steps, batch, -1).transpose(0, 1)
         g_values = torch.einsum("tbs,tbv->bsv", weights, g_c)  # (B, S, Dv)
         g_b_hh = g_state[:, : 3 * d].sum(0)

@@ -273,12 +273,14 @@ class _GRULayer(torch.autograd.Function):
         s, w = initial, w_hh.t()
         for t in range(steps):
             s = gru_step(gi[t], torch.addmm(b_hh, s, w, out=gh[t]), s, rz[t], n[t], out[t])
-        ctx.save_for_backward(x, initial, w_ih, w_hh, gh, rz, n, out, inputs, b_ih, b_hh, keep)
+        # the inputs, not their time-major copy x: autograd_through needs them, and x is
+        # rebuilt from them in the backward (one copy of (T, B, E) saved, as before)
+        ctx.save_for_backward(inputs, initial, w_ih, w_hh, gh, rz, n, out, b_ih, b_hh, keep)
         return out.transpose(0, 1), s.clone()
 
     @staticmethod
     def backward(ctx: Any, g_out, g_final):
-        x, initial, w_ih, w_hh, gh, rz, n, out, inputs, b_ih, b_hh, keep = ctx.saved_tensors
+        inputs, initial, w_ih, w_hh, gh, rz, n, out, b_ih, b_hh, keep = ctx.saved_tensors
         if backward_needs_autograd(g_out, g_final):
             primals = (inputs, initial, w_ih, b_ih, w_hh, b_hh, keep)
             return autograd_through(ctx, _composite_apply, primals, (g_out, g_final))
@@ -286,7 +288,7 @@ class _GRULayer(torch.autograd.Function):
         prev = torch.cat([initial[None], out[:-1]])  # s_{t-1}, (T, B, D)
         factors = gate_factors(rz, n, gh[..., 2 * d :], prev)  # (T, B, 4, D)
         z = rz[..., d:]
-        g = x.new_empty(steps, batch, 4 * d)  # per step [x_n, r, z, h_n]
+        g = out.new_empty(steps, batch, 4 * d)  # per step [x_n, r, z, h_n]
         g_s = torch.zeros_like(initial) if g_final is None else g_final
         for t in reversed(range(steps)):
             if g_out is not None:
@@ -299,7 +301,8 @@ class _GRULayer(torch.autograd.Function):
 
         g_x, g_h = flat(g[..., : 3 * d]), flat(g[..., d:])  # [n, r, z]; [r, z, n]
         g_inputs = (g_x @ n_first(w_ih)).view(steps, batch, -1).transpose(0, 1)  # (B, T, E)
-        g_w_ih, g_b_ih = rz_first(g_x.t() @ flat(x)), rz_first(g_x.sum(0))
+        g_w_ih = rz_first(g_x.t() @ flat(inputs.transpose(0, 1)))  # x: (T, B, E)
+        g_b_ih = rz_first(g_x.sum(0))
         return g_inputs, g_s, g_w_ih, g_b_ih, g_h.t() @ flat(prev), g_h.sum(0), None
 
 
