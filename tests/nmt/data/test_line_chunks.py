@@ -57,6 +57,15 @@ def test_crlf_line_endings_are_no_lone_cr(tmp_path):
     assert str(last.error).endswith("parallel files must be line-aligned")
 
 
+def test_a_stray_cr_inside_the_lines_of_a_shorter_file_gets_no_lone_cr_hint(tmp_path):
+    # an LF file (one line missing) with a CR inside a line, as crawled text has: the
+    # "convert it with tr" hint would split that line in two and misalign the pair
+    src = _write(tmp_path / "s", b"a\nb\nc\nd\n")
+    tgt = _write(tmp_path / "t", b"1\n2 \r 2\n3\n")
+    *_, last = read_chunks(LineFiles((src, tgt)), 2)
+    assert str(last.error).endswith("parallel files must be line-aligned")
+
+
 @pytest.mark.parametrize(
     ("align", "count", "message"),
     [

@@ -384,8 +384,10 @@ def line_count_error(
 
 
 def _lone_cr(path: str | Path) -> bool:
-    """Whether the first 64 KiB of ``path`` hold a CR that no LF follows (False for what
-    is not a regular file: a pipe, read once already, would block or be empty)."""
+    """Whether the first 64 KiB of ``path`` end more lines with a lone CR (one no LF
+    follows) than with an LF: a stray CR inside the lines of an LF file (crawled text) is
+    no old Mac file, and converting it would split its lines. False for what is not a
+    regular file: a pipe, read once already, would block or be empty."""
     if not Path(path).is_file():
         return False
     try:
@@ -393,7 +395,7 @@ def _lone_cr(path: str | Path) -> bool:
             head = handle.read(1 << 16)
     except (*READ_ERRORS, ValueError):
         return False
-    return re.search(rb"\r(?!\n)", head.rstrip(b"\r")) is not None
+    return len(re.findall(rb"\r(?!\n)", head.rstrip(b"\r"))) > head.count(b"\n")
 
 
 def _short_alignment(files: LineFiles, number: int) -> ValueError:
