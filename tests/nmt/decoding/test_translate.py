@@ -238,3 +238,14 @@ def test_a_source_is_tokenized_as_the_same_line_of_training_text(control, tmp_pa
     (result,) = translate_lines(run, [line])
     assert result.src_ids == trained_on
     assert result.source == "ein Mann liest"  # shown on one line, as before
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_newline_inside_a_source_is_a_space_for_a_tokenizer_that_keeps_it(newline, tmp_path):
+    # a sentence argument or an API line may hold "\n", which no line of training text
+    # does; sentencepiece's identity normalization keeps it: "ein" <unk> "M" "a" "n" "n"
+    tok = SentencePieceTokenizer.train(GERMAN * 3, vocab_size=40, normalization="identity")
+    run = load_run(make_run(tmp_path, tok))
+    (result,) = translate_lines(run, [f"ein{newline}Mann"])
+    assert result.src_ids == tok.encode("ein Mann")
+    assert result.source == "ein Mann"

@@ -48,6 +48,7 @@ EOS_LABEL = SPECIAL_TOKENS[EOS]
 DEFAULT_INPUT_LIMIT = 256
 # What str.splitlines() breaks on besides "\n"; none may appear inside an output line.
 _LINE_BREAKS = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_NEWLINE = re.compile("\r?\n")  # where a corpus file's lines end: in no line of training text
 
 
 @compared_by_value
@@ -155,8 +156,10 @@ def prepare_sources(
             )
     limit = input_limit(run.config, max_source_len)
     # tokenized with its line breaks (U+0085, U+001C, ...) as a corpus line is in training
-    # (sentencepiece keeps some, deletes others); shown with each as a space
-    lines = [_valid(line) for line in lines]
+    # (sentencepiece keeps some, deletes others); shown with each as a space. A line of
+    # training text never holds "\n" (nor the "\r" of a "\r\n"): that is a space, as it
+    # was, not a character an identity-normalizing tokenizer reads as <unk>
+    lines = [_NEWLINE.sub(" ", _valid(line)) for line in lines]
     encoded = {i: run.src_tok.encode(s.strip()) for i, s in enumerate(lines) if not is_blank(s)}
     wanted = [i for i, x in encoded.items() if x]
     lengths = [len(encoded[i]) for i in wanted]
