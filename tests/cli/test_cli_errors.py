@@ -281,3 +281,16 @@ def test_help_onto_an_ascii_stdout_is_written_not_a_traceback():
     proc = subprocess.run(command, capture_output=True, env=env, timeout=120)
     assert proc.returncode == 0 and proc.stderr == b""
     assert b"variance of q?k and the mean largest" in b" ".join(proc.stdout.split())
+
+
+def test_an_in_process_caller_keeps_its_strict_stdout(monkeypatch):
+    """main() wrote '?' for what an ASCII stdout lacks, and left the caller's stream so."""
+    import io
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    with pytest.raises(SystemExit):  # argparse's --help, its text with 'q·k'
+        main(["saturation", "--help"])
+    assert stream.errors == "strict"
+    stream.flush()
+    assert b"q?k" in stream.buffer.getvalue()

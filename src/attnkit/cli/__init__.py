@@ -38,7 +38,7 @@ import errno
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .. import __version__
 from ..atomic import STDOUT, WriteError, writing
@@ -85,12 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return WRITE_ERROR_STATUS
     if sys.stderr is None:  # started with stderr closed (`2>&-`)
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (until exit)
-    _replace_unencodable(sys.stdout)
     try:
-        with warnings.catch_warnings():  # restores the hook for an in-process caller
-            warnings.showwarning = _warning_line
+        with _unencodable_replaced(sys.stdout), warnings.catch_warnings():
+            warnings.showwarning = _warning_line  # both restored for an in-process caller
             status = _run(sys.argv[1:] if argv is None else argv)
-        sys.stdout.flush()  # a reader that left shows up here when the output was buffered
+            sys.stdout.flush()  # a reader that left shows up here when output was buffered
     except BrokenPipeError:
         return _reader_gone()
     except WriteError as err:  # argparse's `--help > FILE` on a full disk (see _Parser)
@@ -118,12 +117,21 @@ class _Parser(argparse.ArgumentParser):
         super().exit(status, message)
 
 
-def _replace_unencodable(stream) -> None:
-    """``stream`` writes ``?`` for a character its encoding lacks instead of raising
+@contextlib.contextmanager
+def _unencodable_replaced(stream) -> Iterator[None]:
+    """Inside, ``stream`` writes ``?`` for a character its encoding lacks instead of raising
     UnicodeEncodeError: on an ASCII terminal ``attnkit train --out Prüfung`` trained, then
-    failed with status 2 on its summary line, and ``saturation --help`` was a traceback."""
-    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
-        stream.reconfigure(errors="replace")
+    failed with status 2 on its summary line, and ``saturation --help`` was a traceback.
+    Its strict errors come back afterwards (a caller of :func:`main` keeps its stream)."""
+    if getattr(stream, "errors", None) != "strict" or not hasattr(stream, "reconfigure"):
+        yield
+        return
+    stream.reconfigure(errors="replace")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed
+            stream.reconfigure(errors="strict")
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
