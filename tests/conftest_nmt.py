@@ -67,6 +67,39 @@ def pad(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
     return out, lengths
 
 
+class Encode(torch.nn.Module):
+    """A translator's ``encode`` as a module's forward, for ``torch.export``."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, src_lengths: Tensor):
+        return self.model.encode(src, src_lengths)
+
+
+def assert_per_sentence_gradients(model, rtol: float) -> None:
+    """``vmap(grad(loss))`` over two sentences of different lengths (torch.func's per-sample
+    gradients) equals each sentence's own ``backward()``, for a float64 ``model``."""
+    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
+    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, PAD]])
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, src, src_lengths, tgt_in):
+        args = (src[None], src_lengths[None], tgt_in[None])
+        return torch.func.functional_call(model, p, args)[0].square().mean()
+
+    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(
+        params, src, src_lengths, tgt_in
+    )
+    for b in range(2):
+        model.zero_grad()
+        loss(dict(model.named_parameters()), src[b], src_lengths[b], tgt_in[b]).backward()
+        for name, param in model.named_parameters():
+            want = torch.zeros_like(param) if param.grad is None else param.grad
+            torch.testing.assert_close(grads[name][b], want, rtol=rtol, atol=1e-12, msg=name)
+
+
 def random_sequences(
     n: int, min_len: int, max_len: int, generator: torch.Generator, vocab: int = TOY_VOCAB
 ) -> list[list[int]]:

@@ -12,7 +12,14 @@ from safetensors.torch import load_file, save_file
 from attnkit.nmt.models.rnn import RNNConfig, RNNTranslator
 from attnkit.nmt.models.rnn.encoder import RNNEncoder
 from attnkit.nmt.vocab_ids import BOS, EOS, PAD
-from conftest_nmt import TOY_VOCAB, pad, step_by_step, tiny_model
+from conftest_nmt import (
+    TOY_VOCAB,
+    Encode,
+    assert_per_sentence_gradients,
+    pad,
+    step_by_step,
+    tiny_model,
+)
 
 SCORES = ("dot", "scaled_dot", "general", "concat", "additive")
 TIMINGS = (("previous", False), ("current", False), ("current", True))
@@ -313,14 +320,6 @@ def test_torch_export_of_encode_with_a_dynamic_batch_runs_other_batches(rnn):
     # GuardOnDataDependentSymNode (Eq(u0, 1)), then "addmm(): functions with out=...".
     model = tiny_model(rnn=rnn, encoder_layers=2)
 
-    class Encode(torch.nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, src, src_lengths):
-            return self.model.encode(src, src_lengths)
-
     src, src_lengths = pad([[4, 5, 6, 7], [8, 9, 10]])
     batch = torch.export.Dim("B", min=1, max=32)  # the source length is fixed: an unrolled loop
     exported = torch.export.export(
@@ -338,21 +337,4 @@ def test_per_sentence_gradients_with_vmap_of_grad(rnn):
     # torch.func's per-sample gradients: the input checks, the padding mask and the GRU
     # read the lengths' values on the host, which vmap cannot give (RuntimeError: vmap:
     # It looks like you're ... calling .item() on a Tensor).
-    model = tiny_model(rnn=rnn).double()
-    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
-    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, 0]])
-    params = {k: v.detach() for k, v in model.named_parameters()}
-
-    def loss(p, src, src_lengths, tgt_in):
-        args = (src[None], src_lengths[None], tgt_in[None])
-        return torch.func.functional_call(model, p, args)[0].square().mean()
-
-    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(
-        params, src, src_lengths, tgt_in
-    )
-    for b in range(2):
-        model.zero_grad()
-        loss(dict(model.named_parameters()), src[b], src_lengths[b], tgt_in[b]).backward()
-        for name, param in model.named_parameters():
-            want = torch.zeros_like(param) if param.grad is None else param.grad
-            torch.testing.assert_close(grads[name][b], want, rtol=1e-10, atol=1e-12, msg=name)
+    assert_per_sentence_gradients(tiny_model(rnn=rnn).double(), rtol=1e-10)

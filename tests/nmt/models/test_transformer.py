@@ -15,6 +15,8 @@ from attnkit.nmt.models.transformer.layers import DecoderLayer, EncoderLayer
 from attnkit.nmt.vocab_ids import BOS, PAD
 from conftest_nmt import (
     TOY_VOCAB,
+    Encode,
+    assert_per_sentence_gradients,
     pad,
     random_sequences,
     step_by_step,
@@ -415,14 +417,6 @@ def test_torch_export_of_encode_with_dynamic_batch_and_length_runs_other_shapes(
     # expression u0 < 1 (in check_source).
     model = tiny_transformer()
 
-    class Encode(nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, src, src_lengths):
-            return self.model.encode(src, src_lengths)
-
     src, src_lengths = pad([[4, 5, 6, 7], [8, 9, 10]])
     batch, length = torch.export.Dim("B", min=1, max=32), torch.export.Dim("S", min=2, max=32)
     shapes = ({0: batch, 1: length}, {0: batch})
@@ -437,20 +431,4 @@ def test_torch_export_of_encode_with_dynamic_batch_and_length_runs_other_shapes(
 def test_per_sentence_gradients_with_vmap_of_grad():
     # The input checks and the padding mask read the lengths' values on the host, which
     # vmap cannot give (RuntimeError: vmap: It looks like you're ... calling .item()).
-    model = tiny_transformer().double()
-    src, src_lengths = pad([[4, 5, 6, 7], [8, 9]])
-    tgt_in = torch.tensor([[BOS, 4, 5, 6], [BOS, 8, 9, PAD]])
-    params = {k: v.detach() for k, v in model.named_parameters()}
-
-    def loss(p, src, src_lengths, tgt_in):
-        args = (src[None], src_lengths[None], tgt_in[None])
-        return torch.func.functional_call(model, p, args)[0].square().mean()
-
-    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(
-        params, src, src_lengths, tgt_in
-    )
-    for b in range(2):
-        model.zero_grad()
-        loss(dict(model.named_parameters()), src[b], src_lengths[b], tgt_in[b]).backward()
-        for name, param in model.named_parameters():
-            torch.testing.assert_close(grads[name][b], param.grad, rtol=1e-9, atol=1e-12, msg=name)
+    assert_per_sentence_gradients(tiny_transformer().double(), rtol=1e-9)

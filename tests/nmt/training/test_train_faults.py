@@ -403,33 +403,32 @@ def test_the_resume_command_after_a_failed_write_quotes_a_folder_with_a_space(tm
     )
 
 
-def test_sighup_saves_and_stops_as_sigterm_does(tmp_path):
-    # the terminal closed or the ssh session dropped: the run ended at once, nothing saved
-    messages = []
+def _hang_up_after_step_5(messages: list):
+    """An echo that keeps the lines and hangs up (SIGHUP) after step 5's."""
 
-    def hang_up_after_step_5(line):
+    def echo(line):
         messages.append(line)
         if line.startswith("epoch 1 step 5:"):
             signal.raise_signal(signal.SIGHUP)
 
+    return echo
+
+
+def test_sighup_saves_and_stops_as_sigterm_does(tmp_path):
+    # the terminal closed or the ssh session dropped: the run ended at once, nothing saved
+    messages = []
     before = signal.getsignal(signal.SIGHUP)
-    summary = train(config(), tmp_path, progress_bar=False, echo=hang_up_after_step_5)
+    summary = train(config(), tmp_path, progress_bar=False, echo=_hang_up_after_step_5(messages))
     assert summary.interrupted and summary.progress.step == 5
     assert messages[-1].startswith("interrupted (SIGHUP) at epoch 1, step 5; checkpoint saved;")
     assert signal.getsignal(signal.SIGHUP) is before
 
 
 def test_a_run_under_nohup_keeps_ignoring_sighup(tmp_path):
-    messages = []
-
-    def hang_up_after_step_5(line):
-        messages.append(line)
-        if line.startswith("epoch 1 step 5:"):
-            signal.raise_signal(signal.SIGHUP)
-
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts a command
     try:
-        summary = train(config(), tmp_path, progress_bar=False, echo=hang_up_after_step_5)
+        echo = _hang_up_after_step_5([])
+        summary = train(config(), tmp_path, progress_bar=False, echo=echo)
     finally:
         signal.signal(signal.SIGHUP, before)
     assert not summary.interrupted and summary.progress.finished
