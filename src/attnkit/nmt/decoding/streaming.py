@@ -119,7 +119,7 @@ class LineSplitter:
             return raw.decode("utf-8", errors="replace")
 
 
-def _refuse_other_compression(head: bytes) -> None:
+def _refuse_unreadable_start(head: bytes) -> None:
     """A stream that starts with another compressor's magic would be translated as
     garbage, one U+FFFD warning a line: refuse it, naming the compressor. So is UTF-16
     (PowerShell 5's ``>``, Notepad's "Unicode"): each NUL byte became a line of its own and
@@ -157,7 +157,7 @@ class _Gunzip:
                 self._head = data  # wait for the byte that decides
                 return b""
             if not data.startswith(GZIP_MAGIC):
-                _refuse_other_compression(data)
+                _refuse_unreadable_start(data)
                 self._plain = True
                 return data
             self._inflate = zlib.decompressobj(wbits=31)
